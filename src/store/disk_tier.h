@@ -33,7 +33,13 @@ class DiskTier {
 
  private:
   void LoadIndex();
-  void EvictLocked();
+  // Requires mu_ and the flock on `v1_fd`. Unlinks least recently used files.
+  void EvictLocked(int v1_fd);
+  // Inserts `sha256` or marks it most recently used. Requires mu_.
+  void TouchLocked(const std::string& sha256, uint64_t size);
+  // Drops `sha256` from the index (the file is gone). Requires mu_.
+  void ForgetLocked(const std::string& sha256);
+  void Forget(const std::string& sha256);
 
   const std::filesystem::path dir_;
   const uint64_t capacity_bytes_;
@@ -47,6 +53,7 @@ class DiskTier {
   std::unordered_map<std::string, Entry> index_;  // guarded by mu_
   uint64_t clock_ = 0;                            // guarded by mu_
   uint64_t size_bytes_ = 0;                       // guarded by mu_
+  std::map<uint64_t, std::string> by_use_;        // last_use -> sha256; guarded by mu_
 };
 
 }  // namespace kc::store

@@ -32,7 +32,7 @@ class MemoryTier {
   mutable std::mutex mu_;
   std::list<BlobPtr> lru_;  // front = most recent; guarded by mu_
   std::unordered_map<std::string, std::list<BlobPtr>::iterator> index_;  // guarded by mu_
-  size_t size_bytes_ = 0;  // guarded by mu_
+  size_t size_bytes_ = 0;                                                // guarded by mu_
 };
 
 }  // namespace kc::store

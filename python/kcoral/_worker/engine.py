@@ -1,0 +1,265 @@
+"""Engine: runs one program's instructions in order (spec/protocol.md §2).
+
+Handles are request-local. The first failing instruction ends the program;
+returns that ran before it keep their results. Placement on the GPU lease and
+anything device-specific is delegated to the runtime (runtime.py).
+"""
+
+import hashlib
+import json
+import linecache
+import mmap
+import os
+import sys
+import types
+
+from kcoral import _core
+from kcoral._worker import files, values
+from kcoral._worker.errors import InstructionFailure, describe_exception, format_traceback
+
+
+class CudaSource:
+    """A `language: "cuda"` module upload (E2 form used by the seed)."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+
+class CudaFunctionSource:
+    """get_function on a CUDA source module: what uploaded compilers read."""
+
+    def __init__(self, name: str, source: str):
+        self.name = name
+        self.source = source
+
+    def __repr__(self) -> str:
+        return f"CudaFunctionSource(name={self.name!r})"
+
+
+class CpuOnlyFunction:
+    """Marks a get_function handle whose calls must not touch the GPU."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
+def _map_blob(fd: int):
+    """A read-only view of a sealed memfd; bytes are never copied into a pipe."""
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return memoryview(b"")
+        return memoryview(mmap.mmap(fd, size, prot=mmap.PROT_READ))
+    finally:
+        os.close(fd)
+
+
+class Request:
+    """State of one request: handles, results, encoded segments."""
+
+    def __init__(self, program: dict, blob_fds: dict, limits: dict, workspace: str):
+        self.instructions = program["instructions"]
+        self.blobs = {sha: _map_blob(fd) for sha, fd in blob_fds.items()}
+        self.workspace = workspace
+        self.handles: dict = {}
+        self.results: dict = {}
+        self.budget = values.SegmentBudget(int(limits.get("max_response_bytes") or 0))
+        self.request_id = limits.get("request_id", "")
+        self.module_names: list[str] = []
+        self.linecache_keys: list[str] = []
+
+    def resolve(self, ref: dict):
+        return self.handles[ref["$ref"]]
+
+
+class Engine:
+    def __init__(self, runtime):
+        self.runtime = runtime
+
+    def describe(self) -> dict:
+        return {"target": self.runtime.target(), "versions": self.runtime.versions()}
+
+    def run(self, program_json: str, blob_fds: dict, limits: dict, workspace: str):
+        """Runs a program; returns (outcome JSON text, binary segments)."""
+        request = Request(json.loads(program_json), blob_fds, limits, workspace)
+        sys.path.insert(0, workspace)  # uploaded .py files are importable (spec/server.md §3.2)
+        error = None
+        try:
+            for index, instruction in enumerate(request.instructions):
+                _core.instruction_started(index)
+                try:
+                    self.runtime.place(instruction, request)
+                    self._execute(instruction, request)
+                except BaseException as exc:  # noqa: BLE001 - user code may raise anything
+                    error = self._error(index, instruction, exc)
+                finally:
+                    _core.instruction_finished(index)
+                if error is not None:
+                    break
+            cleanup_error = self.runtime.finish(request)
+            if error is None and cleanup_error is not None:
+                index = len(request.instructions) - 1
+                error = self._error(index, request.instructions[index], cleanup_error)
+        finally:
+            self._forget(request)
+        outcome = {
+            "status": "FAILED" if error else "COMPLETED",
+            "results": request.results,
+            "segments": [memoryview(s).nbytes for s in request.budget.segments],
+        }
+        if error:
+            outcome["error"] = error
+        return json.dumps(outcome, allow_nan=False), request.budget.segments
+
+    @staticmethod
+    def _error(index: int, instruction: dict, exc: BaseException) -> dict:
+        kind, message, extra = describe_exception(exc)
+        op = instruction["op"]
+        return {
+            "kind": kind,
+            "message": message,
+            "instruction_index": index,
+            "instruction_op": op,
+            "instruction_id": instruction.get("id") if op != "return" else None,
+            "traceback": format_traceback(exc),
+            **extra,
+        }
+
+    @staticmethod
+    def _forget(request: Request) -> None:
+        for name in request.module_names:
+            sys.modules.pop(name, None)
+        for key in request.linecache_keys:
+            linecache.cache.pop(key, None)
+        if sys.path and sys.path[0] == request.workspace:
+            sys.path.pop(0)
+
+    # -- instructions -------------------------------------------------------
+
+    def _execute(self, ins: dict, request: Request) -> None:
+        op = ins["op"]
+        if op == "upload":
+            request.handles[ins["id"]] = self._upload(ins, request)
+        elif op == "get_function":
+            request.handles[ins["id"]] = self._get_function(ins, request)
+        elif op == "run":
+            request.handles[ins["id"]] = self._run(ins, request)
+        elif op == "return":
+            self._return(ins, request)
+        else:  # the server validated the program; this is a bug
+            raise InstructionFailure("engine", f"unknown op {op!r}")
+
+    def _upload(self, ins: dict, request: Request):
+        kind = ins["kind"]
+        if kind == "module":
+            if ins.get("language") == "cuda":
+                return CudaSource(ins["source"])
+            return self._exec_module(ins, request)
+        data = request.blobs[ins["blob"]]
+        if kind == "bytes":
+            return bytes(data)
+        if kind == "file":
+            path = files.normalize_path(ins["path"])
+            files.write_upload(request.workspace, path, data)
+            return path
+        if kind == "tensor":
+            return self.runtime.upload_tensor(data, ins["dtype"], ins["shape"])
+        if kind == "library":
+            return self.runtime.load_library(data, ins["blob"], request)
+        raise InstructionFailure("engine", f"unknown upload kind {kind!r}")
+
+    def _exec_module(self, ins: dict, request: Request):
+        source = ins["source"]
+        digest = hashlib.sha1(source.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        filename = f"<uploaded:{digest}>"
+        # inspect-based compilers (Triton, TIRx, CuTe) re-read the source.
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        request.linecache_keys.append(filename)
+        name = f"kcoral_uploaded_{digest}_{len(request.module_names)}"
+        module = types.ModuleType(name)
+        module.__file__ = filename
+        # A real module in sys.modules keeps dataclasses, pickle and typing working.
+        sys.modules[name] = module
+        request.module_names.append(name)
+        try:
+            code = compile(source, filename, "exec")
+            exec(code, module.__dict__)  # noqa: S102 - running uploaded code is the product
+        except BaseException as exc:  # noqa: BLE001
+            kind, message, _ = describe_exception(exc)
+            if kind == "engine":
+                kind = "parse"
+            raise InstructionFailure(kind, f"cannot import the uploaded module: {message}") from exc
+        return module
+
+    def _get_function(self, ins: dict, request: Request):
+        module = request.resolve(ins["module"])
+        name = ins["name"]
+        if isinstance(module, CudaSource):
+            if not name.isidentifier():
+                raise InstructionFailure("parse", f"{name!r} is not a CUDA function name")
+            fn = CudaFunctionSource(name, module.source)
+        elif isinstance(module, types.ModuleType):
+            if name not in module.__dict__:
+                raise InstructionFailure("parse", f"the uploaded Python module defines no name {name!r}")
+            fn = module.__dict__[name]
+        else:
+            fn = self.runtime.library_function(module, name)
+        return CpuOnlyFunction(fn) if ins.get("cpu_only") else fn
+
+    def _run(self, ins: dict, request: Request):
+        fn = request.resolve(ins["fn"])
+        cpu_only = isinstance(fn, CpuOnlyFunction)
+        if cpu_only:
+            fn = fn.fn
+        if not callable(fn):
+            raise InstructionFailure("runtime", f"handle {ins['fn']['$ref']!r} is not callable")
+        args = [
+            request.resolve(a) if _is_ref(a) else a for a in ins.get("args", [])
+        ]
+        if cpu_only:
+            return self.runtime.call_cpu_only(fn, args, request)
+        return fn(*args)
+
+    def _return(self, ins: dict, request: Request) -> None:
+        budget = request.budget
+        mark = budget.checkpoint()
+        try:
+            kind = ins.get("kind")
+            if kind is None:
+                value = request.resolve(ins["value"])
+                if isinstance(value, CpuOnlyFunction):
+                    value = value.fn
+                node = values.encode_value(value, budget, self.runtime.export_tensor)
+            else:
+                path = ins["path"]
+                if _is_ref(path):
+                    path = request.resolve(path)
+                    if not isinstance(path, str):
+                        raise InstructionFailure("serialization", "a returned path must be a string")
+                try:
+                    path = files.normalize_path(path)
+                except ValueError as exc:
+                    raise InstructionFailure("serialization", str(exc)) from None
+                left = budget.max_bytes - budget.used if budget.max_bytes else 0
+                if kind == "file":
+                    node = {"type": "file", "part": budget.add(files.collect_file(request.workspace, path, left))}
+                else:
+                    found, directories = files.collect_folder(request.workspace, path, left)
+                    node = {
+                        "type": "folder",
+                        "files": {p: {"type": "file", "part": budget.add(d)} for p, d in found.items()},
+                        "directories": directories,
+                    }
+        except BaseException:
+            budget.rollback(mark)
+            raise
+        request.results[ins["key"]] = node
+
+
+def _is_ref(value) -> bool:
+    return (
+        isinstance(value, dict)
+        and len(value) == 1
+        and isinstance(value.get("$ref"), str)
+        and value["$ref"] != ""
+    )

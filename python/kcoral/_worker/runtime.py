@@ -1,0 +1,105 @@
+"""Device runtimes: what differs between a CPU and a GPU worker.
+
+The engine asks the runtime to place each instruction (GPU lease), to turn
+uploaded bytes into tensors and libraries, to call cpu_only functions, and to
+export returned tensors.
+
+CPU servers run in one of two modes (`kcoral server --cpu-execution`):
+  host       (default) tensors become host arrays (torch CPU tensors when
+             torch is installed, else numpy), libraries load with TVM-FFI;
+  reference  the reference server's behaviour: tensor and library uploads
+             fail with kind `unavailable`.
+"""
+
+import os
+import tempfile
+
+from kcoral._worker.errors import InstructionFailure
+from kcoral._worker import tensors
+
+
+def make_runtime(device: str):
+    if device == "cpu":
+        return CpuRuntime(host_execution=os.environ.get("KCORAL_CPU_EXECUTION", "host") == "host")
+    raise SystemExit(f"kcoral worker: unsupported device {device!r}")
+
+
+def _library_versions() -> dict:
+    versions = {}
+    try:
+        import tvm_ffi
+
+        versions["tvm_ffi"] = str(tvm_ffi.__version__)
+    except ImportError:
+        pass
+    return versions
+
+
+class CpuRuntime:
+    def __init__(self, host_execution: bool):
+        self.host_execution = host_execution
+        self._versions = _library_versions()
+        self._library_dir = tempfile.mkdtemp(prefix="kcoral-libraries-")
+
+    def target(self) -> dict:
+        return {}
+
+    def versions(self) -> dict:
+        return dict(self._versions)
+
+    def place(self, instruction: dict, request) -> None:
+        """A CPU server has no GPU lease."""
+
+    def finish(self, request):
+        """End-of-request clean-up; returns an exception to report, or None."""
+        return None
+
+    def _require_host_execution(self, what: str) -> None:
+        if not self.host_execution:
+            raise InstructionFailure("unavailable", f"{what} uploads need a GPU server")
+
+    def upload_tensor(self, data, dtype: str, shape: list):
+        self._require_host_execution("tensor")
+        return tensors.host_tensor(data, dtype, shape)
+
+    def load_library(self, data, sha256: str, request):
+        self._require_host_execution("library")
+        try:
+            import tvm_ffi
+        except ImportError:
+            raise InstructionFailure("unavailable", "library uploads need apache-tvm-ffi on the server") from None
+        path = os.path.join(self._library_dir, f"{sha256}.so")
+        with open(path, "wb") as f:
+            f.write(data)
+        try:
+            return tvm_ffi.load_module(path)
+        except Exception as exc:  # noqa: BLE001 - any loader failure is the upload's fault
+            raise InstructionFailure("compile", f"cannot load the uploaded library: {exc}") from exc
+        finally:
+            os.unlink(path)  # the mapping outlives the file
+
+    def library_function(self, module, name: str):
+        if not hasattr(module, "implements_function"):
+            kind = "unavailable" if not self.host_execution else "runtime"
+            raise InstructionFailure(kind, f"cannot select {name!r}: the handle is not a module or library")
+        if not module.implements_function(name):
+            raise InstructionFailure("compile", f"the uploaded library exports no function {name!r}")
+        function = module.get_function(name)
+        return _LibraryFunction(module, function)
+
+    def call_cpu_only(self, fn, args: list, request):
+        return fn(*args)
+
+    def export_tensor(self, value):
+        return tensors.export_host_tensor(value)
+
+
+class _LibraryFunction:
+    """A library function that keeps its library loaded while the handle lives."""
+
+    def __init__(self, module, function):
+        self._module = module
+        self._function = function
+
+    def __call__(self, *args):
+        return self._function(*args)

@@ -1,0 +1,118 @@
+"""Helpers importable by uploaded code: `from kcoral.builtins import benchmark`.
+
+Must import on any server, CPU ones included, with nothing but the standard
+library (spec/protocol.md §7.5).
+"""
+
+import os
+import statistics
+import time
+
+from kcoral.errors import ExecutionError
+
+__all__ = ["benchmark", "compile_tirx"]
+
+_DEFAULTS = {"warmup_ms": 25.0, "repeat_ms": 100.0, "flush_l2": True}
+_MAX_ITERATIONS = 1_000_000
+_PERCENTILES = (5, 10, 25, 50, 75, 90, 95, 99)
+
+
+def _split_cfg(rest: tuple) -> tuple[tuple, dict]:
+    """The last positional argument is the config when it is a dict (spec benchmark.md §1.1)."""
+    if rest and isinstance(rest[-1], dict):
+        return rest[:-1], rest[-1]
+    return rest, {}
+
+
+def _count(cfg: dict, count_key: str, budget_key: str, estimate_ms: float, minimum: int) -> int:
+    if cfg.get(count_key) is not None:
+        value = cfg[count_key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ExecutionError("runtime", f"benchmark cfg {count_key!r} must be an integer >= {minimum}")
+        return value
+    budget = cfg.get(budget_key, _DEFAULTS[budget_key])
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget < 0:
+        raise ExecutionError("runtime", f"benchmark cfg {budget_key!r} must be a non-negative number")
+    if estimate_ms <= 0:
+        return _MAX_ITERATIONS
+    return max(minimum, min(_MAX_ITERATIONS, int(budget / estimate_ms)))
+
+
+def summarize(samples_ms: list[float]) -> dict:
+    """Statistics with spread, shared by every timer."""
+    ordered = sorted(samples_ms)
+
+    def percentile(p: float) -> float:
+        # Linear interpolation between closest ranks.
+        position = (len(ordered) - 1) * p / 100
+        low = int(position)
+        high = min(low + 1, len(ordered) - 1)
+        return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+    stats = {
+        "latency_ms_median": statistics.median(ordered),
+        "latency_ms_mean": statistics.fmean(ordered),
+        "latency_ms_min": ordered[0],
+        "latency_ms_max": ordered[-1],
+        "latency_ms_std": statistics.pstdev(ordered) if len(ordered) > 1 else 0.0,
+        "n_samples": len(ordered),
+    }
+    for p in _PERCENTILES:
+        stats[f"latency_ms_p{p}"] = percentile(p)
+    return stats
+
+
+def _host_benchmark(fn, args: tuple, cfg: dict) -> dict:
+    """Times host callables with the monotonic clock, one sample per call."""
+    clock = time.perf_counter_ns
+    fn(*args)  # one untimed call: first-use costs are not the kernel's
+    start = clock()
+    for _ in range(5):
+        fn(*args)
+    estimate_ms = (clock() - start) / 5e6
+    warmup = _count(cfg, "warmup", "warmup_ms", estimate_ms, 0)
+    repeat = _count(cfg, "repeat", "repeat_ms", estimate_ms, 1)
+    for _ in range(warmup):
+        fn(*args)
+    samples = [0.0] * repeat
+    for i in range(repeat):
+        t0 = clock()
+        fn(*args)
+        samples[i] = (clock() - t0) / 1e6
+    result = summarize(samples)
+    # The host timer sees no device activities and flushes no cache.
+    result.update(activities_stable=True, flush_l2=False, warmup=warmup, repeat=repeat, timer="host")
+    return result
+
+
+def benchmark(fn, *rest) -> dict:
+    """benchmark(fn, *args, cfg?) -> latency statistics in milliseconds.
+
+    cfg keys: warmup_ms (25), repeat_ms (100), warmup, repeat (counts that
+    override the budgets), flush_l2 (True; GPU only).
+    """
+    if not callable(fn):
+        raise ExecutionError("runtime", "benchmark expects a compiled module handle")
+    args, cfg = _split_cfg(rest)
+    device = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
+    if device == "gpu":
+        from kcoral._worker import gpu_benchmark
+
+        return gpu_benchmark.benchmark(fn, args, cfg)
+    if os.environ.get("KCORAL_CPU_EXECUTION", "host") != "host":
+        raise ExecutionError("unavailable", "benchmark needs a GPU server (this CPU server runs in reference mode)")
+    try:
+        return _host_benchmark(fn, args, cfg)
+    except ExecutionError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the callable failed
+        raise ExecutionError("runtime", f"benchmark call failed: {type(exc).__name__}: {exc}"[:600]) from exc
+
+
+def compile_tirx(fn, bindings=None):
+    """Compiles a TIRx kernel; needs Apache TVM on the server."""
+    try:
+        import tvm  # noqa: F401
+    except ImportError:
+        raise ExecutionError("unavailable", "compile_tirx needs Apache TVM on the server") from None
+    raise ExecutionError("unavailable", "compile_tirx is not supported by this server yet")

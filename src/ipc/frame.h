@@ -1,0 +1,65 @@
+// Frames between the server and its worker processes.
+//
+// Transport: one SOCK_SEQPACKET socketpair per worker, so every message keeps
+// its boundary. A frame is one datagram: a small JSON header (at most
+// kMaxHeaderBytes) plus up to kMaxFds file descriptors (SCM_RIGHTS). Bulk data
+// (program text, blobs, results) never travels inline: it rides in memfds or
+// pipes passed as descriptors (DESIGN.md "Data path").
+//
+// Message types (header "type"), in the order a request uses them:
+//   W->S ready        {pid, target, versions}                 once, after imports
+//   S->W run          {request_id, workspace, output_limit_bytes, max_response_bytes,
+//                      blobs:[sha256...]}
+//                     fds: [program.json memfd, stdout pipe, stderr pipe, blob memfds...]
+//   W->S instruction  {index}        about to run instruction `index`
+//   W->S instruction_end {index}     instruction `index` finished (ok or failed)
+//   W->S lease_acquire / lease_release   (GPU servers)
+//   S->W lease_granted
+//   W->S outcome      {}   fds: [outcome.json memfd, parts memfd]
+// Closing the server's end of the socket tells an idle worker to exit.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+
+namespace kc::ipc {
+
+constexpr size_t kMaxHeaderBytes = 64 * 1024;
+constexpr size_t kMaxFds = 250;
+
+namespace frame_type {
+constexpr std::string_view kReady = "ready";
+constexpr std::string_view kRun = "run";
+constexpr std::string_view kInstruction = "instruction";
+constexpr std::string_view kInstructionEnd = "instruction_end";
+constexpr std::string_view kLeaseAcquire = "lease_acquire";
+constexpr std::string_view kLeaseRelease = "lease_release";
+constexpr std::string_view kLeaseGranted = "lease_granted";
+constexpr std::string_view kOutcome = "outcome";
+}  // namespace frame_type
+
+struct Frame {
+  nlohmann::json header;
+  std::vector<UniqueFd> fds;
+
+  std::string type() const { return header.value("type", ""); }
+};
+
+// Sends one frame. Blocking; retries EINTR.
+Status SendFrame(int socket_fd, const nlohmann::json& header, const std::vector<int>& fds = {});
+
+// Receives one frame. Blocking. kUnavailable when the peer closed the socket;
+// kInternal for a malformed frame (truncated header or descriptors).
+StatusOr<Frame> ReceiveFrame(int socket_fd);
+
+// Creates a SOCK_SEQPACKET socketpair; both ends close-on-exec.
+Status MakeSocketPair(UniqueFd* a, UniqueFd* b);
+
+}  // namespace kc::ipc

@@ -1,0 +1,68 @@
+// ChildProcess: a spawned process that leads its own session, owned RAII-style.
+//
+// The destructor kills the whole process tree and reaps the child, so no path
+// leaves an orphan (STYLE.md §6). Workers make themselves child subreapers,
+// so descendants that call setsid() or lose their parent stay below the
+// worker and are found by KillTree (spec/server.md §9: such children escape
+// the reference's process-group kill).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+
+namespace kc::pool {
+
+struct SpawnOptions {
+  std::vector<std::string> argv;
+  std::vector<std::string> env;                // complete environment, NAME=VALUE
+  std::vector<std::pair<int, int>> fd_map;     // {parent fd, child fd}
+};
+
+class ChildProcess {
+ public:
+  ChildProcess() = default;
+  static StatusOr<ChildProcess> Spawn(const SpawnOptions& options);
+
+  ~ChildProcess() { KillTreeAndReap(); }
+  ChildProcess(ChildProcess&& other) noexcept
+      : pid_(std::exchange(other.pid_, -1)), exit_status_(other.exit_status_) {}
+  ChildProcess& operator=(ChildProcess&& other) noexcept {
+    if (this != &other) {
+      KillTreeAndReap();
+      pid_ = std::exchange(other.pid_, -1);
+      exit_status_ = other.exit_status_;
+    }
+    return *this;
+  }
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  bool running() const { return pid_ > 0; }
+
+  // Freezes the child and every descendant (SIGSTOP, repeated until no new
+  // process appears), then SIGKILLs them all and reaps the child. Idempotent.
+  void KillTreeAndReap();
+
+  // How the child ended ("exit code 3", "signal 9"); empty while running.
+  const std::string& exit_description() const { return exit_description_; }
+
+ private:
+  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  void Reaped(int status);
+
+  pid_t pid_ = -1;
+  int exit_status_ = 0;
+  std::string exit_description_;
+};
+
+// Every live descendant of `root` (not `root` itself), found through /proc.
+std::vector<pid_t> Descendants(pid_t root);
+
+}  // namespace kc::pool

@@ -1,0 +1,160 @@
+#include "pool/worker_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "base/memfd.h"
+#include "ipc/frame.h"
+
+namespace kc::pool {
+
+namespace {
+
+constexpr int kWorkerFd = 3;
+
+// Reads what is available from a capture pipe, keeping the head.
+// Returns false at end of file.
+bool Drain(int fd, CapturedStream& stream, size_t limit) {
+  char buffer[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n > 0) {
+      size_t keep = stream.head.size() < limit ? std::min(limit - stream.head.size(), size_t(n)) : 0;
+      stream.head.append(buffer, keep);
+      if (keep < size_t(n) && limit > 0) stream.truncated = true;  // limit 0: capture off
+      continue;
+    }
+    if (n == 0) return false;
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK;
+  }
+}
+
+struct Pipe {
+  UniqueFd read, write;
+};
+
+StatusOr<Pipe> MakeCapturePipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return InternalError(std::string("pipe2: ") + std::strerror(errno));
+  ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
+  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
+
+int MillisecondsLeft(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return static_cast<int>(std::max<int64_t>(0, left.count()));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const WorkerLaunch& launch) {
+  UniqueFd server_end, worker_end;
+  KC_RETURN_IF_ERROR(ipc::MakeSocketPair(&server_end, &worker_end));
+  SpawnOptions options;
+  options.argv = launch.argv;
+  options.env = launch.env;
+  options.env.push_back("KCORAL_WORKER_FD=" + std::to_string(kWorkerFd));
+  options.fd_map = {{worker_end.get(), kWorkerFd}};
+  KC_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(options));
+  return std::unique_ptr<WorkerProcess>(new WorkerProcess(std::move(child), std::move(server_end)));
+}
+
+Status WorkerProcess::AwaitReady(Clock::time_point deadline) {
+  pollfd p{socket_.get(), POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&p, 1, MillisecondsLeft(deadline));
+  } while (rc < 0 && errno == EINTR);
+  if (rc == 0) return DeadlineExceededError("worker did not become ready in time");
+  KC_ASSIGN_OR_RETURN(ipc::Frame frame, ipc::ReceiveFrame(socket_.get()));
+  if (frame.type() != ipc::frame_type::kReady) return InternalError("worker sent " + frame.type() + " before ready");
+  describe_ = frame.header.value("describe", nlohmann::json::object());
+  return Status::Ok();
+}
+
+RunResult WorkerProcess::Run(const RunRequest& request) {
+  RunResult result;
+  ++requests_served_;
+  auto fail = [&](RunResult::Ending ending, std::string message) {
+    result.ending = ending;
+    result.message = std::move(message);
+    return result;
+  };
+
+  auto program = MakeSealedMemfd("kcoral-program", request.program_json);
+  auto out_pipe = MakeCapturePipe();
+  auto err_pipe = MakeCapturePipe();
+  if (!program.ok() || !out_pipe.ok() || !err_pipe.ok()) {
+    return fail(RunResult::Ending::kBroken, "cannot prepare the request for the worker");
+  }
+  nlohmann::json header = {{"type", ipc::frame_type::kRun},
+                           {"request_id", request.request_id},
+                           {"workspace", request.workspace},
+                           {"output_limit_bytes", request.output_limit_bytes},
+                           {"max_response_bytes", request.max_response_bytes},
+                           {"blobs", nlohmann::json::array()}};
+  std::vector<int> fds = {program->get(), out_pipe->write.get(), err_pipe->write.get()};
+  for (const BlobFd& blob : request.blobs) {
+    header["blobs"].push_back(blob.sha256);
+    fds.push_back(blob.fd);
+  }
+  if (Status sent = ipc::SendFrame(socket_.get(), header, fds); !sent.ok()) {
+    return fail(RunResult::Ending::kCrashed, "worker exited before the request: " + sent.message());
+  }
+  // Only the worker may hold the write ends now, so EOF means it is gone.
+  out_pipe->write.Reset();
+  err_pipe->write.Reset();
+
+  const size_t limit = static_cast<size_t>(std::max<int64_t>(0, request.output_limit_bytes));
+  const auto deadline = Clock::now() + request.timeout;
+  pollfd polls[3] = {{socket_.get(), POLLIN, 0},
+                     {out_pipe->read.get(), POLLIN, 0},
+                     {err_pipe->read.get(), POLLIN, 0}};
+  for (;;) {
+    int rc = ::poll(polls, 3, MillisecondsLeft(deadline));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc == 0) {
+      child_.KillTreeAndReap();
+      return fail(RunResult::Ending::kTimedOut, "execution timed out");
+    }
+    for (int i = 1; i < 3; ++i) {
+      if (polls[i].fd >= 0 && polls[i].revents) {
+        if (!Drain(polls[i].fd, i == 1 ? result.out : result.err, limit)) polls[i].fd = -1;
+      }
+    }
+    if (!polls[0].revents) continue;
+    auto frame = ipc::ReceiveFrame(socket_.get());
+    if (!frame.ok()) {
+      child_.KillTreeAndReap();
+      return fail(RunResult::Ending::kCrashed, "worker exited (" + child_.exit_description() + ")");
+    }
+    const std::string type = frame->type();
+    if (type == ipc::frame_type::kInstruction) {
+      result.instruction_index = frame->header.value("index", -1);
+    } else if (type == ipc::frame_type::kInstructionEnd) {
+      result.instruction_index = -1;
+    } else if (type == ipc::frame_type::kOutcome && frame->fds.size() == 2) {
+      auto outcome = ReadWholeFd(frame->fds[0].get());
+      auto parts = ReadWholeFd(frame->fds[1].get());
+      if (!outcome.ok() || !parts.ok()) return fail(RunResult::Ending::kBroken, "unreadable outcome");
+      // The worker flushed and switched its fds back before answering, so
+      // everything it wrote is already in the pipes.
+      Drain(out_pipe->read.get(), result.out, limit);
+      Drain(err_pipe->read.get(), result.err, limit);
+      result.outcome_json = std::move(*outcome);
+      result.parts = std::move(*parts);
+      result.ending = RunResult::Ending::kOutcome;
+      return result;
+    } else {
+      child_.KillTreeAndReap();
+      return fail(RunResult::Ending::kBroken, "worker sent an unexpected " + type + " frame");
+    }
+  }
+}
+
+}  // namespace kc::pool

@@ -1,0 +1,90 @@
+// WorkerProcess: one occupant of a seat, a Python worker driven by kcoral._core.
+//
+// Not thread-safe: one thread (the seat's) drives it at a time. Lifetime:
+//   auto worker = WorkerProcess::Start(launch);   // spawns, returns at once
+//   worker->AwaitReady(deadline);                 // imports done, ready frame read
+//   RunResult r = worker->Run(request);           // one program
+//   worker.reset();                               // kills the whole tree, reaps
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "pool/child_process.h"
+
+namespace kc::pool {
+
+using Clock = std::chrono::steady_clock;
+
+struct WorkerLaunch {
+  std::vector<std::string> argv;  // e.g. {python, "-m", "kcoral._worker"}
+  std::vector<std::string> env;   // KCORAL_WORKER_FD is added
+};
+
+struct BlobFd {
+  std::string sha256;
+  int fd;  // borrowed; must stay open for the duration of Run
+};
+
+struct RunRequest {
+  std::string request_id;
+  std::string program_json;
+  std::vector<BlobFd> blobs;
+  std::string workspace;
+  int64_t output_limit_bytes = 0;
+  uint64_t max_response_bytes = 0;
+  std::chrono::nanoseconds timeout{0};
+};
+
+struct CapturedStream {
+  std::string head;  // the first output_limit_bytes bytes
+  bool truncated = false;
+};
+
+struct RunResult {
+  enum class Ending {
+    kOutcome,    // the worker answered
+    kCrashed,    // the worker died or closed its socket
+    kTimedOut,   // the execution budget ran out (worker killed)
+    kBroken,     // the worker sent something it must not (worker killed)
+  };
+  Ending ending = Ending::kBroken;
+  std::string outcome_json;
+  std::string parts;                 // binary segments, concatenated
+  int instruction_index = -1;        // running when it ended; -1 outside any
+  std::string message;               // for kCrashed/kBroken
+  CapturedStream out, err;
+};
+
+class WorkerProcess {
+ public:
+  static StatusOr<std::unique_ptr<WorkerProcess>> Start(const WorkerLaunch& launch);
+
+  // Waits for the ready frame. Errors name what the worker did instead.
+  Status AwaitReady(Clock::time_point deadline);
+
+  RunResult Run(const RunRequest& request);
+
+  pid_t pid() const { return child_.pid(); }
+  const nlohmann::json& describe() const { return describe_; }
+  int socket_fd() const { return socket_.get(); }
+  int requests_served() const { return requests_served_; }
+
+ private:
+  WorkerProcess(ChildProcess child, UniqueFd socket)
+      : child_(std::move(child)), socket_(std::move(socket)) {}
+
+  ChildProcess child_;
+  UniqueFd socket_;
+  nlohmann::json describe_;
+  int requests_served_ = 0;
+};
+
+}  // namespace kc::pool

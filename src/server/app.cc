@@ -1,0 +1,235 @@
+#include "server/app.h"
+
+#include <chrono>
+#include <csignal>
+#include <ctime>
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/version.hpp>
+
+#include "server/request_id.h"
+
+namespace kc::server {
+
+namespace beast = boost::beast;
+using tcp = net::ip::tcp;
+
+namespace {
+
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+constexpr auto kIdleTimeout = std::chrono::seconds(120);
+constexpr auto kBodyTimeout = std::chrono::seconds(600);
+
+std::string UtcNowIso() {
+  auto now = std::chrono::system_clock::now();
+  std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  std::tm tm;
+  gmtime_r(&seconds, &tm);
+  char buffer[40];
+  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &tm);
+  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  char frac[16];
+  std::snprintf(frac, sizeof frac, ".%06lldZ", static_cast<long long>(micros));
+  return std::string(buffer) + frac;
+}
+
+pool::PoolOptions PoolOptionsFrom(const ServerConfig& config) {
+  pool::PoolOptions options;
+  options.device = config.device;
+  options.seats = config.seat_count();
+  options.standby = config.standby_workers >= 0 ? config.standby_workers : options.seats;
+  if (options.standby < 1) options.standby = 1;
+  options.max_requests_per_worker = config.max_requests_per_worker;
+  options.max_queued_requests = config.max_queued_requests;
+  options.worker_wait_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(config.worker_wait_timeout_seconds * 1000));
+  options.launch.argv = {config.python, "-m", "kcoral._worker"};
+  for (char** e = environ; *e != nullptr; ++e) options.launch.env.emplace_back(*e);
+  options.launch.env.push_back("KCORAL_WORKER_DEVICE=" + config.device);
+  options.launch.env.push_back("KCORAL_CPU_EXECUTION=" + config.cpu_execution);
+  options.launch.env.push_back("PYTHONUNBUFFERED=1");
+  return options;
+}
+
+store::BlobStoreOptions StoreOptionsFrom(const ServerConfig& config) {
+  store::BlobStoreOptions options;
+  options.memory_capacity_bytes = config.cache_capacity_bytes;
+  options.disk_dir = config.disk_cache_dir;
+  options.disk_capacity_bytes = config.disk_cache_capacity_mbytes << 20;
+  return options;
+}
+
+http::response<http::string_body> ToBeast(HttpReply reply, unsigned version, bool keep_alive) {
+  http::response<http::string_body> response{static_cast<http::status>(reply.status), version};
+  response.set(http::field::server, "kcoral");
+  response.set(http::field::content_type, reply.content_type);
+  if (!reply.request_id.empty()) response.set("X-Request-ID", reply.request_id);
+  if (reply.retry_after) response.set(http::field::retry_after, "1");
+  response.body() = std::move(reply.body);
+  response.keep_alive(keep_alive);
+  response.prepare_payload();
+  return response;
+}
+
+}  // namespace
+
+App::App(ServerConfig config)
+    : config_(std::move(config)),
+      events_(config_.log_dir, config_.log_console, config_.log_programs),
+      blobs_(StoreOptionsFrom(config_)),
+      cpu_pool_(config_.parse_threads),
+      instance_id_(NewUuid()),
+      started_at_(UtcNowIso()) {}
+
+App::~App() {
+  if (pool_) pool_->Join();
+  cpu_pool_.join();
+}
+
+HttpReply App::RequestTooLarge(const std::string& request_id, uint64_t declared) const {
+  HttpReply reply = ErrorReply(413, "request_too_large",
+                               "request body of " + std::to_string(declared) +
+                                   " bytes exceeds max_request_bytes " +
+                                   std::to_string(config_.max_request_bytes),
+                               request_id);
+  reply.finish_reason = "rejected";
+  return reply;
+}
+
+// One connection: requests in sequence, as Beast's awaitable examples do.
+net::awaitable<void> Session(App& app, tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  std::string client;
+  boost::system::error_code ep_ec;
+  auto endpoint = stream.socket().remote_endpoint(ep_ec);
+  if (!ep_ec) client = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(app.config().max_request_bytes);
+    stream.expires_after(kIdleTimeout);
+    auto [header_ec, header_bytes] = co_await http::async_read_header(stream, buffer, parser, kUseTuple);
+    if (header_ec) break;  // closed, timed out or malformed: nothing to answer
+
+    auto& head = parser.get();
+    const bool is_execute = head.target() == "/execute";
+    HttpReply reply;
+    bool keep_alive = head.keep_alive();
+    if (is_execute && parser.content_length() && *parser.content_length() > app.config().max_request_bytes) {
+      // 413 without reading the body (spec §1.5); the connection cannot be reused.
+      reply = app.RequestTooLarge(ChooseRequestId(SuppliedRequestIds(head)), *parser.content_length());
+      keep_alive = false;
+    } else {
+      stream.expires_after(kBodyTimeout);
+      auto [body_ec, body_bytes] = co_await http::async_read(stream, buffer, parser, kUseTuple);
+      if (body_ec == http::error::body_limit) {
+        reply = app.RequestTooLarge(NewUuid(), app.config().max_request_bytes + 1);
+        keep_alive = false;
+      } else if (body_ec) {
+        break;
+      } else {
+        Request request = parser.release();
+        keep_alive = request.keep_alive();
+        stream.expires_never();  // executions may run for many minutes
+        if (request.target() == "/execute" && request.method() == http::verb::post) {
+          reply = co_await app.HandleExecute(std::move(request), client);
+        } else if (request.target() == "/health" && request.method() == http::verb::get) {
+          reply = app.HandleHealth();
+        } else if (request.target() == "/execute" || request.target() == "/health") {
+          reply = ErrorReply(405, "parse", "method not allowed", "");
+        } else {
+          reply = {404, "application/json", R"({"detail":"Not Found"})", ""};
+        }
+      }
+    }
+    auto response = ToBeast(std::move(reply), head.version(), keep_alive);
+    stream.expires_after(kBodyTimeout);
+    auto [write_ec, written] = co_await http::async_write(stream, response, kUseTuple);
+    if (write_ec || !keep_alive) break;
+  }
+  boost::system::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+net::awaitable<void> App::Listen(tcp::acceptor acceptor) {
+  for (;;) {
+    auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
+    if (ec) {
+      if (ec == net::error::operation_aborted) co_return;
+      continue;
+    }
+    net::co_spawn(io_, Session(*this, std::move(socket)), net::detached);
+  }
+}
+
+void App::BeginShutdown() {
+  if (shutting_down_.exchange(true)) return;
+  events_.Emit(pool::EventLevel::kInfo, "shutdown_started", {{"remaining", in_flight_.load()}});
+  if (pool_) pool_->BeginShutdown();
+}
+
+int App::Run() {
+  ::signal(SIGPIPE, SIG_IGN);
+  pool_ = std::make_unique<pool::WorkerPool>(PoolOptionsFrom(config_), events_);
+  if (Status started = pool_->Start(); !started.ok()) {
+    events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", started.message()}});
+    return 1;
+  }
+  boost::system::error_code ec;
+  tcp::endpoint endpoint(net::ip::make_address(config_.host, ec), static_cast<unsigned short>(config_.port));
+  if (ec) {
+    events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", "bad --host " + config_.host}});
+    return 2;
+  }
+  tcp::acceptor acceptor(io_);
+  acceptor.open(endpoint.protocol(), ec);
+  if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor.bind(endpoint, ec);
+  if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    events_.Emit(pool::EventLevel::kError, "server_start_failed",
+                 {{"error", "cannot listen on " + config_.host + ":" + std::to_string(config_.port) + ": " + ec.message()}});
+    return 2;
+  }
+  events_.Emit(pool::EventLevel::kInfo, "pool_ready",
+               {{"mode", config_.device}, {"workers", config_.seat_count()},
+                {"target", pool_->describe().value("target", nlohmann::json::object())},
+                {"versions", pool_->describe().value("versions", nlohmann::json::object())}});
+  events_.Emit(pool::EventLevel::kInfo, "server_started",
+               {{"url", "http://" + config_.host + ":" + std::to_string(acceptor.local_endpoint().port())},
+                {"run_dir", events_.run_dir().string()}, {"instance_id", instance_id_}});
+
+  net::signal_set signals(io_, SIGINT, SIGTERM);
+  std::function<void(const boost::system::error_code&, int)> on_signal;
+  on_signal = [&](const boost::system::error_code& sig_ec, int) {
+    if (sig_ec) return;
+    acceptor.close();
+    BeginShutdown();
+    signals.async_wait(on_signal);  // repeated signals do not force-quit
+  };
+  signals.async_wait(on_signal);
+  net::co_spawn(io_, Listen(std::move(acceptor)), net::detached);
+
+  // Serve until shutdown has begun and nothing is in flight.
+  net::steady_timer poll(io_);
+  std::function<void(const boost::system::error_code&)> check;
+  check = [&](const boost::system::error_code&) {
+    if (shutting_down_ && in_flight_ == 0) {
+      signals.cancel();
+      io_.stop();
+      return;
+    }
+    poll.expires_after(std::chrono::milliseconds(100));
+    poll.async_wait(check);
+  };
+  poll.expires_after(std::chrono::milliseconds(100));
+  poll.async_wait(check);
+  io_.run();
+
+  pool_->Join();
+  events_.Emit(pool::EventLevel::kInfo, "shutdown_complete", {});
+  events_.Emit(pool::EventLevel::kInfo, "server_stopped", {});
+  return 0;
+}
+
+}  // namespace kc::server

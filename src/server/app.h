@@ -1,0 +1,63 @@
+// App: the server process put together (DESIGN.md "Processes"): the Beast
+// front end on one I/O thread, a small thread pool for parsing, hashing and
+// response building, the blob store, the worker pool and the event log.
+//
+// Lifetime: Run() serves until SIGTERM/SIGINT, then stops accepting, answers
+// 503 to new requests, lets running ones finish, and stops every worker.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include <boost/asio.hpp>
+#include <boost/beast/http.hpp>
+
+#include "pool/worker_pool.h"
+#include "server/event_log.h"
+#include "server/http_reply.h"
+#include "server/server_config.h"
+#include "store/blob_store.h"
+
+namespace kc::server {
+
+namespace net = boost::asio;
+namespace http = boost::beast::http;
+using Request = http::request<http::string_body>;
+
+// Every X-Request-ID value the request carries (spec/protocol.md §1.5).
+std::vector<std::string_view> SuppliedRequestIds(const http::fields& fields);
+
+class App {
+ public:
+  explicit App(ServerConfig config);
+  ~App();
+
+  // Starts the workers and serves until a signal arrives. Returns the exit code.
+  int Run();
+
+  // Routes (routes never touch the socket).
+  net::awaitable<HttpReply> HandleExecute(Request request, std::string client);
+  HttpReply HandleHealth() const;
+  HttpReply RequestTooLarge(const std::string& request_id, uint64_t declared) const;
+
+  const ServerConfig& config() const { return config_; }
+  EventLog& events() { return events_; }
+
+ private:
+  net::awaitable<void> Listen(net::ip::tcp::acceptor acceptor);
+  void BeginShutdown();
+
+  const ServerConfig config_;
+  EventLog events_;
+  store::BlobStore blobs_;
+  std::unique_ptr<pool::WorkerPool> pool_;
+  net::io_context io_{1};
+  net::thread_pool cpu_pool_;
+  std::string instance_id_;
+  std::string started_at_;
+  std::atomic<bool> shutting_down_{false};
+  std::atomic<int> in_flight_{0};
+};
+
+}  // namespace kc::server

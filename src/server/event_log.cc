@@ -1,0 +1,119 @@
+#include "server/event_log.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+namespace kc::server {
+
+namespace {
+
+std::string UtcTimestamp(const char* format, bool millis) {
+  auto now = std::chrono::system_clock::now();
+  std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  std::tm tm;
+  gmtime_r(&seconds, &tm);
+  char buffer[64];
+  std::strftime(buffer, sizeof buffer, format, &tm);
+  std::string text = buffer;
+  if (millis) {
+    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+    char frac[8];
+    std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(ms));
+    text += frac;
+  }
+  return text + "Z";
+}
+
+const char* LevelName(pool::EventLevel level) {
+  switch (level) {
+    case pool::EventLevel::kInfo: return "INFO";
+    case pool::EventLevel::kWarning: return "WARNING";
+    case pool::EventLevel::kError: return "ERROR";
+  }
+  return "INFO";
+}
+
+// `<timestamp> <LEVEL> <event> key=value ...`, long and bulky fields left out.
+std::string ConsoleLine(const std::string& timestamp, const char* level, std::string_view event,
+                        const nlohmann::json& fields) {
+  char head[96];
+  std::snprintf(head, sizeof head, "%s %-7s ", timestamp.c_str(), level);
+  std::string line = head + std::string(event);
+  for (const auto& [key, value] : fields.items()) {
+    if (key == "traceback" || key == "versions" || key == "config" || key == "program") continue;
+    std::string text = value.is_string() ? value.get<std::string>()
+                                         : value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (value.is_number_float()) {
+      char number[32];
+      std::snprintf(number, sizeof number, "%.1f", value.get<double>());
+      text = number;
+    }
+    if (text.size() > 120) text = text.substr(0, 117) + "...";
+    line += " " + key + "=" + text;
+  }
+  return line;
+}
+
+}  // namespace
+
+EventLog::EventLog(const std::string& log_dir, bool console, bool keep_programs)
+    : console_(console), keep_programs_(keep_programs) {
+  if (!log_dir.empty()) {
+    std::filesystem::path base = std::filesystem::path(log_dir) / "runs";
+    std::string stamp = UtcTimestamp("%Y%m%dT%H%M%S", true);
+    std::error_code ec;
+    std::filesystem::create_directories(base, ec);
+    run_dir_ = base / stamp;
+    for (int n = 1; std::filesystem::exists(run_dir_); ++n) run_dir_ = base / (stamp + "-" + std::to_string(n));
+    std::filesystem::create_directories(run_dir_ / "programs", ec);
+    file_.open(run_dir_ / "events.jsonl", std::ios::app);
+  }
+  writer_ = std::thread([this] { WriterLoop(); });
+}
+
+EventLog::~EventLog() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  writer_.join();
+}
+
+void EventLog::Emit(pool::EventLevel level, std::string_view event, nlohmann::json fields) {
+  std::string timestamp = UtcTimestamp("%Y-%m-%dT%H:%M:%S", true);
+  nlohmann::ordered_json record = {{"timestamp", timestamp}, {"level", LevelName(level)}, {"event", event}};
+  for (auto& [key, value] : fields.items()) record[key] = value;
+  std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string console = console_ ? ConsoleLine(timestamp, LevelName(level), event, fields) : "";
+  std::lock_guard lock(mu_);
+  if (file_.is_open() || !run_dir_.empty()) lines_.push_back(std::move(line));
+  if (console_) console_lines_.push_back(std::move(console));
+  cv_.notify_all();
+}
+
+void EventLog::SaveProgram(const std::string& request_id, const std::string& program_json) {
+  if (!keep_programs_ || run_dir_.empty()) return;
+  std::ofstream out(run_dir_ / "programs" / (request_id + ".json"), std::ios::binary);
+  out << program_json;
+}
+
+void EventLog::WriterLoop() {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stopping_ || !lines_.empty() || !console_lines_.empty(); });
+    std::deque<std::string> lines, console;
+    lines.swap(lines_);
+    console.swap(console_lines_);
+    bool stop = stopping_;
+    lock.unlock();
+    for (const auto& line : lines) file_ << line << '\n';
+    if (!lines.empty()) file_.flush();
+    for (const auto& line : console) std::fprintf(stderr, "%s\n", line.c_str());
+    lock.lock();
+    if (stop && lines_.empty() && console_lines_.empty()) return;
+  }
+}
+
+}  // namespace kc::server

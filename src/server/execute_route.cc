@@ -1,0 +1,168 @@
+// POST /execute (spec/server.md §2.2): parse and resolve blobs off the event
+// loop, answer CACHE_MISS or 400 early, queue the program for a seat, then
+// build the outcome reply off the event loop too.
+#include <chrono>
+
+#include "protocol/execute_request.h"
+#include "server/app.h"
+#include "server/outcome_reply.h"
+#include "server/request_id.h"
+
+namespace kc::server {
+
+namespace {
+
+struct Admitted {
+  protocol::ExecuteRequest request;
+  store::Resolution resolution;
+  double timeout_seconds = 0;
+  int64_t output_limit_bytes = 0;
+};
+
+// Everything before the queue; runs on the parse pool. Either a reply
+// (400, CACHE_MISS) or an admitted request.
+struct Prepared {
+  std::optional<HttpReply> reply;
+  std::optional<Admitted> admitted;
+};
+
+nlohmann::json ProgramShape(const protocol::Program& program) {
+  static const char* kOps[] = {"upload", "get_function", "run", "return"};
+  static const char* kKinds[] = {"module", "tensor", "bytes", "file", "library"};
+  nlohmann::json ops = nlohmann::json::object(), uploads = nlohmann::json::object();
+  for (const auto& ins : program.instructions) {
+    ops[kOps[static_cast<int>(ins.op)]] = ops.value(kOps[static_cast<int>(ins.op)], 0) + 1;
+    if (ins.op == protocol::Op::kUpload) {
+      const char* kind = kKinds[static_cast<int>(ins.upload_kind)];
+      uploads[kind] = uploads.value(kind, 0) + 1;
+    }
+  }
+  return {{"instructions", program.instructions.size()}, {"ops", ops}, {"uploads", uploads}};
+}
+
+}  // namespace
+
+std::vector<std::string_view> SuppliedRequestIds(const http::fields& fields) {
+  std::vector<std::string_view> ids;
+  auto [begin, end] = fields.equal_range("X-Request-ID");
+  for (auto it = begin; it != end; ++it) ids.push_back(it->value());
+  return ids;
+}
+
+net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client) {
+  const std::string request_id = ChooseRequestId(SuppliedRequestIds(request));
+  const auto received = std::chrono::steady_clock::now();
+  ++in_flight_;
+  struct InFlight {
+    std::atomic<int>& count;
+    ~InFlight() { --count; }
+  } in_flight{in_flight_};
+  events_.Emit(pool::EventLevel::kInfo, "request_received",
+               {{"request_id", request_id}, {"client", client}, {"content_length", request.body().size()}});
+
+  auto finish = [&](HttpReply reply) {
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - received).count();
+    auto level = reply.status == 200 ? pool::EventLevel::kInfo
+                 : reply.status >= 500 && reply.status != 503 && reply.status != 504 ? pool::EventLevel::kError
+                                                                                       : pool::EventLevel::kWarning;
+    nlohmann::json fields = {{"request_id", request_id}, {"http_status", reply.status},
+                             {"finish_reason", reply.finish_reason}, {"total_ms", ms},
+                             {"response_bytes", reply.body.size()}};
+    if (!reply.error_kind.empty()) fields["error_kind"] = reply.error_kind;
+    if (!reply.error_message.empty()) fields["error_message"] = reply.error_message.substr(0, 2048);
+    events_.Emit(level, "request_finished", fields);
+    return reply;
+  };
+
+  if (shutting_down_) {
+    HttpReply reply = ErrorReply(503, "busy", "server is shutting down", request_id);
+    reply.finish_reason = "no_worker";
+    co_return finish(std::move(reply));
+  }
+
+  // Multipart, SHA-256, validation and cache look-ups: on the parse pool.
+  std::string content_type(request[http::field::content_type]);
+  auto body = std::make_shared<std::string>(std::move(request.body()));
+  Prepared prepared = co_await net::co_spawn(
+      cpu_pool_,
+      [this, body, content_type, request_id]() -> net::awaitable<Prepared> {
+        Prepared out;
+        auto reject = [&](const std::string& message) {
+          out.reply = ErrorReply(400, "parse", message, request_id);
+          out.reply->finish_reason = "rejected";
+          return out;
+        };
+        auto parsed = protocol::ParseExecuteRequest(content_type, *body);
+        if (!parsed.ok()) co_return reject(parsed.status().message());
+        const auto& options = parsed->program.options;
+        if (options.gpu_count && config_.device == "cpu") {
+          co_return reject("options.gpu_count: this is a CPU server; gpu_count exceeds its GPU capacity (0)");
+        }
+        if (options.gpu_count && *options.gpu_count > static_cast<int64_t>(config_.gpus.size())) {
+          co_return reject("options.gpu_count: exceeds this GPU server's configured capacity");
+        }
+        auto resolution = blobs_.Resolve(*parsed);
+        if (!resolution.ok()) co_return reject(resolution.status().message());
+        if (!resolution->missing.empty()) {
+          nlohmann::ordered_json miss = {{"status", "CACHE_MISS"}, {"request_id", request_id},
+                                         {"missing_blobs", resolution->missing}};
+          out.reply = HttpReply{200, "application/json", DumpJson(miss), request_id};
+          out.reply->finish_reason = "cache_miss";
+          co_return out;
+        }
+        Admitted admitted{std::move(*parsed), std::move(*resolution)};
+        admitted.timeout_seconds = std::min(options.timeout_seconds.value_or(config_.default_timeout_seconds),
+                                            config_.max_timeout_seconds);
+        admitted.output_limit_bytes = std::min(options.output_limit_bytes.value_or(config_.output_limit_bytes),
+                                               config_.max_output_limit_bytes);
+        events_.SaveProgram(request_id, admitted.request.program_json);
+        out.admitted = std::move(admitted);
+        co_return out;
+      },
+      net::use_awaitable);
+  body.reset();
+  if (prepared.reply) co_return finish(std::move(*prepared.reply));
+
+  auto admitted = std::make_shared<Admitted>(std::move(*prepared.admitted));
+  nlohmann::json accepted = ProgramShape(admitted->request.program);
+  accepted["request_id"] = request_id;
+  accepted["timeout_seconds"] = admitted->timeout_seconds;
+  events_.Emit(pool::EventLevel::kInfo, "request_accepted", accepted);
+
+  auto job = std::make_shared<pool::Job>();
+  job->run.request_id = request_id;
+  job->run.program_json = admitted->request.program_json;
+  for (const auto& [sha, blob] : admitted->resolution.blobs) job->run.blobs.push_back({sha, blob->fd()});
+  job->run.output_limit_bytes = admitted->output_limit_bytes;
+  job->run.max_response_bytes = config_.max_response_bytes;
+  job->run.timeout = std::chrono::nanoseconds(static_cast<int64_t>(admitted->timeout_seconds * 1e9));
+
+  // The pool calls back from a seat thread; hop onto the event loop and wake us.
+  auto result = std::make_shared<std::optional<pool::JobResult>>();
+  auto wake = std::make_shared<net::steady_timer>(io_, net::steady_timer::time_point::max());
+  job->done = [this, result, wake](pool::JobResult r) {
+    net::post(io_, [result, wake, r = std::move(r)]() mutable {
+      *result = std::move(r);
+      wake->expires_at(net::steady_timer::time_point::min());  // cancels the wait, or makes it immediate
+    });
+  };
+  if (!pool_->Submit(job)) {
+    HttpReply reply = ErrorReply(503, "busy", "server saturated", request_id);
+    reply.finish_reason = "no_worker";
+    co_return finish(std::move(reply));
+  }
+  while (!result->has_value()) co_await wake->async_wait(net::as_tuple(net::use_awaitable));
+
+  // Value checks, SHA-256 of results and multipart framing: on the parse pool.
+  HttpReply reply = co_await net::co_spawn(
+      cpu_pool_,
+      [this, admitted, result, request_id]() -> net::awaitable<HttpReply> {
+        OutcomeContext context{request_id, &admitted->request.program, config_.max_response_bytes,
+                               admitted->output_limit_bytes};
+        co_return BuildOutcomeReply(context, **result);
+      },
+      net::use_awaitable);
+  co_return finish(std::move(reply));
+}
+
+}  // namespace kc::server

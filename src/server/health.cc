@@ -1,0 +1,26 @@
+// GET /health (spec/protocol.md §1.3): exactly the reference keys, then ours.
+#include "server/app.h"
+
+namespace kc::server {
+
+HttpReply App::HandleHealth() const {
+  const pool::PoolLoad load = pool_->Load();
+  const nlohmann::json& describe = pool_->describe();
+  nlohmann::ordered_json body;
+  body["status"] = "ok";
+  body["instance_id"] = instance_id_;
+  body["started_at"] = started_at_;
+  body["gpu_count"] = config_.device == "cpu" ? 0 : static_cast<int>(config_.gpus.size());
+  body["load"] = {{"request_capacity", load.request_capacity},
+                  {"requests_in_progress", load.requests_in_progress},
+                  {"requests_waiting", load.requests_waiting}};
+  body["target"] = describe.value("target", nlohmann::json::object());
+  body["versions"] = describe.value("versions", nlohmann::json::object());
+  // Additions (the reference client ignores extra keys).
+  body["device"] = config_.device;
+  body["cpu_execution"] = config_.device == "cpu" ? config_.cpu_execution : "";
+  body["shutting_down"] = shutting_down_.load();
+  return {200, "application/json", DumpJson(body), ""};
+}
+
+}  // namespace kc::server

@@ -1,0 +1,48 @@
+// ServerConfig: every `kcoral server` setting (spec/server.md §1.2), filled
+// by main.cc from flags and environment variables.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace kc::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string device = "gpu";
+  std::vector<int> gpus = {0};
+  int num_workers = 1;
+  int workers_per_gpu = 8;
+  int standby_workers = -1;  // -1: one per seat
+  int max_requests_per_worker = 1;
+  double worker_termination_grace_seconds = 5;
+  std::string sandbox = "none";
+  std::vector<std::string> sandbox_readonly_paths;
+  double worker_wait_timeout_seconds = 1800;
+  double default_timeout_seconds = 300;
+  double max_timeout_seconds = 900;
+  uint64_t max_request_bytes = 268435456;
+  uint64_t max_response_bytes = 1073741824;
+  int64_t output_limit_bytes = 1048576;
+  int64_t max_output_limit_bytes = 268435456;
+  uint64_t max_queued_requests = 1024;
+  uint64_t cache_capacity_bytes = 17179869184ull;
+  std::string disk_cache_dir;
+  uint64_t disk_cache_capacity_mbytes = 16384;
+  std::string log_dir = "logs";
+  bool log_console = true;
+  bool log_programs = true;
+  std::string cpu_execution = "host";  // host | reference
+  std::string python = "python3";      // interpreter that runs the workers
+  int io_threads = 1;
+  int parse_threads = 2;
+
+  int seat_count() const {
+    return device == "cpu" ? num_workers : static_cast<int>(gpus.size()) * workers_per_gpu;
+  }
+};
+
+}  // namespace kc::server

@@ -1,0 +1,24 @@
+#include "store/blob.h"
+
+#include <utility>
+
+#include "base/memfd.h"
+
+namespace kc::store {
+
+namespace {
+// Shown in /proc/<pid>/fd, which makes leaked blob memfds easy to spot.
+constexpr std::string_view kMemfdName = "kcoral-blob";
+}  // namespace
+
+StatusOr<BlobPtr> Blob::FromBytes(std::string sha256, std::string_view bytes) {
+  KC_ASSIGN_OR_RETURN(UniqueFd fd, MakeSealedMemfd(kMemfdName, bytes));
+  // The constructor is private, so std::make_shared cannot reach it.
+  return BlobPtr(new Blob(std::move(sha256), bytes.size(), std::move(fd)));
+}
+
+StatusOr<std::string> Blob::ReadAll() const {
+  return ReadWholeFd(fd_.get());
+}
+
+}  // namespace kc::store

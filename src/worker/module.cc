@@ -1,0 +1,131 @@
+// kcoral._core: the C++ loop that drives a worker process (DESIGN.md
+// "Workers"). It owns the socket to the server, the frame protocol
+// (ipc/frame.h), output capture and the workspace switch; the Python engine
+// (kcoral/_worker/engine.py) only dispatches instructions to user code and
+// encodes values. This is the only pybind11 file.
+//
+// Teardown order: serve() returns when the server closes the socket; the
+// Python entry point then exits the interpreter normally.
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "base/memfd.h"
+#include "ipc/frame.h"
+#include "worker/output_capture.h"
+
+namespace py = pybind11;
+
+namespace kc::worker {
+namespace {
+
+// The worker's end of the server socket; set once by Serve().
+int g_socket_fd = -1;
+
+void ThrowIfError(const Status& status) {
+  if (!status.ok()) throw std::runtime_error(status.message());
+}
+
+void SendProgress(std::string_view type, int index) {
+  ThrowIfError(ipc::SendFrame(g_socket_fd, {{"type", type}, {"index", index}}));
+}
+
+// Writes the outcome JSON and the binary segments into two memfds and sends them.
+Status SendOutcome(const std::string& outcome_json, const py::list& segments) {
+  KC_ASSIGN_OR_RETURN(UniqueFd outcome_fd, MakeMemfd("kcoral-outcome"));
+  KC_RETURN_IF_ERROR(WriteAll(outcome_fd.get(), outcome_json));
+  KC_ASSIGN_OR_RETURN(UniqueFd parts_fd, MakeMemfd("kcoral-parts"));
+  for (const py::handle& segment : segments) {
+    py::buffer_info info = py::buffer(py::reinterpret_borrow<py::object>(segment)).request();
+    std::string_view bytes(static_cast<const char*>(info.ptr),
+                           static_cast<size_t>(info.size * info.itemsize));
+    KC_RETURN_IF_ERROR(WriteAll(parts_fd.get(), bytes));
+  }
+  return ipc::SendFrame(g_socket_fd, {{"type", ipc::frame_type::kOutcome}},
+                        {outcome_fd.get(), parts_fd.get()});
+}
+
+// Runs one `run` frame: capture on, cwd = workspace, engine.run, capture off.
+Status RunOne(ipc::Frame& frame, py::object& engine) {
+  const auto& header = frame.header;
+  const auto& blob_names = header.at("blobs");
+  if (frame.fds.size() != 3 + blob_names.size()) return InternalError("run frame: fd count");
+  KC_ASSIGN_OR_RETURN(std::string program_json, ReadWholeFd(frame.fds[0].get()));
+
+  py::dict blobs;
+  for (size_t i = 0; i < blob_names.size(); ++i) {
+    // Python maps the sealed memfd and owns the descriptor from here on.
+    blobs[py::str(blob_names[i].get<std::string>())] = frame.fds[3 + i].Release();
+  }
+  py::dict limits;
+  limits["output_limit_bytes"] = header.value("output_limit_bytes", int64_t{0});
+  limits["max_response_bytes"] = header.value("max_response_bytes", int64_t{0});
+  limits["request_id"] = header.value("request_id", std::string());
+
+  const std::string workspace = header.at("workspace").get<std::string>();
+  if (::chdir(workspace.c_str()) != 0) return InternalError("cannot enter workspace " + workspace);
+
+  py::object result;
+  {
+    OutputCapture capture(frame.fds[1].get(), frame.fds[2].get());
+    frame.fds[1].Reset();
+    frame.fds[2].Reset();
+    result = engine.attr("run")(program_json, blobs, limits, workspace);
+    // Python's own buffers go out before the descriptors switch back.
+    py::module_::import("sys").attr("stdout").attr("flush")();
+    py::module_::import("sys").attr("stderr").attr("flush")();
+    capture.Restore();
+  }
+  if (::chdir("/") != 0) return InternalError("cannot leave the workspace");
+  auto pair = result.cast<py::tuple>();
+  return SendOutcome(pair[0].cast<std::string>(), pair[1].cast<py::list>());
+}
+
+void Serve(py::object engine) {
+  const char* fd_text = std::getenv("KCORAL_WORKER_FD");
+  if (fd_text == nullptr) throw std::runtime_error("KCORAL_WORKER_FD is not set");
+  g_socket_fd = std::atoi(fd_text);
+  ::fcntl(g_socket_fd, F_SETFD, FD_CLOEXEC);  // user subprocesses must not inherit it
+  // The worker dies with the server (STYLE.md §6), even if the server is SIGKILLed.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // Orphaned descendants of user code stay below us, where KillTree finds them.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  if (::getppid() == 1) std::_Exit(0);
+
+  py::dict describe = engine.attr("describe")();
+  nlohmann::json ready = {{"type", ipc::frame_type::kReady}, {"pid", ::getpid()}};
+  ready["describe"] = nlohmann::json::parse(py::module_::import("json").attr("dumps")(describe).cast<std::string>());
+  ThrowIfError(ipc::SendFrame(g_socket_fd, ready));
+
+  for (;;) {
+    StatusOr<ipc::Frame> frame = [] {
+      py::gil_scoped_release unlocked;  // idle: let other Python threads run
+      return ipc::ReceiveFrame(g_socket_fd);
+    }();
+    if (!frame.ok()) {
+      if (frame.status().code() == StatusCode::kUnavailable) return;  // server closed: exit
+      ThrowIfError(frame.status());
+    }
+    if (frame->type() != ipc::frame_type::kRun) throw std::runtime_error("unexpected frame " + frame->type());
+    ThrowIfError(RunOne(*frame, engine));
+  }
+}
+
+}  // namespace
+}  // namespace kc::worker
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "KCoral worker core: IPC with the server, output capture, workspace switch.";
+  m.def("serve", &kc::worker::Serve, py::arg("engine"),
+        "Serve programs from the server until it closes the socket.");
+  m.def("instruction_started", [](int index) { kc::worker::SendProgress(kc::ipc::frame_type::kInstruction, index); });
+  m.def("instruction_finished", [](int index) { kc::worker::SendProgress(kc::ipc::frame_type::kInstructionEnd, index); });
+}

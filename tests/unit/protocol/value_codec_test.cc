@@ -1,0 +1,363 @@
+#include "protocol/value_codec.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "base/sha256.h"
+
+namespace kc::protocol {
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json Parse(std::string_view text) {
+  return ordered_json::parse(text);
+}
+
+void ExpectInternalJson(ordered_json results, const std::vector<std::string_view>& segments,
+                        std::string_view fragment = "") {
+  Status status = FinalizeResults(results, segments);
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), StatusCode::kInternal);
+  EXPECT_NE(status.message().find(fragment), std::string::npos) << status.message();
+}
+
+void ExpectInternal(std::string_view results, const std::vector<std::string_view>& segments = {},
+                    std::string_view fragment = "") {
+  ExpectInternalJson(Parse(results), segments, fragment);
+}
+
+// --- Accepted results ---------------------------------------------------------
+
+TEST(ValueCodec, ScalarNodesPassThroughUnchanged) {
+  const char* text =
+      R"({"n":{"type":"null"},"b":{"type":"boolean","value":true},)"
+      R"("i":{"type":"integer","value":-12},"u":{"type":"integer","value":18446744073709551615},)"
+      R"("x":{"type":"number","value":0.5},"xi":{"type":"number","value":3},)"
+      R"("s":{"type":"string","value":"hi"}})";
+  ordered_json results = Parse(text);
+  ASSERT_TRUE(FinalizeResults(results, {}).ok());
+  EXPECT_EQ(results, Parse(text));
+  EXPECT_FALSE(HasBinaryParts(results));
+}
+
+TEST(ValueCodec, EmptyResultsAreAccepted) {
+  ordered_json results = ordered_json::object();
+  EXPECT_TRUE(FinalizeResults(results, {}).ok());
+  EXPECT_EQ(results.dump(), "{}");
+  EXPECT_FALSE(HasBinaryParts(results));
+}
+
+TEST(ValueCodec, BytesNodeGetsPartNameAndDigest) {
+  ordered_json results = Parse(R"({"k":{"type":"bytes","part":0}})");
+  ASSERT_TRUE(FinalizeResults(results, {"abc"}).ok());
+  EXPECT_EQ(results.dump(),
+            R"({"k":{"type":"bytes","part":"return:0","sha256":")" + Sha256Hex("abc") + "\"}}");
+  EXPECT_TRUE(HasBinaryParts(results));
+}
+
+TEST(ValueCodec, TensorNodeGetsWireForm) {
+  ordered_json results =
+      Parse(R"({"t":{"type":"tensor","dtype":"float32","shape":[2,2],"part":0}})");
+  std::string bytes(16, '\x01');
+  ASSERT_TRUE(FinalizeResults(results, {bytes}).ok());
+  EXPECT_EQ(
+      results.dump(),
+      R"({"t":{"type":"tensor","dtype":"float32","shape":[2,2],"part":"return:0","sha256":")" +
+          Sha256Hex(bytes) + "\"}}");
+}
+
+TEST(ValueCodec, KeyOrderOfRawTensorDoesNotMatter) {
+  ordered_json results = Parse(R"({"t":{"part":0,"shape":[],"dtype":"int64","type":"tensor"}})");
+  ASSERT_TRUE(FinalizeResults(results, {std::string(8, '\0')}).ok());
+  EXPECT_EQ(results["t"].begin().key(), "type");
+}
+
+TEST(ValueCodec, EmptyTensorHasEmptyPart) {
+  ordered_json results =
+      Parse(R"({"t":{"type":"tensor","dtype":"bfloat16","shape":[3,0],"part":0}})");
+  EXPECT_TRUE(FinalizeResults(results, {""}).ok());
+}
+
+TEST(ValueCodec, FileNodeGetsSize) {
+  ordered_json results = Parse(R"({"f":{"type":"file","part":0}})");
+  ASSERT_TRUE(FinalizeResults(results, {"hello"}).ok());
+  EXPECT_EQ(results.dump(), R"({"f":{"type":"file","size":5,"part":"return:0","sha256":")" +
+                                Sha256Hex("hello") + "\"}}");
+}
+
+TEST(ValueCodec, FolderFilesGetWireFormInOrder) {
+  ordered_json results = Parse(R"({"d":{"type":"folder","files":{"a/x":{"type":"file","part":0},)"
+                               R"("b":{"type":"file","part":1}},)"
+                               R"("directories":["a","a/empty"]}})");
+  ASSERT_TRUE(FinalizeResults(results, {"x", "yy"}).ok());
+  EXPECT_EQ(results["d"]["files"]["a/x"]["part"], "return:0");
+  EXPECT_EQ(results["d"]["files"]["b"]["part"], "return:1");
+  EXPECT_EQ(results["d"]["files"]["b"]["size"], 2);
+  EXPECT_EQ(results["d"]["directories"], Parse(R"(["a","a/empty"])"));
+  EXPECT_TRUE(HasBinaryParts(results));
+}
+
+TEST(ValueCodec, EmptyFolderHasNoBinaryParts) {
+  ordered_json results = Parse(R"({"d":{"type":"folder","files":{},"directories":[]}})");
+  ASSERT_TRUE(FinalizeResults(results, {}).ok());
+  EXPECT_FALSE(HasBinaryParts(results));
+}
+
+TEST(ValueCodec, PartsNumberDepthFirstAcrossResults) {
+  ordered_json results = Parse(R"({"first":{"type":"array","value":[{"type":"bytes","part":0},)"
+                               R"({"type":"object","value":{"z":{"type":"bytes","part":1},)"
+                               R"("a":{"type":"bytes","part":2}}}]},)"
+                               R"("second":{"type":"bytes","part":3}})");
+  ASSERT_TRUE(FinalizeResults(results, {"0", "1", "2", "3"}).ok());
+  EXPECT_EQ(results["first"]["value"][1]["value"]["z"]["part"], "return:1");
+  EXPECT_EQ(results["first"]["value"][1]["value"]["a"]["part"], "return:2");
+  EXPECT_EQ(results["second"]["part"], "return:3");
+  EXPECT_EQ(results.begin().key(), "first");
+}
+
+TEST(ValueCodec, NestedBinaryIsFoundByHasBinaryParts) {
+  ordered_json results = Parse(R"({"a":{"type":"object","value":{"x":{"type":"array",)"
+                               R"("value":[{"type":"bytes","part":0}]}}}})");
+  ASSERT_TRUE(FinalizeResults(results, {"q"}).ok());
+  EXPECT_TRUE(HasBinaryParts(results));
+}
+
+TEST(ValueCodec, LiteralLookalikeIsNotBinary) {
+  ordered_json results =
+      Parse(R"({"a":{"type":"object","value":{"type":{"type":"string","value":"bytes"}}}})");
+  ASSERT_TRUE(FinalizeResults(results, {}).ok());
+  EXPECT_FALSE(HasBinaryParts(results));
+}
+
+// --- Refused results ------------------------------------------------------------
+
+TEST(ValueCodec, ResultsNotAnObjectIsInternal) {
+  ExpectInternal("[]");
+}
+
+TEST(ValueCodec, NodeNotAnObjectIsInternal) {
+  ExpectInternal(R"({"k":1})", {}, "results[\"k\"]");
+}
+
+TEST(ValueCodec, MissingTypeIsInternal) {
+  ExpectInternal(R"({"k":{"value":1}})");
+}
+
+TEST(ValueCodec, NonStringTypeIsInternal) {
+  ExpectInternal(R"({"k":{"type":1}})");
+}
+
+TEST(ValueCodec, UnknownTypeIsInternal) {
+  ExpectInternal(R"({"k":{"type":"set","value":[]}})", {}, "unknown node type");
+}
+
+TEST(ValueCodec, NullWithValueIsInternal) {
+  ExpectInternal(R"({"k":{"type":"null","value":null}})");
+}
+
+TEST(ValueCodec, ExtraKeyIsInternal) {
+  ExpectInternal(R"({"k":{"type":"integer","value":1,"extra":0}})", {}, "extra");
+}
+
+TEST(ValueCodec, MissingValueIsInternal) {
+  ExpectInternal(R"({"k":{"type":"string"}})");
+}
+
+TEST(ValueCodec, BoolAsIntegerIsInternal) {
+  ExpectInternal(R"({"k":{"type":"integer","value":true}})");
+}
+
+TEST(ValueCodec, FloatAsIntegerIsInternal) {
+  ExpectInternal(R"({"k":{"type":"integer","value":1.5}})");
+}
+
+TEST(ValueCodec, IntegerAsBooleanIsInternal) {
+  ExpectInternal(R"({"k":{"type":"boolean","value":1}})");
+}
+
+TEST(ValueCodec, StringAsNumberIsInternal) {
+  ExpectInternal(R"({"k":{"type":"number","value":"1"}})");
+}
+
+TEST(ValueCodec, BoolAsNumberIsInternal) {
+  ExpectInternal(R"({"k":{"type":"number","value":false}})");
+}
+
+TEST(ValueCodec, NonFiniteNumberIsInternal) {
+  ordered_json results = {{"k", {{"type", "number"}, {"value", std::nan("")}}}};
+  ExpectInternalJson(results, {});
+}
+
+TEST(ValueCodec, NumberAsStringIsInternal) {
+  ExpectInternal(R"({"k":{"type":"string","value":1}})");
+}
+
+TEST(ValueCodec, ArrayWithObjectValueIsInternal) {
+  ExpectInternal(R"({"k":{"type":"array","value":{}}})");
+}
+
+TEST(ValueCodec, ObjectWithArrayValueIsInternal) {
+  ExpectInternal(R"({"k":{"type":"object","value":[]}})");
+}
+
+TEST(ValueCodec, BadNestedNodeNamesItsPath) {
+  ExpectInternal(R"({"k":{"type":"array","value":[{"type":"null"},)"
+                 R"({"type":"object","value":{"x":{"type":"null","v":1}}}]}})",
+                 {}, "results[\"k\"].value[1].value[\"x\"]");
+}
+
+TEST(ValueCodec, ExcessiveNestingIsInternal) {
+  ordered_json node = {{"type", "null"}};
+  for (int i = 0; i < 2000; ++i) {
+    node = ordered_json{{"type", "array"}, {"value", ordered_json::array({std::move(node)})}};
+  }
+  ExpectInternalJson(ordered_json{{"k", std::move(node)}}, {}, "nested too deeply");
+}
+
+TEST(ValueCodec, BytesWithInlineValueIsInternal) {
+  ExpectInternal(R"({"k":{"type":"bytes","part":0,"value":"x"}})", {"x"});
+}
+
+TEST(ValueCodec, BytesWithSha256FromWorkerIsInternal) {
+  ExpectInternal(R"({"k":{"type":"bytes","part":0,"sha256":"00"}})", {"x"});
+}
+
+TEST(ValueCodec, StringPartIsInternal) {
+  ExpectInternal(R"({"k":{"type":"bytes","part":"return:0"}})", {"x"}, "part");
+}
+
+TEST(ValueCodec, NegativePartIsInternal) {
+  ExpectInternal(R"({"k":{"type":"bytes","part":-1}})", {"x"}, "part");
+}
+
+TEST(ValueCodec, BoolPartIsInternal) {
+  ExpectInternal(R"({"k":{"type":"bytes","part":false}})", {"x"}, "part");
+}
+
+TEST(ValueCodec, PartsOutOfOrderAreInternal) {
+  ExpectInternal(R"({"a":{"type":"bytes","part":1},"b":{"type":"bytes","part":0}})", {"x", "y"},
+                 "out of order");
+}
+
+TEST(ValueCodec, PartsNotStartingAtZeroAreInternal) {
+  ExpectInternal(R"({"a":{"type":"bytes","part":1}})", {"x", "y"}, "out of order");
+}
+
+TEST(ValueCodec, PartUsedTwiceIsInternal) {
+  ExpectInternal(R"({"a":{"type":"bytes","part":0},"b":{"type":"bytes","part":0}})", {"x", "y"},
+                 "out of order");
+}
+
+TEST(ValueCodec, PartWithoutSegmentIsInternal) {
+  ExpectInternal(R"({"a":{"type":"bytes","part":0}})", {}, "no binary segment");
+}
+
+TEST(ValueCodec, UnusedSegmentIsInternal) {
+  ExpectInternal(R"({"a":{"type":"bytes","part":0}})", {"x", "y"}, "2 binary segments");
+}
+
+TEST(ValueCodec, SegmentsWithoutBinaryNodesAreInternal) {
+  ExpectInternal(R"({"a":{"type":"null"}})", {"x"}, "binary segments");
+}
+
+TEST(ValueCodec, TensorLengthMismatchIsInternal) {
+  ExpectInternal(R"({"t":{"type":"tensor","dtype":"float16","shape":[3],"part":0}})",
+                 {std::string_view("12345")}, "does not match");
+}
+
+TEST(ValueCodec, TensorUnknownDtypeIsInternal) {
+  ExpectInternal(R"({"t":{"type":"tensor","dtype":"complex64","shape":[1],"part":0}})",
+                 {std::string_view("12345678")}, "dtype");
+}
+
+TEST(ValueCodec, TensorNegativeDimIsInternal) {
+  ExpectInternal(R"({"t":{"type":"tensor","dtype":"uint8","shape":[-1],"part":0}})", {""}, "shape");
+}
+
+TEST(ValueCodec, TensorBoolDimIsInternal) {
+  ExpectInternal(R"({"t":{"type":"tensor","dtype":"uint8","shape":[true],"part":0}})", {"x"},
+                 "shape");
+}
+
+TEST(ValueCodec, TensorShapeNotArrayIsInternal) {
+  ExpectInternal(R"({"t":{"type":"tensor","dtype":"uint8","shape":1,"part":0}})", {"x"}, "shape");
+}
+
+TEST(ValueCodec, TensorOverflowingShapeIsInternal) {
+  ExpectInternal(
+      R"({"t":{"type":"tensor","dtype":"int64","shape":[9223372036854775807,4],"part":0}})", {""},
+      "does not match");
+}
+
+TEST(ValueCodec, TensorMissingShapeIsInternal) {
+  ExpectInternal(R"({"t":{"type":"tensor","dtype":"uint8","part":0}})", {"x"}, "shape");
+}
+
+TEST(ValueCodec, FileWithSizeFromWorkerIsInternal) {
+  ExpectInternal(R"({"f":{"type":"file","size":1,"part":0}})", {"x"});
+}
+
+TEST(ValueCodec, FolderWithExtraKeyIsInternal) {
+  ExpectInternal(R"({"d":{"type":"folder","files":{},"directories":[],"root":"x"}})");
+}
+
+TEST(ValueCodec, FolderFilesNotObjectIsInternal) {
+  ExpectInternal(R"({"d":{"type":"folder","files":[],"directories":[]}})");
+}
+
+TEST(ValueCodec, FolderUnsortedFilesAreInternal) {
+  ExpectInternal(R"({"d":{"type":"folder","files":{"b":{"type":"file","part":0},)"
+                 R"("a":{"type":"file","part":1}},"directories":[]}})",
+                 {"x", "y"}, "sorted");
+}
+
+TEST(ValueCodec, FolderUnsortedDirectoriesAreInternal) {
+  ExpectInternal(R"({"d":{"type":"folder","files":{},"directories":["b","a"]}})", {}, "sorted");
+}
+
+TEST(ValueCodec, FolderDuplicateDirectoriesAreInternal) {
+  ExpectInternal(R"({"d":{"type":"folder","files":{},"directories":["a","a"]}})", {}, "sorted");
+}
+
+TEST(ValueCodec, FolderNonCanonicalPathIsInternal) {
+  ExpectInternal(R"({"d":{"type":"folder","files":{"./a":{"type":"file","part":0}},)"
+                 R"("directories":[]}})",
+                 {"x"}, "canonical");
+}
+
+TEST(ValueCodec, FolderAbsoluteDirectoryIsInternal) {
+  ExpectInternal(R"({"d":{"type":"folder","files":{},"directories":["/a"]}})", {}, "canonical");
+}
+
+TEST(ValueCodec, FolderMissingParentDirectoryIsInternal) {
+  ExpectInternal(R"({"d":{"type":"folder","files":{"a/x":{"type":"file","part":0}},)"
+                 R"("directories":[]}})",
+                 {"x"}, "parent directory");
+}
+
+TEST(ValueCodec, FolderMissingAncestorOfDirectoryIsInternal) {
+  ExpectInternal(R"({"d":{"type":"folder","files":{},"directories":["a/b"]}})", {}, "ancestor");
+}
+
+TEST(ValueCodec, FolderPathBothFileAndDirectoryIsInternal) {
+  ExpectInternal(R"({"d":{"type":"folder","files":{"a":{"type":"file","part":0}},)"
+                 R"("directories":["a"]}})",
+                 {"x"}, "file and directory");
+}
+
+TEST(ValueCodec, FolderEntryThatIsBytesIsInternal) {
+  ExpectInternal(R"({"d":{"type":"folder","files":{"a":{"type":"bytes","part":0}},)"
+                 R"("directories":[]}})",
+                 {"x"}, "file node");
+}
+
+TEST(ValueCodec, FolderFileWithExtraKeyIsInternal) {
+  ExpectInternal(R"({"d":{"type":"folder","files":{"a":{"type":"file","part":0,"mode":1}},)"
+                 R"("directories":[]}})",
+                 {"x"}, "extra");
+}
+
+}  // namespace
+}  // namespace kc::protocol
