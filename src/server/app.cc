@@ -132,7 +132,8 @@ net::awaitable<void> Session(App& app, tcp::socket socket) {
         keep_alive = request.keep_alive();
         stream.expires_never();  // executions may run for many minutes
         if (request.target() == "/execute" && request.method() == http::verb::post) {
-          reply = co_await app.HandleExecute(std::move(request), client);
+          auto handling = app.HandleExecute(std::move(request), client);  // named: see execute_route.cc
+          reply = co_await std::move(handling);
         } else if (request.target() == "/health" && request.method() == http::verb::get) {
           reply = app.HandleHealth();
         } else if (request.target() == "/execute" || request.target() == "/health") {

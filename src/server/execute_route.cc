@@ -83,9 +83,9 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
   // Multipart, SHA-256, validation and cache look-ups: on the parse pool.
   std::string content_type(request[http::field::content_type]);
   auto body = std::make_shared<std::string>(std::move(request.body()));
-  Prepared prepared = co_await net::co_spawn(
-      cpu_pool_,
-      [this, body, content_type, request_id]() -> net::awaitable<Prepared> {
+  // GCC 12 destroys temporaries inside a co_await expression twice, so every
+  // awaitable with state is built into a named variable first.
+  auto prepare = [this, body, content_type, request_id]() -> net::awaitable<Prepared> {
         Prepared out;
         auto reject = [&](const std::string& message) {
           out.reply = ErrorReply(400, "parse", message, request_id);
@@ -118,8 +118,9 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
         events_.SaveProgram(request_id, admitted.request.program_json);
         out.admitted = std::move(admitted);
         co_return out;
-      },
-      net::use_awaitable);
+      };
+  auto preparing = net::co_spawn(cpu_pool_, std::move(prepare), net::use_awaitable);
+  Prepared prepared = co_await std::move(preparing);
   body.reset();
   if (prepared.reply) co_return finish(std::move(*prepared.reply));
 
@@ -154,14 +155,13 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
   while (!result->has_value()) co_await wake->async_wait(net::as_tuple(net::use_awaitable));
 
   // Value checks, SHA-256 of results and multipart framing: on the parse pool.
-  HttpReply reply = co_await net::co_spawn(
-      cpu_pool_,
-      [this, admitted, result, request_id]() -> net::awaitable<HttpReply> {
-        OutcomeContext context{request_id, &admitted->request.program, config_.max_response_bytes,
-                               admitted->output_limit_bytes};
-        co_return BuildOutcomeReply(context, **result);
-      },
-      net::use_awaitable);
+  auto build = [this, admitted, result, request_id]() -> net::awaitable<HttpReply> {
+    OutcomeContext context{request_id, &admitted->request.program, config_.max_response_bytes,
+                           admitted->output_limit_bytes};
+    co_return BuildOutcomeReply(context, **result);
+  };
+  auto building = net::co_spawn(cpu_pool_, std::move(build), net::use_awaitable);
+  HttpReply reply = co_await std::move(building);
   co_return finish(std::move(reply));
 }
 
