@@ -1,0 +1,3 @@
+from kcoral.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,59 @@
+"""The `kcoral` command.
+
+  kcoral server [flags]   start a KCoral server (the C++ kcoral-server; see --help)
+  kcoral version          print the package version
+"""
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+USAGE = """usage: kcoral <command> [options]
+
+commands:
+  server    start a KCoral server, for example
+              kcoral server --device cpu --num-workers 8 --host 0.0.0.0 --port 8000
+            `kcoral server --help` lists every flag.
+  version   print the package version
+"""
+
+
+def server_binary() -> str:
+    """kcoral-server: $KCORAL_SERVER_BIN, the installed package, or a dev build."""
+    explicit = os.environ.get("KCORAL_SERVER_BIN")
+    if explicit:
+        return explicit
+    package = Path(__file__).resolve().parent
+    candidate = package / "bin" / "kcoral-server"
+    if candidate.is_file() and os.access(candidate, os.X_OK):
+        return str(candidate)
+    found = shutil.which("kcoral-server")
+    if found:
+        return found
+    raise SystemExit("kcoral: cannot find kcoral-server; run `make build` or set KCORAL_SERVER_BIN")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0 if argv else 2
+    command, rest = argv[0], argv[1:]
+    if command == "server":
+        binary = server_binary()
+        env = dict(os.environ)
+        # Workers run in this interpreter, where kcoral and its dependencies live.
+        env.setdefault("KCORAL_PYTHON", sys.executable)
+        os.execve(binary, [binary, *rest], env)
+    if command == "version":
+        from kcoral import __version__
+
+        print(__version__)
+        return 0
+    print(f"kcoral: unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

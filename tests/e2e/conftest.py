@@ -1,0 +1,126 @@
+"""Real KCoral servers on loopback ports for end-to-end tests.
+
+Every server is started as its own process group and stopped by pid (SIGTERM,
+then SIGKILL of that group only); nothing is left running.
+"""
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, tmp: Path, *args: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_dir = tmp / "logs"
+        self.stderr_path = tmp / "server.stderr"
+        cmd = [
+            sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--host", "127.0.0.1",
+            "--port", str(self.port), "--log-dir", str(self.log_dir),
+            "--disk-cache-dir", str(tmp / "disk-cache"), *args,
+        ]
+        self.stderr = open(self.stderr_path, "wb")
+        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.stderr, start_new_session=True)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited: {self.stderr_path.read_text()}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("server did not become healthy")
+
+    def events(self) -> list[dict]:
+        import json
+
+        lines = []
+        for path in self.log_dir.glob("runs/*/events.jsonl"):
+            lines += [json.loads(line) for line in path.read_text().splitlines() if line]
+        return lines
+
+    def stop(self, timeout: float = 30) -> int | None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.stderr.close()
+        return self.process.returncode
+
+
+@pytest.fixture
+def make_server(tmp_path):
+    """Starts servers with extra flags; stops them after the test."""
+    servers = []
+
+    def start(*args: str) -> Server:
+        directory = tmp_path / f"server{len(servers)}"
+        directory.mkdir()
+        servers.append(Server(directory, *args))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory):
+    """One CPU server with four seats, shared by the tests of a module."""
+    server = Server(tmp_path_factory.mktemp("shared"), "--num-workers", "4", "--max-timeout-seconds", "30")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def client(shared_server):
+    from kcoral import Client
+
+    with Client(shared_server.url) as c:
+        yield c
+
+
+def children_of(pid: int) -> set[int]:
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                ppid = int(stat.rsplit(")", 1)[1].split()[1])
+                if ppid == pid:
+                    found.add(int(entry.name))
+    return found
+
+
+def tree_of(pid: int) -> set[int]:
+    found, frontier = set(), [pid]
+    while frontier:
+        for child in children_of(frontier.pop()):
+            if child not in found:
+                found.add(child)
+                frontier.append(child)
+    return found
