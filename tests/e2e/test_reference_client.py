@@ -1,0 +1,52 @@
+"""The reference client (PyPI kcoral==0.1.1), in its own virtual environment,
+runs unchanged against our server (spec/protocol.md, compatibility target (a))."""
+
+import json
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+VENV = HERE.parents[1] / "build" / "reference-client-venv"
+
+
+def reference_python() -> Path:
+    python = VENV / "bin" / "python"
+    marker = VENV / ".kcoral-0.1.1"
+    if not marker.exists():
+        venv.create(VENV, with_pip=True, clear=True)
+        install = subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", "kcoral==0.1.1"], capture_output=True, text=True
+        )
+        if install.returncode != 0:
+            pytest.fail(f"cannot install the reference client: {install.stderr[-2000:]}")
+        marker.touch()
+    return python
+
+
+def test_reference_client_runs_unchanged(make_server):
+    python = reference_python()
+    server = make_server("--num-workers", "2")
+    run = subprocess.run(
+        [str(python), str(HERE / "reference_programs.py"), server.url],
+        capture_output=True, text=True, timeout=120, cwd="/",
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    report = json.loads(run.stdout.strip().splitlines()[-1])
+
+    assert report["module_run_return"] == {
+        "status": "COMPLETED", "total": {"sum": 42, "items": [2, 40]}, "stdout": "adding\n",
+    }
+    assert report["bytes_cache_miss"] == {"status": "COMPLETED", "digest_ok": True, "echo_ok": True}
+    folder = report["file_upload_folder_return"]
+    assert folder["status"] == "COMPLETED"
+    assert folder["files"] == [".hidden", "sub/b.txt"]
+    assert folder["directories"] == ["sub"]
+    assert folder["b"] == "HELLO FILE"
+    assert folder["a"] == "hello file"
+    # The bytes upload really went through CACHE_MISS first.
+    finishes = [e["finish_reason"] for e in server.events() if e["event"] == "request_finished"]
+    assert "cache_miss" in finishes
