@@ -1,0 +1,133 @@
+"""Round trip and throughput of a trivial program against a local CPU server.
+
+    python bench/roundtrip.py [--requests 400] [--workers 8]
+
+Starts its own server on a free loopback port, measures, stops it, and prints
+a table: p50/p99 latency at concurrency 1, requests/s at concurrency 1 and 32,
+and the seed's compile request (nvcc through tvm_ffi.cpp.build_inline).
+"""
+
+import argparse
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from kcoral import Client, Program
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def trivial_program() -> Program:
+    program = Program()
+    module = program.upload(kind="module", source="def f(x):\n    return x + 1\n")
+    f = program.get_function(module=module, name="f")
+    out = program.run(fn=f, args=[1])
+    program.return_(key="out", value=out)
+    return program
+
+
+def start_server(workers: int) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log_dir = tempfile.mkdtemp(prefix="kcoral-bench-")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--num-workers", str(workers),
+         "--port", str(port), "--log-dir", log_dir, "--no-log-console"],
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return process, url
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    process.kill()
+    raise SystemExit("server did not start")
+
+
+def run_concurrent(url: str, concurrency: int, total: int) -> tuple[list[float], float]:
+    latencies: list[float] = []
+    lock = threading.Lock()
+    counter = iter(range(total))
+
+    def worker():
+        with Client(url) as client:
+            program = trivial_program()
+            while True:
+                with lock:
+                    if next(counter, None) is None:
+                        return
+                start = time.perf_counter()
+                result = client.execute(program)
+                elapsed = time.perf_counter() - start
+                assert result.completed, result.error
+                with lock:
+                    latencies.append(elapsed * 1e3)
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return latencies, total / (time.perf_counter() - start)
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=400)
+    parser.add_argument("--workers", type=int, default=8)
+    args = parser.parse_args()
+    # A private TVM-FFI build cache, so the compile request really runs nvcc.
+    os.environ["TVM_FFI_CACHE_DIR"] = tempfile.mkdtemp(prefix="kcoral-bench-tvm-ffi-")
+    process, url = start_server(args.workers)
+    try:
+        run_concurrent(url, 4, 40)  # warm-up
+        rows = []
+        for concurrency in (1, 32):
+            latencies, rate = run_concurrent(url, concurrency, args.requests)
+            rows.append((concurrency, statistics.median(latencies), percentile(latencies, 99), rate))
+
+        sys.path.insert(0, str(REPO / "examples"))
+        import cpu_compile_gpu_execute as seed
+
+        compile_ms = None
+        try:
+            with Client(url) as client:
+                start = time.perf_counter()
+                compiled = client.execute(seed.compile_program("sm_90a"), timeout_seconds=300)
+                compile_ms = (time.perf_counter() - start) * 1e3 if compiled.completed else None
+        except Exception as exc:  # noqa: BLE001 - report, don't hide the table
+            print(f"compile request failed: {exc}", file=sys.stderr)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.wait(30)
+
+    print(f"\nKCoral CPU server, {args.workers} workers, {os.cpu_count()} cores, {args.requests} requests per row")
+    print(f"{'concurrency':>11} | {'p50 ms':>8} | {'p99 ms':>8} | {'requests/s':>10}")
+    print("-" * 47)
+    for concurrency, p50, p99, rate in rows:
+        print(f"{concurrency:>11} | {p50:>8.2f} | {p99:>8.2f} | {rate:>10.1f}")
+    if compile_ms is not None:
+        print(f"\nseed compile request (nvcc, sm_90a, cold TVM-FFI cache): {compile_ms / 1e3:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
