@@ -119,6 +119,11 @@ void ChildProcess::KillTreeAndReap() {
     if (!grew) break;
   }
   for (pid_t p : frozen) ::kill(p, SIGKILL);
+  if (!own_child_) {
+    exit_description_ = "killed";  // its parent, the zygote, reaps it
+    pid_ = -1;
+    return;
+  }
   int status = 0;
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }

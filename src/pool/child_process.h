@@ -28,14 +28,24 @@ class ChildProcess {
  public:
   ChildProcess() = default;
   static StatusOr<ChildProcess> Spawn(const SpawnOptions& options);
+  // Takes charge of a process that is not our child (a worker forked by the
+  // zygote): it is killed the same way, and the zygote reaps it.
+  static ChildProcess Adopt(pid_t pid) {
+    ChildProcess adopted(pid);
+    adopted.own_child_ = false;
+    return adopted;
+  }
 
   ~ChildProcess() { KillTreeAndReap(); }
   ChildProcess(ChildProcess&& other) noexcept
-      : pid_(std::exchange(other.pid_, -1)), exit_status_(other.exit_status_) {}
+      : pid_(std::exchange(other.pid_, -1)),
+        own_child_(other.own_child_),
+        exit_status_(other.exit_status_) {}
   ChildProcess& operator=(ChildProcess&& other) noexcept {
     if (this != &other) {
       KillTreeAndReap();
       pid_ = std::exchange(other.pid_, -1);
+      own_child_ = other.own_child_;
       exit_status_ = other.exit_status_;
     }
     return *this;
@@ -58,6 +68,7 @@ class ChildProcess {
   void Reaped(int status);
 
   pid_t pid_ = -1;
+  bool own_child_ = true;
   int exit_status_ = 0;
   std::string exit_description_;
 };

@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "pool/zygote.h"
+
 namespace kc::pool {
 
 namespace {
@@ -53,6 +55,15 @@ Status WorkerPool::Start() {
     std::lock_guard lock(ready_mu_);
     ready_.push_back(std::move(*first));
   }
+  if (options_.use_zygote) {
+    auto zygote = Zygote::Start(options_.launch, Clock::now() + options_.spawn_timeout);
+    if (zygote.ok()) {
+      zygote_ = std::move(*zygote);
+    } else {
+      events_.Emit(EventLevel::kWarning, "worker_failed",
+                   {{"phase", "zygote"}, {"error", zygote.status().message()}});
+    }
+  }
   spawner_ = std::thread([this] { SpawnLoop(); });
   for (int i = 0; i < options_.seats; ++i) {
     seats_.emplace_back([this, i] { SeatLoop(i); });
@@ -99,7 +110,13 @@ void WorkerPool::SpawnLoop() {
     // Start them all at once (imports run in parallel), then collect.
     std::vector<std::unique_ptr<WorkerProcess>> starting;
     for (int i = 0; i < need; ++i) {
-      auto worker = WorkerProcess::Start(options_.launch);
+      auto worker = zygote_ ? zygote_->Fork() : WorkerProcess::Start(options_.launch);
+      if (!worker.ok() && zygote_) {
+        // A broken zygote is replaced by plain interpreter starts.
+        events_.Emit(EventLevel::kError, "worker_failed", {{"phase", "zygote"}, {"error", worker.status().message()}});
+        zygote_.reset();
+        worker = WorkerProcess::Start(options_.launch);
+      }
       if (worker.ok()) starting.push_back(std::move(*worker));
     }
     const auto deadline = Clock::now() + options_.spawn_timeout;
@@ -188,6 +205,7 @@ void WorkerPool::Join() {
     ready_cv_.notify_all();
   }
   if (spawner_.joinable()) spawner_.join();
+  zygote_.reset();
   std::lock_guard lock(ready_mu_);
   ready_.clear();  // kills the stand-by processes
   std::error_code ec;

@@ -37,6 +37,7 @@ struct PoolOptions {
   std::chrono::milliseconds worker_wait_timeout{1800 * 1000};
   std::chrono::seconds spawn_timeout{60};
   WorkerLaunch launch;
+  bool use_zygote = true;  // fork workers from a prepared process (zygote.h)
 };
 
 struct JobResult {
@@ -103,6 +104,7 @@ class WorkerPool {
   std::deque<std::unique_ptr<WorkerProcess>> ready_;  // guarded by ready_mu_
   bool stopping_ = false;                             // guarded by ready_mu_
 
+  std::unique_ptr<class Zygote> zygote_;  // spawner thread only
   std::vector<std::thread> seats_;
   std::thread spawner_;
 };

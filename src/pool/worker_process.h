@@ -66,6 +66,10 @@ struct RunResult {
 class WorkerProcess {
  public:
   static StatusOr<std::unique_ptr<WorkerProcess>> Start(const WorkerLaunch& launch);
+  // A worker started by someone else (the zygote), reached through `socket`.
+  static std::unique_ptr<WorkerProcess> Adopt(ChildProcess child, UniqueFd socket) {
+    return std::unique_ptr<WorkerProcess>(new WorkerProcess(std::move(child), std::move(socket)));
+  }
 
   // Waits for the ready frame. Errors name what the worker did instead.
   Status AwaitReady(Clock::time_point deadline);

@@ -1,0 +1,65 @@
+"""The worker zygote: a prepared parent that forks fresh workers in milliseconds.
+
+Started once by kcoral-server (`python -m kcoral._worker.zygote`). It imports
+what workers need (kcoral's core and engine, plus KCORAL_PRELOAD modules,
+default tvm_ffi and numpy) and then, for every `fork` frame carrying a new
+worker socket, forks a child that serves programs on that socket. With one
+request per process (the default) this replaces a ~0.1-0.5 s interpreter
+start with a fork (DESIGN.md "The GPU machine": fork from a prepared parent).
+The zygote never runs user code and reaps its children.
+"""
+
+import importlib
+import json
+import os
+import signal
+import socket
+
+
+def _reap(signum, frame) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def main() -> None:
+    from kcoral import _core
+    from kcoral._worker.engine import Engine
+    from kcoral._worker.runtime import make_runtime
+
+    device = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
+    for name in filter(None, os.environ.get("KCORAL_PRELOAD", "tvm_ffi,numpy").split(",")):
+        try:
+            importlib.import_module(name.strip())
+        except ImportError:
+            pass
+    control = socket.socket(fileno=int(os.environ["KCORAL_WORKER_FD"]))
+    signal.signal(signal.SIGCHLD, _reap)
+    control.send(json.dumps({"type": "ready", "pid": os.getpid()}).encode())
+    while True:
+        try:
+            message, fds, _, _ = socket.recv_fds(control, 65536, 1)
+        except InterruptedError:
+            continue
+        if not message or len(fds) != 1:
+            return  # the server closed the socket
+        pid = os.fork()
+        if pid == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            control.close()
+            os.setsid()
+            os.environ["KCORAL_WORKER_FD"] = str(fds[0])
+            try:
+                _core.serve(Engine(make_runtime(device)))
+            finally:
+                os._exit(0)  # never run the zygote's exit handlers
+        os.close(fds[0])
+        control.send(json.dumps({"type": "forked", "pid": pid}).encode())
+
+
+if __name__ == "__main__":
+    main()

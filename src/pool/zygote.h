@@ -1,0 +1,31 @@
+// Zygote: a prepared Python process that forks fresh workers (see
+// python/kcoral/_worker/zygote.py). A fork costs milliseconds where a new
+// interpreter with its imports costs a large part of a CPU second, so one
+// request per process stays cheap. Used by one thread (the pool's spawner).
+#pragma once
+
+#include <memory>
+#include <utility>
+
+#include "base/status.h"
+#include "base/unique_fd.h"
+#include "pool/child_process.h"
+#include "pool/worker_process.h"
+
+namespace kc::pool {
+
+class Zygote {
+ public:
+  static StatusOr<std::unique_ptr<Zygote>> Start(const WorkerLaunch& launch, Clock::time_point deadline);
+
+  // Forks a worker; returns it not yet ready (call AwaitReady).
+  StatusOr<std::unique_ptr<WorkerProcess>> Fork();
+
+ private:
+  Zygote(ChildProcess child, UniqueFd socket) : child_(std::move(child)), socket_(std::move(socket)) {}
+
+  ChildProcess child_;
+  UniqueFd socket_;
+};
+
+}  // namespace kc::pool

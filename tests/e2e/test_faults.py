@@ -1,0 +1,343 @@
+"""Faults on dedicated servers: timeouts, crashes, floods, leaked children,
+saturation and shutdown (protocol §1.6, §4.4, §4.5, §7.2, §7.3, §10)."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import tree_of
+from kcoral import Client, KCoralError, Program
+from wire import TRIVIAL, assert_error, execute as raw_execute, module_program
+
+
+def call(source: str, args: list | None = None) -> Program:
+    program = Program()
+    module = program.upload(id="m", kind="module", source=source)
+    fn = program.get_function(id="f", module=module, name="main")
+    out = program.run(id="r", fn=fn, args=args or [])
+    program.return_(key="out", value=out)
+    return program
+
+
+def trivial_ok(url: str) -> None:
+    with Client(url) as c:
+        result = c.execute(call("def main():\n    return 'alive'\n"), timeout_seconds=20)
+    assert result.status == "COMPLETED" and result["out"] == "alive", result
+
+
+def alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_gone(pids, timeout: float = 2.0) -> set[int]:
+    deadline = time.monotonic() + timeout
+    remaining = set(pids)
+    while remaining and time.monotonic() < deadline:
+        remaining = {pid for pid in remaining if alive(pid)}
+        if remaining:
+            time.sleep(0.05)
+    return {pid for pid in remaining if alive(pid)}
+
+
+def wait_for(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def load(url: str) -> dict:
+    return httpx.get(url + "/health", timeout=5).json()["load"]
+
+
+def read_pid(path: Path, timeout: float = 10) -> int:
+    return wait_for(lambda: path.exists() and path.read_text().strip() and int(path.read_text()), timeout,
+                    f"pid file {path}")
+
+
+SPAWN_SESSION_CHILD_AND_SPIN = (
+    "import os, subprocess\n"
+    "def main(pid_file):\n"
+    "    child = subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
+    "    with open(pid_file + '.tmp', 'w') as f:\n"
+    "        f.write(str(child.pid))\n"
+    "    os.rename(pid_file + '.tmp', pid_file)\n"
+    "    while True:\n"
+    "        pass\n"
+)
+
+
+# ----------------------------------------------------------------- timeouts
+def test_timeout_is_504_and_server_keeps_serving(make_server):
+    server = make_server("--num-workers", "1")
+    with Client(server.url) as c:
+        start = time.monotonic()
+        with pytest.raises(KCoralError) as info:
+            c.execute(call("def main():\n    while True:\n        pass\n"), timeout_seconds=1)
+        elapsed = time.monotonic() - start
+    assert info.value.status_code == 504
+    assert info.value.kind == "timeout"
+    assert info.value.message == "execution timed out"
+    assert 0.9 <= elapsed < 3.5, elapsed
+    trivial_ok(server.url)
+
+
+def test_timeout_raw_body_has_no_output(make_server):
+    server = make_server("--num-workers", "1")
+    program = module_program("import time\ndef main():\n    print('lost')\n    time.sleep(60)\n")
+    program["options"] = {"timeout_seconds": 0.5}
+    response = raw_execute(server.url, program)
+    assert assert_error(response, 504, "timeout") == "execution timed out"
+    trivial_ok(server.url)
+
+
+def test_timeout_kills_a_child_in_its_own_session(make_server, tmp_path):
+    server = make_server("--num-workers", "1")
+    pid_file = tmp_path / "child.pid"
+    with Client(server.url) as c:
+        with pytest.raises(KCoralError) as info:
+            c.execute(call(SPAWN_SESSION_CHILD_AND_SPIN, [str(pid_file)]), timeout_seconds=1.5)
+    assert info.value.status_code == 504 and info.value.kind == "timeout"
+    child = read_pid(pid_file, timeout=1)
+    assert not wait_gone([child], 2.0), f"setsid child {child} survived the timeout"
+    trivial_ok(server.url)
+
+
+# ------------------------------------------------------------------ crashes
+CRASHERS = {
+    "abort": "import os\ndef main():\n    os.abort()\n",
+    "segfault": "import ctypes\ndef main():\n    ctypes.string_at(0)\n",
+    "exit3": "import os\ndef main():\n    os._exit(3)\n",
+    "sigkill_self": "import os, signal\ndef main():\n    os.kill(os.getpid(), signal.SIGKILL)\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(CRASHERS))
+def test_worker_dying_in_run_is_failed_runtime(make_server, name):
+    server = make_server("--num-workers", "1")
+    with Client(server.url) as c:
+        program = Program()
+        module = program.upload(id="m", kind="module", source=CRASHERS[name] + "def first():\n    return 'kept'\n")
+        first = program.run(id="first", fn=program.get_function(module=module, name="first"))
+        program.return_(key="first", value=first)
+        program.run(id="boom", fn=program.get_function(id="main", module=module, name="main"))
+        result = c.execute(program, timeout_seconds=20)
+    assert result.status == "FAILED"
+    error = result.error
+    assert error["kind"] == "runtime"
+    assert "worker exited while executing the instruction" in error["message"]
+    assert error["traceback"] == ""
+    assert error["instruction_index"] == 5 and error["instruction_op"] == "run"
+    assert error["instruction_id"] == "boom"
+    # Results held by the dead worker are lost with it (the spec does not promise them).
+    assert result.results in ({}, {"first": "kept"})
+    trivial_ok(server.url)
+    trivial_ok(server.url)
+
+
+def test_crash_with_worker_reuse_replaces_the_worker(make_server):
+    server = make_server("--num-workers", "1", "--max-requests-per-worker", "0")
+    with Client(server.url) as c:
+        pid_program = call("import os\ndef main():\n    return os.getpid()\n")
+        before = c.execute(pid_program)["out"]
+        assert c.execute(pid_program)["out"] == before  # reused
+        result = c.execute(call(CRASHERS["segfault"]))
+        assert result.status == "FAILED" and result.error["kind"] == "runtime"
+        after = c.execute(pid_program)["out"]
+    assert after != before
+    assert not alive(before)
+
+
+# ---------------------------------------------------------- output flooding
+def test_stdout_flood_is_truncated_and_server_stays_healthy(make_server):
+    server = make_server("--num-workers", "1")
+    source = (
+        "import os\n"
+        "def main():\n"
+        "    chunk = b'F' * (1 << 20)\n"
+        "    for _ in range(200):\n"
+        "        os.write(1, chunk)\n"
+        "    return 'flooded'\n"
+    )
+    with Client(server.url) as c:
+        result = c.execute(call(source), timeout_seconds=25, output_limit_bytes=4096)
+    assert result.status == "COMPLETED", result.error
+    assert result["out"] == "flooded"
+    assert result.stdout == "F" * 4096
+    assert result.stdout_truncated is True
+    trivial_ok(server.url)
+    assert httpx.get(server.url + "/health", timeout=5).json()["status"] == "ok"
+
+
+def test_stdout_flood_default_limit(make_server):
+    server = make_server("--num-workers", "1", "--output-limit-bytes", "1000")
+    source = "import sys\ndef main():\n    for i in range(100000):\n        print('line', i)\n"
+    with Client(server.url) as c:
+        result = c.execute(call(source), timeout_seconds=25)
+    assert result.status == "COMPLETED"
+    assert len(result.stdout) == 1000 and result.stdout.startswith("line 0\nline 1\n")
+    assert result.stdout_truncated is True
+
+
+# ------------------------------------------------------ leaked child processes
+def test_background_child_is_killed_after_the_response(make_server, tmp_path):
+    server = make_server("--num-workers", "1")
+    source = (
+        "import subprocess\n"
+        "def main():\n"
+        "    return [subprocess.Popen(['sleep', '1000']).pid,\n"
+        "            subprocess.Popen(['sleep', '1000'], start_new_session=True).pid]\n"
+    )
+    with Client(server.url) as c:
+        result = c.execute(call(source), timeout_seconds=20)
+    assert result.status == "COMPLETED", result.error
+    children = result["out"]
+    survivors = wait_gone(children, 2.0)
+    assert not survivors, f"background children {survivors} outlived their request"
+    trivial_ok(server.url)
+
+
+# --------------------------------------------------------------- saturation
+SLEEP = "import time\ndef main(s):\n    time.sleep(s)\n    return s\n"
+
+
+def test_queue_full_is_503_busy_with_retry_after(make_server):
+    server = make_server("--num-workers", "1", "--max-queued-requests", "1")
+    program = module_program(SLEEP, args=[1.5])
+    program["options"] = {"timeout_seconds": 20}
+
+    def post(_):
+        return raw_execute(server.url, program, timeout=30)
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        responses = list(pool.map(post, range(3)))
+    statuses = sorted(r.status_code for r in responses)
+    assert statuses.count(503) >= 1, statuses
+    assert statuses.count(200) >= 1, statuses
+    for response in responses:
+        if response.status_code == 503:
+            assert assert_error(response, 503, "busy") == "server saturated"
+            assert response.headers.get_list("retry-after") == ["1"]
+        else:
+            assert response.status_code == 200 and response.json()["status"] == "COMPLETED"
+    wait_for(lambda: load(server.url) == {**load(server.url), "requests_in_progress": 0, "requests_waiting": 0},
+             10, "idle load")
+    trivial_ok(server.url)
+
+
+def test_worker_wait_timeout_is_503_busy(make_server):
+    server = make_server("--num-workers", "1", "--worker-wait-timeout-seconds", "1")
+    program = module_program(SLEEP, args=[3])
+    program["options"] = {"timeout_seconds": 20}
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        first = pool.submit(raw_execute, server.url, program, timeout=30)
+        wait_for(lambda: load(server.url)["requests_in_progress"] == 1, 10, "first request to start")
+        start = time.monotonic()
+        second = raw_execute(server.url, TRIVIAL, timeout=30)
+        waited = time.monotonic() - start
+        assert assert_error(second, 503, "busy") == "server saturated"
+        assert second.headers.get("retry-after") == "1"
+        assert 0.8 <= waited < 2.9, waited
+        assert first.result().status_code == 200
+        assert first.result().json()["status"] == "COMPLETED"
+    trivial_ok(server.url)
+
+
+def test_cache_miss_is_answered_while_every_worker_is_busy(make_server):
+    server = make_server("--num-workers", "1")
+    program = module_program(SLEEP, args=[2])
+    missing = {"instructions": [{"op": "upload", "id": "b", "kind": "bytes", "blob": "ab" * 32}]}
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        first = pool.submit(raw_execute, server.url, program, timeout=30)
+        wait_for(lambda: load(server.url)["requests_in_progress"] == 1, 10, "first request to start")
+        start = time.monotonic()
+        response = raw_execute(server.url, missing, timeout=30)
+        assert time.monotonic() - start < 1.0
+        assert response.json() == {"status": "CACHE_MISS", "request_id": response.json()["request_id"],
+                                   "missing_blobs": ["ab" * 32]}
+        assert first.result().status_code == 200
+
+
+def test_disconnected_client_does_not_cancel_execution(make_server, tmp_path):
+    server = make_server("--num-workers", "1")
+    marker = tmp_path / "finished"
+    program = module_program(
+        "import time\ndef main(path):\n    time.sleep(1)\n    open(path, 'w').write('done')\n", args=[str(marker)])
+    with pytest.raises(httpx.ReadTimeout):
+        raw_execute(server.url, program, timeout=0.3)
+    wait_for(marker.exists, 10, "the abandoned request to finish")
+    trivial_ok(server.url)
+
+
+# ------------------------------------------------------------------ shutdown
+def test_sigterm_lets_running_request_finish_and_rejects_new_ones(make_server):
+    server = make_server("--num-workers", "2")
+    program = module_program(SLEEP, args=[2])
+    program["options"] = {"timeout_seconds": 20}
+    tree = tree_of(server.process.pid)
+    assert tree, "server has no worker processes"
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(raw_execute, server.url, program, timeout=30)
+        wait_for(lambda: load(server.url)["requests_in_progress"] == 1, 10, "request to start")
+        tree |= tree_of(server.process.pid)
+        server.process.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        time.sleep(0.2)
+        try:
+            late = raw_execute(server.url, TRIVIAL, timeout=10)
+        except httpx.TransportError:
+            late = None  # connection refused: the listener is already closed
+        if late is not None:
+            assert assert_error(late, 503, "busy")
+            assert late.headers.get("retry-after") == "1"
+        response = running.result(timeout=15)
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "COMPLETED"
+    assert response.json()["results"]["out"] == {"type": "integer", "value": 2}
+    assert server.process.wait(timeout=10) == 0
+    assert time.monotonic() - signalled < 10
+    survivors = wait_gone(tree, 2.0)
+    assert not survivors, f"processes of the server tree survived shutdown: {survivors}"
+
+
+def test_stop_leaves_no_process_of_the_tree(make_server):
+    server = make_server("--num-workers", "3", "--max-requests-per-worker", "0")
+    trivial_ok(server.url)
+    tree = wait_for(lambda: (t := tree_of(server.process.pid)) and len(t) >= 3 and t, 10, "three workers")
+    tree |= {server.process.pid}
+    assert server.stop() == 0
+    assert not wait_gone(tree, 2.0)
+
+
+def test_health_reports_shutdown_capacity_zero_or_refuses(make_server):
+    server = make_server("--num-workers", "1")
+    program = module_program(SLEEP, args=[1.5])
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(raw_execute, server.url, program, timeout=30)
+        wait_for(lambda: load(server.url)["requests_in_progress"] == 1, 10, "request to start")
+        server.process.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        try:
+            health = httpx.get(server.url + "/health", timeout=5)
+        except httpx.TransportError:
+            health = None
+        if health is not None and health.status_code == 200:
+            assert health.json()["load"]["request_capacity"] == 0
+        assert running.result(timeout=15).status_code == 200
+    assert server.process.wait(timeout=10) == 0
