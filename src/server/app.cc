@@ -106,7 +106,9 @@ net::awaitable<void> Session(App& app, tcp::socket socket) {
   beast::flat_buffer buffer;
   for (;;) {
     http::request_parser<http::string_body> parser;
-    parser.body_limit(app.config().max_request_bytes);
+    // No limit while reading the header: Beast would fail the header read
+    // itself, and we owe the client a 413 (set below, before the body).
+    parser.body_limit(boost::none);
     stream.expires_after(kIdleTimeout);
     auto [header_ec, header_bytes] = co_await http::async_read_header(stream, buffer, parser, kUseTuple);
     if (header_ec) break;  // closed, timed out or malformed: nothing to answer
@@ -120,6 +122,7 @@ net::awaitable<void> Session(App& app, tcp::socket socket) {
       reply = app.RequestTooLarge(ChooseRequestId(SuppliedRequestIds(head)), *parser.content_length());
       keep_alive = false;
     } else {
+      parser.body_limit(app.config().max_request_bytes);
       stream.expires_after(kBodyTimeout);
       auto [body_ec, body_bytes] = co_await http::async_read(stream, buffer, parser, kUseTuple);
       if (body_ec == http::error::body_limit) {

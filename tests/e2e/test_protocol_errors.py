@@ -317,10 +317,6 @@ def _raw_request(port: int, head: bytes, body: bytes = b"", timeout: float = 10)
         return status, headers, rest
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "server bug: Boost.Beast's parser.body_limit() already rejects a declared Content-Length above the "
-    "cap inside async_read_header (error::body_limit), so Session() breaks out and closes the connection "
-    "without ever sending the 413 (src/server/app.cc)"))
 @pytest.mark.parametrize("send_body", [False, True])
 def test_413_when_declared_length_exceeds_cap(small_cap_server, send_body):
     head = (
