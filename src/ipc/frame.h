@@ -17,6 +17,9 @@
 //   S->W lease_granted
 //   W->S outcome      {}   fds: [outcome.json memfd, parts memfd]
 // Closing the server's end of the socket tells an idle worker to exit.
+//
+// The zygote (pool/zygote.h) uses the same framing on its own socket:
+//   Z->S ready {pid}; S->Z fork, fds: [new worker socket]; Z->S forked {pid}
 #pragma once
 
 #include <cstddef>

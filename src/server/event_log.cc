@@ -88,7 +88,7 @@ void EventLog::Emit(pool::EventLevel level, std::string_view event, nlohmann::js
   std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string console = console_ ? ConsoleLine(timestamp, LevelName(level), event, fields) : "";
   std::lock_guard lock(mu_);
-  if (file_.is_open() || !run_dir_.empty()) lines_.push_back(std::move(line));
+  if (!run_dir_.empty()) lines_.push_back(std::move(line));
   if (console_) console_lines_.push_back(std::move(console));
   cv_.notify_all();
 }

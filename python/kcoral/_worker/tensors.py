@@ -52,10 +52,10 @@ def export_host_tensor(value):
         dtype = str(tensor.dtype).removeprefix("torch.")
         if dtype not in WIRE_DTYPES:
             raise InstructionFailure("serialization", f"cannot return a tensor of dtype {dtype}")
-        import numpy as np
+        import torch
 
-        raw = tensor.view(-1).view(__import__("torch").uint8).numpy() if tensor.numel() else np.zeros(0, np.uint8)
-        return dtype, list(tensor.shape), raw.tobytes()
+        raw = tensor.reshape(-1).view(torch.uint8).numpy().tobytes()  # little-endian hosts only
+        return dtype, list(tensor.shape), raw
     if module == "numpy" and type(value).__name__ == "ndarray":
         import numpy as np
 
