@@ -5,25 +5,9 @@ import os
 import stat
 
 from kcoral._worker.errors import InstructionFailure
+from kcoral.artifacts import normalize_remote_path as normalize_path  # the client's rules, shared
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def normalize_path(path: str) -> str:
-    """The file-upload path rules; the server already checked literal paths."""
-    if not isinstance(path, str) or not path:
-        raise ValueError("path must be a non-empty string")
-    if "\0" in path or "\\" in path or path.startswith("/"):
-        raise ValueError(f"invalid path {path!r}")
-    parts = path.split("/")
-    if ".." in parts:
-        raise ValueError(f"path {path!r} contains '..'")
-    kept = [p for p in parts if p not in ("", ".")]
-    if not kept:
-        raise ValueError(f"path {path!r} is empty after normalization")
-    if any(len(p.encode()) > 255 for p in kept) or len("/".join(kept).encode()) > 4096:
-        raise ValueError(f"path {path!r} is too long")
-    return "/".join(kept)
 
 
 def _open_parent(root_fd: int, components: list[str], create: bool) -> int:
