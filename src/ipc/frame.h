@@ -15,7 +15,10 @@
 //   W->S instruction_end {index}     instruction `index` finished (ok or failed)
 //   W->S lease_acquire / lease_release   (GPU servers)
 //   S->W lease_granted
-//   W->S outcome      {}   fds: [outcome.json memfd, parts memfd]
+//   W->S outcome      {retire?, gpu_access_detected_ns?}
+//                     fds: [outcome.json memfd, parts memfd]
+// GPU workers, once before their first request, under the GPU lease:
+//   S->W initialize   W->S initialized | {type: initialized_failed, error}
 // Closing the server's end of the socket tells an idle worker to exit.
 //
 // The zygote (pool/zygote.h) uses the same framing on its own socket:
@@ -46,6 +49,8 @@ constexpr std::string_view kLeaseAcquire = "lease_acquire";
 constexpr std::string_view kLeaseRelease = "lease_release";
 constexpr std::string_view kLeaseGranted = "lease_granted";
 constexpr std::string_view kOutcome = "outcome";
+constexpr std::string_view kInitialize = "initialize";
+constexpr std::string_view kInitialized = "initialized";
 }  // namespace frame_type
 
 struct Frame {

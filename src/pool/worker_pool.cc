@@ -4,8 +4,6 @@
 
 #include <cstdlib>
 
-#include "pool/zygote.h"
-
 namespace kc::pool {
 
 namespace {
@@ -19,9 +17,17 @@ std::string RetireReason(const RunResult& run, bool request_limit) {
     case RunResult::Ending::kTimedOut: return "timeout";
     case RunResult::Ending::kCrashed: return "crashed";
     case RunResult::Ending::kBroken: return "broken";
-    case RunResult::Ending::kOutcome: return request_limit ? "request_limit" : "";
+    case RunResult::Ending::kOutcome:
+      if (!run.retire_reason.empty()) return run.retire_reason;  // poisoned_context
+      return request_limit ? "request_limit" : "";
   }
   return "";
+}
+
+EventLevel RetireLevel(const std::string& reason) {
+  if (reason == "request_limit") return EventLevel::kInfo;
+  if (reason == "timeout" || reason == "poisoned_context") return EventLevel::kWarning;
+  return EventLevel::kError;
 }
 
 }  // namespace
@@ -45,28 +51,22 @@ Status WorkerPool::Start() {
   if (::mkdtemp(pattern.data()) == nullptr) return InternalError("cannot create the workspace root");
   workspace_root_ = pattern;
 
-  auto first = WorkerProcess::Start(options_.launch);
-  if (!first.ok()) return first.status();
-  KC_RETURN_IF_ERROR((*first)->AwaitReady(Clock::now() + options_.spawn_timeout)
-                         .WithContext("first worker"));
-  describe_ = (*first)->describe();
-  events_.Emit(EventLevel::kInfo, "worker_ready", {{"device", options_.device}, {"pid", (*first)->pid()}});
-  {
-    std::lock_guard lock(ready_mu_);
-    ready_.push_back(std::move(*first));
-  }
-  if (options_.use_zygote) {
-    auto zygote = Zygote::Start(options_.launch, Clock::now() + options_.spawn_timeout);
-    if (zygote.ok()) {
-      zygote_ = std::move(*zygote);
-    } else {
-      events_.Emit(EventLevel::kWarning, "worker_failed",
-                   {{"phase", "zygote"}, {"error", zygote.status().message()}});
+  for (const DeviceSpec& spec : options_.devices) {
+    auto device = std::make_unique<DeviceWorkers>(spec, options_.launch, options_.use_zygote,
+                                                  options_.spawn_timeout, events_);
+    KC_ASSIGN_OR_RETURN(nlohmann::json describe, device->Start());
+    if (devices_.empty()) {
+      describe_ = describe;
+    } else if (describe.value("target", nlohmann::json()) != describe_.value("target", nlohmann::json())) {
+      return FailedPreconditionError("GPUs with different targets need separate servers");
     }
+    devices_.push_back(std::move(device));
   }
-  spawner_ = std::thread([this] { SpawnLoop(); });
-  for (int i = 0; i < options_.seats; ++i) {
-    seats_.emplace_back([this, i] { SeatLoop(i); });
+  for (auto& device : devices_) {
+    for (int i = 0; i < device->spec().seats; ++i) {
+      std::string seat = device->spec().name + "/w" + std::to_string(seat_count_++);
+      seats_.emplace_back([this, d = device.get(), seat] { SeatLoop(*d, seat); });
+    }
   }
   return Status::Ok();
 }
@@ -80,75 +80,24 @@ bool WorkerPool::Submit(std::shared_ptr<Job> job) {
 
 PoolLoad WorkerPool::Load() const {
   PoolLoad load;
-  load.request_capacity = shutting_down_ ? 0 : options_.seats;
+  load.request_capacity = shutting_down_ ? 0 : seat_count_;
   load.requests_in_progress = running_.load();
   load.requests_waiting = static_cast<int>(queue_.size());
   return load;
 }
 
-std::unique_ptr<WorkerProcess> WorkerPool::TakeReady() {
-  std::unique_lock lock(ready_mu_);
-  ready_cv_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
-  if (ready_.empty()) return nullptr;
-  auto worker = std::move(ready_.front());
-  ready_.pop_front();
-  ready_cv_.notify_all();  // the spawner refills
-  return worker;
-}
-
-void WorkerPool::SpawnLoop() {
-  for (;;) {
-    int need;
-    {
-      std::unique_lock lock(ready_mu_);
-      ready_cv_.wait(lock, [&] {
-        return stopping_ || static_cast<int>(ready_.size()) < options_.standby;
-      });
-      if (stopping_) return;
-      need = options_.standby - static_cast<int>(ready_.size());
-    }
-    // Start them all at once (imports run in parallel), then collect.
-    std::vector<std::unique_ptr<WorkerProcess>> starting;
-    for (int i = 0; i < need; ++i) {
-      auto worker = zygote_ ? zygote_->Fork() : WorkerProcess::Start(options_.launch);
-      if (!worker.ok() && zygote_) {
-        // A broken zygote is replaced by plain interpreter starts.
-        events_.Emit(EventLevel::kError, "worker_failed", {{"phase", "zygote"}, {"error", worker.status().message()}});
-        zygote_.reset();
-        worker = WorkerProcess::Start(options_.launch);
-      }
-      if (worker.ok()) starting.push_back(std::move(*worker));
-    }
-    const auto deadline = Clock::now() + options_.spawn_timeout;
-    bool failed = starting.size() < static_cast<size_t>(need);
-    for (auto& worker : starting) {
-      Status ready = worker->AwaitReady(deadline);
-      if (!ready.ok()) {
-        failed = true;
-        events_.Emit(EventLevel::kError, "worker_failed", {{"phase", "startup"}, {"error", ready.message()}});
-        continue;
-      }
-      events_.Emit(EventLevel::kInfo, "worker_ready", {{"device", options_.device}, {"pid", worker->pid()}});
-      std::lock_guard lock(ready_mu_);
-      ready_.push_back(std::move(worker));
-      ready_cv_.notify_all();
-    }
-    if (failed) std::this_thread::sleep_for(std::chrono::seconds(1));  // don't spin on a broken setup
-  }
-}
-
-void WorkerPool::SeatLoop(int index) {
-  const std::string seat = options_.device + "/w" + std::to_string(index);
+void WorkerPool::SeatLoop(DeviceWorkers& device, std::string seat) {
   std::unique_ptr<WorkerProcess> occupant;
   while (auto job = queue_.Pop()) {
     ++running_;
-    RunJob(seat, occupant, *job);
+    RunJob(device, seat, occupant, *job);
     --running_;
   }
 }
 
-void WorkerPool::RunJob(const std::string& seat, std::unique_ptr<WorkerProcess>& occupant, Job& job) {
-  if (!occupant) occupant = TakeReady();
+void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
+                        std::unique_ptr<WorkerProcess>& occupant, Job& job) {
+  if (!occupant) occupant = device.TakeReady();
   if (!occupant) {
     job.done(Busy(job));
     return;
@@ -159,6 +108,7 @@ void WorkerPool::RunJob(const std::string& seat, std::unique_ptr<WorkerProcess>&
   std::filesystem::create_directory(workspace, ec);
   std::filesystem::permissions(workspace, std::filesystem::perms::owner_all, ec);
   job.run.workspace = workspace.string();
+  job.run.lease = device.lease();
 
   JobResult result;
   result.ran = true;
@@ -170,18 +120,21 @@ void WorkerPool::RunJob(const std::string& seat, std::unique_ptr<WorkerProcess>&
                 {"queue_ms", result.queue_ms}});
   result.run = occupant->Run(job.run);
   result.elapsed_ms = MillisecondsSince(started);
+  if (result.run.gpu_access_detected_ns != 0 && device.lease() != nullptr) {
+    auto holder = device.lease()->HolderAt(result.run.gpu_access_detected_ns);
+    if (holder && *holder != job.run.request_id) result.interfered_request_id = holder;
+  }
 
   const bool request_limit = options_.max_requests_per_worker > 0 &&
                              occupant->requests_served() >= options_.max_requests_per_worker;
   const std::string reason = RetireReason(result.run, request_limit);
+  const std::string request_id = job.run.request_id;
   // Respond first; retiring and cleaning up happen off the request's path.
   job.done(std::move(result));
   if (!reason.empty()) {
-    auto level = reason == "request_limit" ? EventLevel::kInfo
-                 : reason == "timeout"     ? EventLevel::kWarning
-                                           : EventLevel::kError;
-    events_.Emit(level, "worker_retired", {{"worker_id", seat}, {"reason", reason}});
-    occupant.reset();  // kills the whole tree
+    events_.Emit(RetireLevel(reason), "worker_retired",
+                 {{"worker_id", seat}, {"reason", reason}, {"request_id", request_id}});
+    device.Retire(std::move(occupant));
   }
   std::filesystem::remove_all(workspace, ec);
 }
@@ -193,23 +146,13 @@ void WorkerPool::BeginShutdown() {
 
 void WorkerPool::Join() {
   BeginShutdown();
-  {
-    std::lock_guard lock(ready_mu_);
-    if (stopping_ && seats_.empty()) return;
-  }
   for (auto& seat : seats_) seat.join();  // each finishes its running job
   seats_.clear();
-  {
-    std::lock_guard lock(ready_mu_);
-    stopping_ = true;
-    ready_cv_.notify_all();
-  }
-  if (spawner_.joinable()) spawner_.join();
-  zygote_.reset();
-  std::lock_guard lock(ready_mu_);
-  ready_.clear();  // kills the stand-by processes
+  for (auto& device : devices_) device->Stop();
+  devices_.clear();
   std::error_code ec;
   if (!workspace_root_.empty()) std::filesystem::remove_all(workspace_root_, ec);
+  workspace_root_.clear();
 }
 
 }  // namespace kc::pool

@@ -1,21 +1,16 @@
-// WorkerPool: seats, their occupants, the admission queue and the stand-by
-// processes that make a fresh occupant cheap (DESIGN.md "Seats and occupants").
+// WorkerPool: seats, the admission queue and the devices whose prepared
+// processes fill the seats (DESIGN.md "Seats and occupants").
 //
-// Each seat is a thread that takes the next job in FIFO order, runs it on its
-// occupant and hands the result to the job's callback. With the default of
-// one request per process the occupant is retired after answering, and the
-// seat takes a prepared stand-by process for its next job, so no request
-// waits for Python to start. A spawner thread keeps `standby` processes ready.
-// Thread-safe.
+// Each seat is a thread bound to one device. It takes the next job in FIFO
+// order, runs it on its occupant and hands the result to the job's callback.
+// With the default of one request per process the occupant is retired after
+// answering (off the request's path), and the seat takes a prepared process
+// for its next job, so no request waits for Python to start. Thread-safe.
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <filesystem>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,15 +18,14 @@
 #include <nlohmann/json.hpp>
 
 #include "pool/admission_queue.h"
+#include "pool/device_workers.h"
 #include "pool/event_sink.h"
 #include "pool/worker_process.h"
 
 namespace kc::pool {
 
 struct PoolOptions {
-  std::string device = "cpu";
-  int seats = 1;
-  int standby = 1;                  // prepared processes kept ready
+  std::vector<DeviceSpec> devices;
   int max_requests_per_worker = 1;  // 0: unlimited reuse
   size_t max_queued_requests = 1024;
   std::chrono::milliseconds worker_wait_timeout{1800 * 1000};
@@ -47,10 +41,12 @@ struct JobResult {
   double elapsed_ms = 0;
   std::string worker_id;
   pid_t pid = -1;
+  // For a gpu_access violation: who held the GPU lease when it happened.
+  std::optional<std::string> interfered_request_id;
 };
 
 struct Job {
-  RunRequest run;  // `workspace` is filled in by the pool
+  RunRequest run;  // `workspace` and `lease` are filled in by the pool
   std::function<void(JobResult)> done;  // called exactly once, from a pool thread
   Clock::time_point enqueued;
   Clock::time_point wait_deadline;
@@ -67,8 +63,8 @@ class WorkerPool {
   WorkerPool(PoolOptions options, EventSink& events);
   ~WorkerPool();
 
-  // Creates the workspace root, starts the stand-by processes and waits for
-  // the first one, whose target and versions describe the pool.
+  // Creates the workspace root and starts every device; the first worker of
+  // the first device describes the pool (target, versions).
   Status Start();
 
   // False when the queue is full or the pool is shutting down (503 busy).
@@ -81,13 +77,11 @@ class WorkerPool {
   void BeginShutdown();
   // Waits for running jobs, then kills every process. Idempotent.
   void Join();
-  int running() const { return running_.load(); }
 
  private:
-  void SeatLoop(int index);
-  void RunJob(const std::string& seat, std::unique_ptr<WorkerProcess>& occupant, Job& job);
-  std::unique_ptr<WorkerProcess> TakeReady();
-  void SpawnLoop();
+  void SeatLoop(DeviceWorkers& device, std::string seat);
+  void RunJob(DeviceWorkers& device, const std::string& seat,
+              std::unique_ptr<WorkerProcess>& occupant, Job& job);
   static JobResult Busy(const Job& job);
 
   const PoolOptions options_;
@@ -96,17 +90,11 @@ class WorkerPool {
   nlohmann::json describe_ = {{"target", nlohmann::json::object()},
                               {"versions", nlohmann::json::object()}};
   AdmissionQueue<Job> queue_;
+  int seat_count_ = 0;
   std::atomic<int> running_{0};
   std::atomic<bool> shutting_down_{false};
-
-  std::mutex ready_mu_;
-  std::condition_variable ready_cv_;
-  std::deque<std::unique_ptr<WorkerProcess>> ready_;  // guarded by ready_mu_
-  bool stopping_ = false;                             // guarded by ready_mu_
-
-  std::unique_ptr<class Zygote> zygote_;  // spawner thread only
+  std::vector<std::unique_ptr<DeviceWorkers>> devices_;
   std::vector<std::thread> seats_;
-  std::thread spawner_;
 };
 
 }  // namespace kc::pool

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include "base/memfd.h"
 #include "ipc/frame.h"
@@ -77,10 +78,32 @@ Status WorkerProcess::AwaitReady(Clock::time_point deadline) {
   return Status::Ok();
 }
 
+Status WorkerProcess::Initialize(GpuLease& lease, Clock::time_point deadline) {
+  lease.Acquire("initialize");
+  struct Release {
+    GpuLease& lease;
+    ~Release() { lease.Release(); }
+  } release{lease};
+  KC_RETURN_IF_ERROR(ipc::SendFrame(socket_.get(), {{"type", ipc::frame_type::kInitialize}}));
+  pollfd p{socket_.get(), POLLIN, 0};
+  int rc;
+  do {
+    rc = ::poll(&p, 1, MillisecondsLeft(deadline));
+  } while (rc < 0 && errno == EINTR);
+  if (rc == 0) return DeadlineExceededError("worker did not initialize CUDA in time");
+  KC_ASSIGN_OR_RETURN(ipc::Frame frame, ipc::ReceiveFrame(socket_.get()));
+  if (frame.type() != ipc::frame_type::kInitialized) {
+    return InternalError("worker failed to initialize: " + frame.header.value("error", frame.type()));
+  }
+  return Status::Ok();
+}
+
 RunResult WorkerProcess::Run(const RunRequest& request) {
   RunResult result;
   ++requests_served_;
+  std::function<void()> release_lease = [] {};
   auto fail = [&](RunResult::Ending ending, std::string message) {
+    release_lease();  // after any kill: a dying holder tears its context down under the lease
     result.ending = ending;
     result.message = std::move(message);
     return result;
@@ -111,7 +134,19 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
   err_pipe->write.Reset();
 
   const size_t limit = static_cast<size_t>(std::max<int64_t>(0, request.output_limit_bytes));
-  const auto deadline = Clock::now() + request.timeout;
+  auto deadline = Clock::now() + request.timeout;
+  // The lease is arbitrated here; whatever ends the run, it is released after
+  // the worker is dead or done (a killed holder tears its context down under it).
+  bool held = false;
+  Clock::time_point held_since;
+  auto release = [&] {
+    if (!held) return;
+    request.lease->Release();
+    result.lease_held_ms += std::chrono::duration<double, std::milli>(Clock::now() - held_since).count();
+    held = false;
+  };
+  release_lease = release;
+
   pollfd polls[3] = {{socket_.get(), POLLIN, 0},
                      {out_pipe->read.get(), POLLIN, 0},
                      {err_pipe->read.get(), POLLIN, 0}};
@@ -134,7 +169,22 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
       return fail(RunResult::Ending::kCrashed, "worker exited (" + child_.exit_description() + ")");
     }
     const std::string type = frame->type();
-    if (type == ipc::frame_type::kInstruction) {
+    if (type == ipc::frame_type::kLeaseAcquire && request.lease != nullptr) {
+      if (!held) {
+        const auto asked = Clock::now();
+        request.lease->Acquire(request.request_id);
+        held = true;
+        held_since = Clock::now();
+        deadline += held_since - asked;  // lease waits never consume the budget
+        result.lease_wait_ms += std::chrono::duration<double, std::milli>(held_since - asked).count();
+      }
+      if (!ipc::SendFrame(socket_.get(), {{"type", ipc::frame_type::kLeaseGranted}}).ok()) {
+        child_.KillTreeAndReap();
+        return fail(RunResult::Ending::kCrashed, "worker exited (" + child_.exit_description() + ")");
+      }
+    } else if (type == ipc::frame_type::kLeaseRelease && request.lease != nullptr) {
+      release();
+    } else if (type == ipc::frame_type::kInstruction) {
       result.instruction_index = frame->header.value("index", -1);
     } else if (type == ipc::frame_type::kInstructionEnd) {
       result.instruction_index = -1;
@@ -148,7 +198,10 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
       Drain(err_pipe->read.get(), result.err, limit);
       result.outcome_json = std::move(*outcome);
       result.parts = std::move(*parts);
+      result.retire_reason = frame->header.value("retire", "");
+      result.gpu_access_detected_ns = frame->header.value("gpu_access_detected_ns", int64_t{0});
       result.ending = RunResult::Ending::kOutcome;
+      release();
       return result;
     } else {
       child_.KillTreeAndReap();

@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "pool/child_process.h"
+#include "pool/gpu_lease.h"
 
 namespace kc::pool {
 
@@ -40,7 +41,9 @@ struct RunRequest {
   std::string workspace;
   int64_t output_limit_bytes = 0;
   uint64_t max_response_bytes = 0;
+  // Excludes time spent waiting for the GPU lease (spec/protocol.md §2.2).
   std::chrono::nanoseconds timeout{0};
+  GpuLease* lease = nullptr;  // GPU workers: arbitrates lease frames
 };
 
 struct CapturedStream {
@@ -61,6 +64,10 @@ struct RunResult {
   int instruction_index = -1;        // running when it ended; -1 outside any
   std::string message;               // for kCrashed/kBroken
   CapturedStream out, err;
+  double lease_wait_ms = 0;  // measured here, in the server
+  double lease_held_ms = 0;
+  std::string retire_reason;           // the worker asks to be retired (poisoned_context)
+  int64_t gpu_access_detected_ns = 0;  // steady clock; 0: no gpu_access violation
 };
 
 class WorkerProcess {
@@ -75,6 +82,10 @@ class WorkerProcess {
   Status AwaitReady(Clock::time_point deadline);
 
   RunResult Run(const RunRequest& request);
+
+  // Creates the CUDA context while `lease` is held, so that a new context never
+  // disturbs a neighbour's measurement (spec/server.md §2.4). GPU workers only.
+  Status Initialize(GpuLease& lease, Clock::time_point deadline);
 
   pid_t pid() const { return child_.pid(); }
   const nlohmann::json& describe() const { return describe_; }

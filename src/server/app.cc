@@ -7,6 +7,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/version.hpp>
 
+#include "server/gpu_inventory.h"
 #include "server/request_id.h"
 
 namespace kc::server {
@@ -33,18 +34,40 @@ std::string UtcNowIso() {
   return std::string(buffer) + frac;
 }
 
-pool::PoolOptions PoolOptionsFrom(const ServerConfig& config) {
+StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
   pool::PoolOptions options;
-  options.device = config.device;
-  options.seats = config.seat_count();
-  options.standby = config.standby_workers >= 0 ? config.standby_workers : options.seats;
-  if (options.standby < 1) options.standby = 1;
+  const int standby = config.standby_workers;
+  if (config.device == "cpu") {
+    pool::DeviceSpec cpu;
+    cpu.seats = config.num_workers;
+    cpu.standby = standby >= 0 ? std::max(1, standby) : cpu.seats;
+    options.devices.push_back(cpu);
+  } else {
+    for (int index : config.gpus) {
+      KC_ASSIGN_OR_RETURN(GpuInfo gpu, QueryGpu(index));
+      pool::DeviceSpec spec;
+      spec.name = "gpu" + std::to_string(index);
+      spec.gpu_index = index;
+      spec.seats = config.workers_per_gpu;
+      spec.standby = standby >= 0 ? std::max(1, standby) : spec.seats;
+      // Pinned by UUID before CUDA starts; the worker sees its GPU as "cuda".
+      spec.extra_env = {"CUDA_VISIBLE_DEVICES=" + gpu.uuid, "KCORAL_GPU_ARCH=" + gpu.arch,
+                        "KCORAL_GPU_NAME=" + gpu.name};
+      if (std::getenv("TVM_FFI_CUDA_ARCH_LIST") == nullptr) {
+        spec.extra_env.push_back("TVM_FFI_CUDA_ARCH_LIST=" + gpu.tvm_arch_list);
+      }
+      options.devices.push_back(spec);
+    }
+  }
   options.max_requests_per_worker = config.max_requests_per_worker;
   options.max_queued_requests = config.max_queued_requests;
   options.worker_wait_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(config.worker_wait_timeout_seconds * 1000));
   options.launch.argv = {config.python, "-m", "kcoral._worker"};
-  for (char** e = environ; *e != nullptr; ++e) options.launch.env.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::string_view(*e).rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;  // we pin workers
+    options.launch.env.emplace_back(*e);
+  }
   options.launch.env.push_back("KCORAL_WORKER_DEVICE=" + config.device);
   options.launch.env.push_back("KCORAL_CPU_EXECUTION=" + config.cpu_execution);
   options.launch.env.push_back("PYTHONUNBUFFERED=1");
@@ -174,7 +197,12 @@ void App::BeginShutdown() {
 
 int App::Run() {
   ::signal(SIGPIPE, SIG_IGN);
-  pool_ = std::make_unique<pool::WorkerPool>(PoolOptionsFrom(config_), events_);
+  auto options = PoolOptionsFrom(config_);
+  if (!options.ok()) {
+    events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", options.status().message()}});
+    return 1;
+  }
+  pool_ = std::make_unique<pool::WorkerPool>(std::move(*options), events_);
   if (Status started = pool_->Start(); !started.ok()) {
     events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", started.message()}});
     return 1;
@@ -196,7 +224,7 @@ int App::Run() {
     return 2;
   }
   events_.Emit(pool::EventLevel::kInfo, "pool_ready",
-               {{"mode", config_.device}, {"workers", config_.seat_count()},
+               {{"mode", config_.device}, {"workers", pool_->Load().request_capacity},
                 {"target", pool_->describe().value("target", nlohmann::json::object())},
                 {"versions", pool_->describe().value("versions", nlohmann::json::object())}});
   events_.Emit(pool::EventLevel::kInfo, "server_started",

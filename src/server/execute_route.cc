@@ -98,8 +98,8 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
         if (options.gpu_count && config_.device == "cpu") {
           co_return reject("options.gpu_count: this is a CPU server; gpu_count exceeds its GPU capacity (0)");
         }
-        if (options.gpu_count && *options.gpu_count > static_cast<int64_t>(config_.gpus.size())) {
-          co_return reject("options.gpu_count: exceeds this GPU server's configured capacity");
+        if (options.gpu_count) {
+          co_return reject("options.gpu_count: multi-GPU programs are not supported by this server yet");
         }
         auto resolution = blobs_.Resolve(*parsed);
         if (!resolution.ok()) co_return reject(resolution.status().message());

@@ -1,4 +1,6 @@
 // GET /health (spec/protocol.md §1.3): exactly the reference keys, then ours.
+#include <set>
+
 #include "server/app.h"
 
 namespace kc::server {
@@ -10,7 +12,8 @@ HttpReply App::HandleHealth() const {
   body["status"] = "ok";
   body["instance_id"] = instance_id_;
   body["started_at"] = started_at_;
-  body["gpu_count"] = config_.device == "cpu" ? 0 : static_cast<int>(config_.gpus.size());
+  const std::set<int> distinct(config_.gpus.begin(), config_.gpus.end());
+  body["gpu_count"] = config_.device == "cpu" ? 0 : static_cast<int>(distinct.size());
   body["load"] = {{"request_capacity", load.request_capacity},
                   {"requests_in_progress", load.requests_in_progress},
                   {"requests_waiting", load.requests_waiting}};

@@ -99,9 +99,13 @@ int main(int argc, char** argv) {
     std::cerr << "kcoral server: --sandbox-readonly-path cannot be combined with --sandbox none\n";
     return 2;
   }
-  if (config.device == "gpu") {
-    std::cerr << "kcoral server: --device gpu is not available in this build yet; use --device cpu\n";
+  if (config.device == "gpu" && config.gpus.empty()) {
+    std::cerr << "kcoral server: --gpus must name at least one GPU in GPU mode\n";
     return 2;
+  }
+  if (config.device == "gpu" && std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) {
+    std::cerr << "kcoral server: note: CUDA_VISIBLE_DEVICES does not restrict the server; "
+                 "workers are pinned by --gpus\n";
   }
   kc::server::App app(config);
   if (config.sandbox == "bubblewrap") {

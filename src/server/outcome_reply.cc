@@ -29,8 +29,8 @@ ordered_json OutcomeBody(const std::string& status, const std::string& request_i
   body["request_id"] = request_id;
   body["queue_ms"] = result.queue_ms;
   body["elapsed_ms"] = result.elapsed_ms;
-  body["lease_wait_ms"] = 0.0;
-  body["lease_held_ms"] = 0.0;
+  body["lease_wait_ms"] = result.run.lease_wait_ms;
+  body["lease_held_ms"] = result.run.lease_held_ms;
   body["stdout"] = result.run.out.head;
   body["stderr"] = result.run.err.head;
   body["stdout_truncated"] = result.run.out.truncated;
@@ -109,6 +109,11 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
   HttpReply reply{200, "application/json", "", context.request_id};
   if (status == "FAILED") {
     body["error"] = std::move(outcome["error"]);
+    if (body["error"]["kind"] == "gpu_access") {
+      // Who held the GPU when the cpu_only call touched it: known only here.
+      body["error"]["interfered_request_id"] =
+          result.interfered_request_id ? ordered_json(*result.interfered_request_id) : ordered_json(nullptr);
+    }
     reply.finish_reason = "program_failed";
     reply.error_kind = body["error"]["kind"];
     reply.error_message = body["error"]["message"];

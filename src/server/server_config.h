@@ -40,9 +40,6 @@ struct ServerConfig {
   int io_threads = 1;
   int parse_threads = 2;
 
-  int seat_count() const {
-    return device == "cpu" ? num_workers : static_cast<int>(gpus.size()) * workers_per_gpu;
-  }
 };
 
 }  // namespace kc::server

@@ -38,8 +38,9 @@ void SendProgress(std::string_view type, int index) {
   ThrowIfError(ipc::SendFrame(g_socket_fd, {{"type", type}, {"index", index}}));
 }
 
-// Writes the outcome JSON and the binary segments into two memfds and sends them.
-Status SendOutcome(const std::string& outcome_json, const py::list& segments) {
+// Writes the outcome JSON and the binary segments into two memfds and sends
+// them; `meta` (retire, gpu_access_detected_ns) rides in the frame header.
+Status SendOutcome(const std::string& outcome_json, const py::list& segments, const py::dict& meta) {
   KC_ASSIGN_OR_RETURN(UniqueFd outcome_fd, MakeMemfd("kcoral-outcome"));
   KC_RETURN_IF_ERROR(WriteAll(outcome_fd.get(), outcome_json));
   KC_ASSIGN_OR_RETURN(UniqueFd parts_fd, MakeMemfd("kcoral-parts"));
@@ -49,8 +50,12 @@ Status SendOutcome(const std::string& outcome_json, const py::list& segments) {
                            static_cast<size_t>(info.size * info.itemsize));
     KC_RETURN_IF_ERROR(WriteAll(parts_fd.get(), bytes));
   }
-  return ipc::SendFrame(g_socket_fd, {{"type", ipc::frame_type::kOutcome}},
-                        {outcome_fd.get(), parts_fd.get()});
+  nlohmann::json header = {{"type", ipc::frame_type::kOutcome}};
+  if (meta.contains("retire")) header["retire"] = meta["retire"].cast<std::string>();
+  if (meta.contains("gpu_access_detected_ns")) {
+    header["gpu_access_detected_ns"] = meta["gpu_access_detected_ns"].cast<int64_t>();
+  }
+  return ipc::SendFrame(g_socket_fd, header, {outcome_fd.get(), parts_fd.get()});
 }
 
 // Runs one `run` frame: capture on, cwd = workspace, engine.run, capture off.
@@ -85,8 +90,31 @@ Status RunOne(ipc::Frame& frame, py::object& engine) {
     capture.Restore();
   }
   if (::chdir("/") != 0) return InternalError("cannot leave the workspace");
-  auto pair = result.cast<py::tuple>();
-  return SendOutcome(pair[0].cast<std::string>(), pair[1].cast<py::list>());
+  auto triple = result.cast<py::tuple>();
+  return SendOutcome(triple[0].cast<std::string>(), triple[1].cast<py::list>(), triple[2].cast<py::dict>());
+}
+
+// GPU workers create their CUDA context when the server says so (it holds the lease).
+Status Initialize(py::object& engine) {
+  try {
+    engine.attr("initialize")();
+  } catch (const py::error_already_set& error) {
+    return ipc::SendFrame(g_socket_fd, {{"type", "initialize_failed"}, {"error", error.what()}});
+  }
+  return ipc::SendFrame(g_socket_fd, {{"type", ipc::frame_type::kInitialized}});
+}
+
+// Asks the server for the GPU lease and waits (without the GIL) for the grant.
+void AcquireLease() {
+  ThrowIfError(ipc::SendFrame(g_socket_fd, {{"type", ipc::frame_type::kLeaseAcquire}}));
+  StatusOr<ipc::Frame> frame = [] {
+    py::gil_scoped_release unlocked;
+    return ipc::ReceiveFrame(g_socket_fd);
+  }();
+  ThrowIfError(frame.status());
+  if (frame->type() != ipc::frame_type::kLeaseGranted) {
+    throw std::runtime_error("expected lease_granted, got " + frame->type());
+  }
 }
 
 void Serve(py::object engine) {
@@ -114,6 +142,10 @@ void Serve(py::object engine) {
       if (frame.status().code() == StatusCode::kUnavailable) return;  // server closed: exit
       ThrowIfError(frame.status());
     }
+    if (frame->type() == ipc::frame_type::kInitialize) {
+      ThrowIfError(Initialize(engine));
+      continue;
+    }
     if (frame->type() != ipc::frame_type::kRun) throw std::runtime_error("unexpected frame " + frame->type());
     ThrowIfError(RunOne(*frame, engine));
   }
@@ -126,6 +158,9 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "KCoral worker core: IPC with the server, output capture, workspace switch.";
   m.def("serve", &kc::worker::Serve, py::arg("engine"),
         "Serve programs from the server until it closes the socket.");
+  m.def("lease_acquire", &kc::worker::AcquireLease, "Block until the server grants the GPU lease.");
+  m.def("lease_release", [] { kc::worker::ThrowIfError(kc::ipc::SendFrame(kc::worker::g_socket_fd, {{"type", kc::ipc::frame_type::kLeaseRelease}})); },
+        "Give the GPU lease back (no round trip).");
   m.def("instruction_started", [](int index) { kc::worker::SendProgress(kc::ipc::frame_type::kInstruction, index); });
   m.def("instruction_finished", [](int index) { kc::worker::SendProgress(kc::ipc::frame_type::kInstructionEnd, index); });
 }

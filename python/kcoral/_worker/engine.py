@@ -79,8 +79,12 @@ class Engine:
     def describe(self) -> dict:
         return {"target": self.runtime.target(), "versions": self.runtime.versions()}
 
+    def initialize(self) -> None:
+        """Device set-up the server schedules under the GPU lease (CUDA context)."""
+        self.runtime.initialize()
+
     def run(self, program_json: str, blob_fds: dict, limits: dict, workspace: str):
-        """Runs a program; returns (outcome JSON text, binary segments)."""
+        """Runs a program; returns (outcome JSON text, binary segments, frame meta)."""
         request = Request(json.loads(program_json), blob_fds, limits, workspace)
         sys.path.insert(0, workspace)  # uploaded .py files are importable (spec/server.md §3.2)
         error = None
@@ -102,6 +106,11 @@ class Engine:
                 error = self._error(index, request.instructions[index], cleanup_error)
         finally:
             self._forget(request)
+        meta = {}
+        if self.runtime.retire_reason:
+            meta["retire"] = self.runtime.retire_reason
+        if error and "detected_ns" in error:
+            meta["gpu_access_detected_ns"] = error.pop("detected_ns")
         outcome = {
             "status": "FAILED" if error else "COMPLETED",
             "results": request.results,
@@ -109,7 +118,7 @@ class Engine:
         }
         if error:
             outcome["error"] = error
-        return json.dumps(outcome, allow_nan=False), request.budget.segments
+        return json.dumps(outcome, allow_nan=False), request.budget.segments, meta
 
     @staticmethod
     def _error(index: int, instruction: dict, exc: BaseException) -> dict:

@@ -21,6 +21,10 @@ from kcoral._worker import tensors
 def make_runtime(device: str):
     if device == "cpu":
         return CpuRuntime(host_execution=os.environ.get("KCORAL_CPU_EXECUTION", "host") == "host")
+    if device == "gpu":
+        from kcoral._worker.gpu_runtime import GpuRuntime
+
+        return GpuRuntime()
     raise SystemExit(f"kcoral worker: unsupported device {device!r}")
 
 
@@ -38,6 +42,8 @@ def _library_versions() -> dict:
 
 
 class CpuRuntime:
+    retire_reason = None  # a CPU worker never asks to be retired
+
     def __init__(self, host_execution: bool):
         self.host_execution = host_execution
         self._versions = _library_versions()
@@ -48,6 +54,9 @@ class CpuRuntime:
 
     def versions(self) -> dict:
         return dict(self._versions)
+
+    def initialize(self) -> None:
+        """Nothing to set up on a CPU."""
 
     def place(self, instruction: dict, request) -> None:
         """A CPU server has no GPU lease."""
@@ -66,34 +75,43 @@ class CpuRuntime:
 
     def load_library(self, data, sha256: str, request):
         self._require_host_execution("library")
-        try:
-            import tvm_ffi
-        except ImportError:
-            raise InstructionFailure("unavailable", "library uploads need apache-tvm-ffi on the server") from None
-        path = os.path.join(self._library_dir, f"{sha256}.so")
-        with open(path, "wb") as f:
-            f.write(data)
-        try:
-            return tvm_ffi.load_module(path)
-        except Exception as exc:  # noqa: BLE001 - any loader failure is the upload's fault
-            raise InstructionFailure("compile", f"cannot load the uploaded library: {exc}") from exc
-        finally:
-            os.unlink(path)  # the mapping outlives the file
+        return load_library(self._library_dir, data, sha256)
 
     def library_function(self, module, name: str):
-        if not hasattr(module, "implements_function"):
-            kind = "unavailable" if not self.host_execution else "runtime"
-            raise InstructionFailure(kind, f"cannot select {name!r}: the handle is not a module or library")
-        if not module.implements_function(name):
-            raise InstructionFailure("compile", f"the uploaded library exports no function {name!r}")
-        function = module.get_function(name)
-        return _LibraryFunction(module, function)
+        kind = "runtime" if self.host_execution else "unavailable"
+        return library_function(module, name, kind)
 
     def call_cpu_only(self, fn, args: list, request):
         return fn(*args)
 
     def export_tensor(self, value):
         return tensors.export_host_tensor(value)
+
+
+def load_library(directory: str, data, sha256: str):
+    """Loads uploaded library bytes with TVM-FFI (spec/protocol.md §6)."""
+    try:
+        import tvm_ffi
+    except ImportError:
+        raise InstructionFailure("unavailable", "library uploads need apache-tvm-ffi on the server") from None
+    path = os.path.join(directory, f"{sha256}.so")
+    with open(path, "wb") as f:
+        f.write(data)
+    try:
+        return tvm_ffi.load_module(path)
+    except Exception as exc:  # noqa: BLE001 - any loader failure is the upload's fault
+        raise InstructionFailure("compile", f"cannot load the uploaded library: {exc}") from exc
+    finally:
+        os.unlink(path)  # the mapping outlives the file
+
+
+def library_function(module, name: str, not_a_library_kind: str):
+    """get_function on a library handle: `compile` when the export is missing."""
+    if not hasattr(module, "implements_function"):
+        raise InstructionFailure(not_a_library_kind, f"cannot select {name!r}: the handle is not a module or library")
+    if not module.implements_function(name):
+        raise InstructionFailure("compile", f"the uploaded library exports no function {name!r}")
+    return _LibraryFunction(module, module.get_function(name))
 
 
 class _LibraryFunction:

@@ -32,7 +32,10 @@ def main() -> None:
     from kcoral._worker.runtime import make_runtime
 
     device = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
-    for name in filter(None, os.environ.get("KCORAL_PRELOAD", "tvm_ffi,numpy").split(",")):
+    preload = os.environ.get("KCORAL_PRELOAD", "tvm_ffi,numpy")
+    if device == "gpu":
+        preload = "torch," + preload  # imported here, CUDA initialized only in each child
+    for name in filter(None, preload.split(",")):
         try:
             importlib.import_module(name.strip())
         except ImportError:

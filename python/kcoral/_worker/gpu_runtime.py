@@ -1,0 +1,182 @@
+"""GPU runtime: torch CUDA tensors, TVM-FFI libraries, GPU lease placement and
+the cpu_only watch (spec/protocol.md §2.4-§2.6, spec/server.md §2.6).
+
+The worker is pinned to one GPU by the server (CUDA_VISIBLE_DEVICES=<UUID>),
+so its device is always "cuda". The lease is arbitrated by the server; this
+module only asks for it (kcoral._core.lease_acquire) and gives it back.
+"""
+
+import os
+import warnings
+from importlib import metadata
+
+from kcoral import _core
+from kcoral._worker import tensors
+from kcoral._worker.errors import InstructionFailure
+from kcoral._worker.runtime import library_function, load_library
+
+
+def _distribution_version(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+class GpuRuntime:
+    def __init__(self):
+        import tempfile
+
+        import torch  # already imported by the zygote; CUDA is not initialized yet
+
+        self.torch = torch
+        self.held = False
+        self.retire_reason = None
+        self._native = None
+        self._library_dir = tempfile.mkdtemp(prefix="kcoral-libraries-")
+
+    # -- description and set-up ---------------------------------------------
+
+    def target(self) -> dict:
+        arch = os.environ.get("KCORAL_GPU_ARCH")
+        return {"arch": arch} if arch else {}
+
+    def versions(self) -> dict:
+        versions = {"torch": str(self.torch.__version__)}
+        if self.torch.version.cuda:
+            versions["cuda"] = self.torch.version.cuda
+        for key, dist in (("tvm_ffi", "apache-tvm-ffi"), ("triton", "triton"), ("tvm", "apache-tvm"),
+                          ("cutlass", "nvidia-cutlass-dsl"), ("flashinfer", "flashinfer-python")):
+            version = _distribution_version(dist)
+            if version:
+                versions[key] = version
+        return versions
+
+    def initialize(self) -> None:
+        """Creates the CUDA context; the server holds the GPU lease meanwhile."""
+        torch = self.torch
+        torch.cuda.init()
+        torch.empty(1, device="cuda")
+        torch.cuda.synchronize()
+        try:
+            from kcoral import _native
+
+            self._native = _native
+        except ImportError:
+            self._native = None  # benchmark and cpu_only then fail with `unavailable`
+
+    def native(self):
+        if self._native is None:
+            raise InstructionFailure("unavailable", "kcoral._native (CUPTI) is not built on this server")
+        return self._native
+
+    # -- the GPU lease ------------------------------------------------------
+
+    def acquire(self) -> None:
+        if not self.held:
+            _core.lease_acquire()
+            self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self._drain()
+            _core.lease_release()
+            self.held = False
+
+    def _drain(self) -> None:
+        """Nothing of ours may still run on the GPU once the lease is gone."""
+        torch = self.torch
+        try:
+            torch.cuda.synchronize()
+            if torch.cuda.memory_reserved() > torch.cuda.memory_allocated():
+                torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001 - a CUDA error here is reported by finish()
+            pass
+
+    def place(self, ins: dict, request) -> None:
+        """Lease placement per instruction (spec/protocol.md §2.6)."""
+        op, kind = ins["op"], ins.get("kind")
+        if op == "upload" and kind == "bytes":
+            return
+        if (op == "upload" and kind == "file") or (op == "return" and kind in ("file", "folder")):
+            self.release()
+            return
+        if op == "run":
+            from kcoral._worker.engine import CpuOnlyFunction
+
+            if isinstance(request.handles.get(ins["fn"]["$ref"]), CpuOnlyFunction):
+                return  # call_cpu_only releases the lease itself
+        self.acquire()
+
+    def finish(self, request):
+        """Final clean-up under the lease: synchronize and consume the last
+        CUDA error. A sticky error retires this worker (poisoned_context)."""
+        self.acquire()
+        failure = None
+        if self._native is not None:
+            check = self._native.device_check()
+            if check.get("error"):
+                failure = InstructionFailure(
+                    "runtime", f"CUDA error at the end of the request: {check['error']}: {check['message']}"
+                )
+                if check.get("sticky"):
+                    self.retire_reason = "poisoned_context"
+        else:
+            try:
+                self.torch.cuda.synchronize()
+            except Exception as exc:  # noqa: BLE001
+                failure = InstructionFailure("runtime", f"CUDA error at the end of the request: {exc}")
+                self.retire_reason = "poisoned_context"
+        request.handles.clear()
+        self.release()
+        return failure
+
+    # -- instructions ---------------------------------------------------------
+
+    def upload_tensor(self, data, dtype: str, shape: list):
+        torch = self.torch
+        try:
+            torch_dtype = getattr(torch, dtype)
+            count = 1
+            for n in shape:
+                count *= n
+            if count == 0:
+                return torch.empty(shape, dtype=torch_dtype, device="cuda")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # frombuffer warns about read-only buffers; we copy
+                host = torch.frombuffer(data, dtype=torch_dtype)
+            return host.reshape(shape).to("cuda")
+        except Exception as exc:  # noqa: BLE001
+            raise InstructionFailure("runtime", f"cannot create the tensor: {type(exc).__name__}: {exc}") from exc
+
+    def load_library(self, data, sha256: str, request):
+        return load_library(self._library_dir, data, sha256)
+
+    def library_function(self, module, name: str):
+        return library_function(module, name, "runtime")
+
+    def call_cpu_only(self, fn, args: list, request):
+        """Runs off the lease, watched by CUPTI: any CUDA call is a gpu_access error."""
+        self.release()
+        native = self.native()
+        native.watch_begin()
+        try:
+            result = fn(*args)
+        finally:
+            violation = native.watch_end()
+            if violation:
+                raise InstructionFailure(
+                    "gpu_access",
+                    f"a cpu_only function called CUDA ({violation['cuda_call']}) at {violation['location']}",
+                    {
+                        "cuda_call": violation["cuda_call"],
+                        "location": violation["location"],
+                        "interfered_request_id": None,  # filled in by the server
+                        "traceback": violation.get("stack", "")[-8192:],
+                        "detected_ns": violation["detected_ns"],
+                    },
+                )
+        return result
+
+    def export_tensor(self, value):
+        return tensors.export_host_tensor(value)

@@ -1,0 +1,118 @@
+#include "pool/device_workers.h"
+
+namespace kc::pool {
+
+DeviceWorkers::DeviceWorkers(DeviceSpec spec, WorkerLaunch launch, bool use_zygote,
+                             std::chrono::seconds spawn_timeout, EventSink& events)
+    : spec_(std::move(spec)),
+      launch_([&] {
+        for (const auto& e : spec_.extra_env) launch.env.push_back(e);
+        return std::move(launch);
+      }()),
+      use_zygote_(use_zygote),
+      spawn_timeout_(spawn_timeout),
+      events_(events),
+      lease_(spec_.gpu_index >= 0 ? std::make_unique<GpuLease>(spec_.gpu_index) : nullptr) {}
+
+StatusOr<std::unique_ptr<WorkerProcess>> DeviceWorkers::Prepare(std::unique_ptr<WorkerProcess> worker,
+                                                                Clock::time_point deadline) {
+  KC_RETURN_IF_ERROR(worker->AwaitReady(deadline));
+  if (lease_) KC_RETURN_IF_ERROR(worker->Initialize(*lease_, deadline));
+  events_.Emit(EventLevel::kInfo, "worker_ready", {{"device", spec_.name}, {"pid", worker->pid()}});
+  return worker;
+}
+
+StatusOr<nlohmann::json> DeviceWorkers::Start() {
+  const auto deadline = Clock::now() + spawn_timeout_;
+  if (use_zygote_) {
+    auto zygote = Zygote::Start(launch_, deadline);
+    if (zygote.ok()) {
+      zygote_ = std::move(*zygote);
+    } else {
+      events_.Emit(EventLevel::kWarning, "worker_failed",
+                   {{"device", spec_.name}, {"phase", "zygote"}, {"error", zygote.status().message()}});
+    }
+  }
+  auto started = zygote_ ? zygote_->Fork() : WorkerProcess::Start(launch_);
+  if (!started.ok()) return started.status();
+  auto first = Prepare(std::move(*started), deadline);
+  if (!first.ok()) return first.status().WithContext("first worker on " + spec_.name);
+  nlohmann::json describe = (*first)->describe();
+  {
+    std::lock_guard lock(mu_);
+    ready_.push_back(std::move(*first));
+  }
+  spawner_ = std::thread([this] { SpawnLoop(); });
+  return describe;
+}
+
+std::unique_ptr<WorkerProcess> DeviceWorkers::TakeReady() {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
+  if (ready_.empty()) return nullptr;
+  auto worker = std::move(ready_.front());
+  ready_.pop_front();
+  cv_.notify_all();  // the spawner refills
+  return worker;
+}
+
+void DeviceWorkers::Retire(std::unique_ptr<WorkerProcess> worker) {
+  if (lease_) lease_->Acquire("retire");
+  worker.reset();  // kills the whole tree
+  if (lease_) lease_->Release();
+}
+
+void DeviceWorkers::SpawnLoop() {
+  for (;;) {
+    int need;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || static_cast<int>(ready_.size()) < spec_.standby; });
+      if (stopping_) return;
+      need = spec_.standby - static_cast<int>(ready_.size());
+    }
+    // Start them all at once (imports run in parallel), then collect.
+    std::vector<std::unique_ptr<WorkerProcess>> starting;
+    for (int i = 0; i < need; ++i) {
+      auto worker = zygote_ ? zygote_->Fork() : WorkerProcess::Start(launch_);
+      if (!worker.ok() && zygote_) {
+        // A broken zygote is replaced by plain interpreter starts.
+        events_.Emit(EventLevel::kError, "worker_failed",
+                     {{"device", spec_.name}, {"phase", "zygote"}, {"error", worker.status().message()}});
+        zygote_.reset();
+        worker = WorkerProcess::Start(launch_);
+      }
+      if (worker.ok()) starting.push_back(std::move(*worker));
+    }
+    const auto deadline = Clock::now() + spawn_timeout_;
+    bool failed = starting.size() < static_cast<size_t>(need);
+    for (auto& worker : starting) {
+      auto prepared = Prepare(std::move(worker), deadline);
+      if (!prepared.ok()) {
+        failed = true;
+        events_.Emit(EventLevel::kError, "worker_failed",
+                     {{"device", spec_.name}, {"phase", "startup"}, {"error", prepared.status().message()}});
+        continue;
+      }
+      std::lock_guard lock(mu_);
+      ready_.push_back(std::move(*prepared));
+      cv_.notify_all();
+    }
+    if (failed) std::this_thread::sleep_for(std::chrono::seconds(1));  // don't spin on a broken setup
+  }
+}
+
+void DeviceWorkers::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (spawner_.joinable()) spawner_.join();
+  zygote_.reset();
+  std::lock_guard lock(mu_);
+  ready_.clear();  // kills the stand-by processes
+}
+
+}  // namespace kc::pool

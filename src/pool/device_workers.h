@@ -1,0 +1,71 @@
+// DeviceWorkers: the prepared worker processes of one device ("cpu" or
+// "gpu0"): its zygote, its stand-by processes, the spawner thread that keeps
+// them ready and, on a GPU, the device's lease. GPU workers create their CUDA
+// context under the lease before they are offered to a seat.
+//
+// Thread-safe: seats call TakeReady concurrently; the spawner thread alone
+// uses the zygote.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "pool/event_sink.h"
+#include "pool/gpu_lease.h"
+#include "pool/worker_process.h"
+#include "pool/zygote.h"
+
+namespace kc::pool {
+
+struct DeviceSpec {
+  std::string name = "cpu";  // "cpu" or "gpu<index>": seats are "<name>/w<i>"
+  int gpu_index = -1;        // -1: no GPU, no lease
+  int seats = 1;
+  int standby = 1;
+  std::vector<std::string> extra_env;  // e.g. CUDA_VISIBLE_DEVICES=GPU-<uuid>
+};
+
+class DeviceWorkers {
+ public:
+  DeviceWorkers(DeviceSpec spec, WorkerLaunch launch, bool use_zygote,
+                std::chrono::seconds spawn_timeout, EventSink& events);
+  ~DeviceWorkers() { Stop(); }
+
+  // Starts the zygote and one worker, whose describe() is returned; then the spawner.
+  StatusOr<nlohmann::json> Start();
+  // Blocks until a prepared worker is available; nullptr once stopping.
+  std::unique_ptr<WorkerProcess> TakeReady();
+  // Kills `worker`'s tree; on a GPU under the lease (context teardown must
+  // not overlap a neighbour's measurement).
+  void Retire(std::unique_ptr<WorkerProcess> worker);
+  void Stop();
+
+  const DeviceSpec& spec() const { return spec_; }
+  GpuLease* lease() { return lease_.get(); }
+
+ private:
+  StatusOr<std::unique_ptr<WorkerProcess>> Prepare(std::unique_ptr<WorkerProcess> worker,
+                                                   Clock::time_point deadline);
+  void SpawnLoop();
+
+  const DeviceSpec spec_;
+  const WorkerLaunch launch_;
+  const bool use_zygote_;
+  const std::chrono::seconds spawn_timeout_;
+  EventSink& events_;
+  std::unique_ptr<GpuLease> lease_;
+  std::unique_ptr<Zygote> zygote_;  // spawner thread only (after Start)
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<WorkerProcess>> ready_;  // guarded by mu_
+  bool stopping_ = false;                             // guarded by mu_
+  std::thread spawner_;
+};
+
+}  // namespace kc::pool

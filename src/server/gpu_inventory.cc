@@ -1,0 +1,55 @@
+#include "server/gpu_inventory.h"
+
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+namespace kc::server {
+
+namespace {
+
+std::string Trim(std::string text) {
+  const char* space = " \t\r\n";
+  text.erase(0, text.find_first_not_of(space));
+  text.erase(text.find_last_not_of(space) + 1);
+  return text;
+}
+
+}  // namespace
+
+std::string ArchFromComputeCapability(const std::string& capability) {
+  const size_t dot = capability.find('.');
+  if (dot == std::string::npos) return "";
+  const std::string major = capability.substr(0, dot);
+  const std::string minor = capability.substr(dot + 1);
+  return "sm_" + major + minor + (std::stoi(major) >= 9 ? "a" : "");
+}
+
+StatusOr<GpuInfo> QueryGpu(int index) {
+  const std::string command = "nvidia-smi --query-gpu=uuid,compute_cap,name --format=csv,noheader -i " +
+                              std::to_string(index) + " 2>&1";
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
+  if (!pipe) return UnavailableError("cannot run nvidia-smi");
+  std::string output;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe.get()) != nullptr) output += buffer;
+  std::istringstream fields(output);
+  GpuInfo info;
+  info.index = index;
+  std::string capability;
+  if (!std::getline(fields, info.uuid, ',') || !std::getline(fields, capability, ',') ||
+      !std::getline(fields, info.name)) {
+    return UnavailableError("GPU " + std::to_string(index) + " not found: " + Trim(output));
+  }
+  info.uuid = Trim(info.uuid);
+  info.name = Trim(info.name);
+  capability = Trim(capability);
+  info.arch = ArchFromComputeCapability(capability);
+  if (info.uuid.rfind("GPU-", 0) != 0 || info.arch.empty()) {
+    return UnavailableError("unexpected nvidia-smi output: " + Trim(output));
+  }
+  info.tvm_arch_list = capability + (info.arch.back() == 'a' ? "a" : "");
+  return info;
+}
+
+}  // namespace kc::server
