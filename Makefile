@@ -4,7 +4,7 @@ PYTHON ?= python3
 BUILD_DIR ?= build/dev
 JOBS ?= $(shell nproc)
 APT_PACKAGES = cmake ninja-build g++ libboost1.81-dev nlohmann-json3-dev libcli11-dev \
-               libspdlog-dev libfmt-dev libssl-dev libgtest-dev pybind11-dev
+               libssl-dev libgtest-dev pybind11-dev
 PIP_PACKAGES = httpx numpy pytest apache-tvm-ffi ml_dtypes pybind11 scikit-build-core
 
 .PHONY: build deps test unit e2e demo bench format clean

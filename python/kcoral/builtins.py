@@ -24,18 +24,35 @@ def _split_cfg(rest: tuple) -> tuple[tuple, dict]:
     return rest, {}
 
 
-def _count(cfg: dict, count_key: str, budget_key: str, estimate_ms: float, minimum: int) -> int:
+def _cfg_count(cfg: dict, count_key: str, budget_key: str, minimum: int) -> tuple[int | None, float]:
+    """(explicit count or None, budget in ms); the budget is only checked when it is used."""
     if cfg.get(count_key) is not None:
         value = cfg[count_key]
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise ExecutionError("runtime", f"benchmark cfg {count_key!r} must be an integer >= {minimum}")
-        return value
+        return value, float(_DEFAULTS[budget_key])
     budget = cfg.get(budget_key, _DEFAULTS[budget_key])
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget < 0:
         raise ExecutionError("runtime", f"benchmark cfg {budget_key!r} must be a non-negative number")
+    return None, float(budget)
+
+
+def _count(cfg: dict, count_key: str, budget_key: str, estimate_ms: float, minimum: int) -> int:
+    explicit, budget = _cfg_count(cfg, count_key, budget_key, minimum)
+    if explicit is not None:
+        return explicit
     if estimate_ms <= 0:
         return _MAX_ITERATIONS
     return max(minimum, min(_MAX_ITERATIONS, int(budget / estimate_ms)))
+
+
+def _short(text: str, limit: int = 600) -> str:
+    """Shortens a message to `limit` characters, keeping both ends (spec benchmark.md §1.6)."""
+    if len(text) <= limit:
+        return text
+    marker = " ... "
+    head = (limit - len(marker)) // 2
+    return text[:head] + marker + text[-(limit - len(marker) - head):]
 
 
 def summarize(samples_ms: list[float]) -> dict:
@@ -106,7 +123,7 @@ def benchmark(fn, *rest) -> dict:
     except ExecutionError:
         raise
     except Exception as exc:  # noqa: BLE001 - the callable failed
-        raise ExecutionError("runtime", f"benchmark call failed: {type(exc).__name__}: {exc}"[:600]) from exc
+        raise ExecutionError("runtime", _short(f"benchmark call failed: {type(exc).__name__}: {exc}")) from exc
 
 
 def compile_tirx(fn, bindings=None):

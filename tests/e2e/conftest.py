@@ -26,19 +26,19 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, tmp: Path, *args: str):
+    def __init__(self, tmp: Path, *args: str, device: str = "cpu", ready_timeout: float = 60):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_dir = tmp / "logs"
         self.stderr_path = tmp / "server.stderr"
         cmd = [
-            sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--host", "127.0.0.1",
+            sys.executable, "-m", "kcoral", "server", "--device", device, "--host", "127.0.0.1",
             "--port", str(self.port), "--log-dir", str(self.log_dir),
             "--disk-cache-dir", str(tmp / "disk-cache"), *args,
         ]
         self.stderr = open(self.stderr_path, "wb")
         self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.stderr, start_new_session=True)
-        self._wait_ready()
+        self._wait_ready(ready_timeout)
 
     def _wait_ready(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout

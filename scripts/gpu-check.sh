@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# On a GPU machine: build, start a CPU server and a GPU server, run the seed's
+# example (two servers, then one GPU server in both roles), the GPU tests and
+# an ncu comparison, and print a summary. Stops the servers it started.
+#
+#   bash scripts/gpu-check.sh            (OUT=dir keeps logs and figures)
+#
+# Carried wheels in .whl/ (apache-tvm-ffi on a machine without network) are
+# installed into /tmp/site first.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/kcoral-gpu-check}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+SUMMARY=()
+note() { echo ">> $*"; }
+result() { SUMMARY+=("$1: $2"); }
+
+if compgen -G ".whl/*.whl" >/dev/null; then
+  note "installing carried wheels"
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+nvidia-smi -L
+
+note "building ($(nproc) cores)"
+if cmake -S . -B build/gpu -G Ninja -DKCORAL_BUILD_TESTS=ON -DPython_EXECUTABLE="$(command -v "$PY")" >"$OUT/cmake.log" 2>&1 \
+   && cmake --build build/gpu -j "$(nproc)" >>"$OUT/cmake.log" 2>&1 && "$PY" scripts/dev_install.py; then
+  result build ok
+else
+  tail -40 "$OUT/cmake.log"; result build FAILED; printf '%s\n' "${SUMMARY[@]}"; exit 1
+fi
+(cd build/gpu && ctest -j 8 >"$OUT/ctest.log" 2>&1) && result "unit tests" ok || result "unit tests" "FAILED ($(tail -1 "$OUT/ctest.log"))"
+
+PIDS=()
+cleanup() { for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done; wait 2>/dev/null; }
+trap cleanup EXIT
+start() {  # name port args...
+  local name=$1 port=$2; shift 2
+  note "starting the $name server on 127.0.0.1:$port"
+  "$PY" -m kcoral server --host 127.0.0.1 --port "$port" --log-dir "$OUT/logs-$name" --no-log-console "$@" \
+    >"$OUT/$name.stderr" 2>&1 &
+  PIDS+=($!)
+  for _ in $(seq 1 600); do
+    "$PY" -c "import httpx,sys; sys.exit(httpx.get('http://127.0.0.1:$port/health').status_code!=200)" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  echo "the $name server did not start:"; tail -20 "$OUT/$name.stderr"; return 1
+}
+start cpu 8000 --device cpu --num-workers 4 && start gpu 8001 --device gpu --gpus 0 --workers-per-gpu 8 || exit 1
+curl -s http://127.0.0.1:8001/health; echo
+
+note "seed example: compile on the CPU server, execute on the GPU server"
+if KCORAL_CPU_URL=http://127.0.0.1:8000 KCORAL_GPU_URL=http://127.0.0.1:8001 "$PY" examples/cpu_compile_gpu_execute.py | tee "$OUT/example.txt"; then
+  result "example (two servers)" "$(tail -1 "$OUT/example.txt")"
+else
+  result "example (two servers)" FAILED
+fi
+note "seed example: one GPU server in both roles"
+if KCORAL_CPU_URL=http://127.0.0.1:8001 KCORAL_GPU_URL=http://127.0.0.1:8001 "$PY" examples/cpu_compile_gpu_execute.py | tee "$OUT/example-one-server.txt"; then
+  result "example (one server)" "$(tail -1 "$OUT/example-one-server.txt")"
+else
+  result "example (one server)" FAILED
+fi
+
+note "GPU tests"
+KCORAL_GPU_REPORT="$OUT/gpu-figures.json" timeout 900 "$PY" -m pytest -v -s tests/gpu 2>&1 | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|figure|passed|failed"
+result "GPU tests" "$(tail -1 "$OUT/pytest-gpu.log")"
+
+note "ncu: gpu__time_duration of the same add_one kernel"
+if command -v ncu >/dev/null; then
+  ncu --metrics gpu__time_duration.sum --clock-control none --csv -k regex:add_one \
+    "$PY" bench/gpu_add_one_ncu.py 50 >"$OUT/ncu.csv" 2>"$OUT/ncu.stderr"
+  "$PY" - "$OUT/ncu.csv" <<'PYEOF' | tee "$OUT/ncu-summary.txt"
+import csv, statistics, sys
+rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 3]
+header = rows[0]
+unit_i, value_i, name_i = header.index("Metric Unit"), header.index("Metric Value"), header.index("Metric Name")
+scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
+values = [float(r[value_i].replace(",", "")) * scale[r[unit_i]] for r in rows[1:] if r[name_i] == "gpu__time_duration.sum"]
+print(f"ncu gpu__time_duration: median {statistics.median(values):.3f} us over {len(values)} launches (min {min(values):.3f}, max {max(values):.3f})")
+PYEOF
+  result ncu "$(tail -1 "$OUT/ncu-summary.txt" 2>/dev/null || echo 'no result')"
+else
+  result ncu "not installed"
+fi
+[ -f "$OUT/gpu-figures.json" ] && cat "$OUT/gpu-figures.json"
+
+echo
+echo "==================== summary ===================="
+printf '%s\n' "${SUMMARY[@]}"

@@ -1,0 +1,61 @@
+// Attribution of CUPTI activity records to benchmark iterations (spec/benchmark.md §1.3 step 5).
+//
+// Pure code: no CUDA, no CUPTI, no threads. An iteration owns the device activities (kernels,
+// memcpys, memsets) whose correlation id belongs to a host API record (runtime or driver) that
+// started inside the iteration's host window [begin_ns, end_ns]. Its sample is the span
+// max(end) - min(start) over those activities, so the L2 flush (launched before begin_ns) and the
+// synchronisations around the call never count.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+
+namespace kc::native {
+
+// What makes two device activities "the same" for the activities_stable flag:
+// (kind, kernel name or copy kind, bytes). Kernel names are interned to `name_id`.
+struct ActivityIdentity {
+  uint32_t kind = 0;       // CUpti_ActivityKind
+  uint32_t name_id = 0;    // interned kernel name; 0 for memcpy and memset
+  uint32_t copy_kind = 0;  // CUpti_ActivityMemcpyKind; 0 otherwise
+  uint64_t bytes = 0;      // memcpy and memset size; 0 for kernels
+
+  auto operator<=>(const ActivityIdentity&) const = default;
+};
+
+struct ApiRecord {
+  uint64_t start_ns = 0;  // host timestamp, same clock as cuptiGetTimestamp
+  uint32_t correlation_id = 0;
+};
+
+struct DeviceRecord {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+  uint32_t correlation_id = 0;
+  ActivityIdentity identity;
+};
+
+struct ActivityRecords {
+  std::vector<ApiRecord> api;
+  std::vector<DeviceRecord> device;
+};
+
+// Host timestamps taken just before and just after one call of the benchmarked function.
+struct HostWindow {
+  uint64_t begin_ns = 0;
+  uint64_t end_ns = 0;
+};
+
+struct Attribution {
+  std::vector<double> spans_ms;   // one per window, in window order
+  bool activities_stable = true;  // every window saw the first window's identity multiset
+};
+
+// Fails with kUnavailable when a window has no device activity or a non-positive span.
+// Consumes `records` (sorts them in place).
+StatusOr<Attribution> AttributeToWindows(ActivityRecords records,
+                                         const std::vector<HostWindow>& windows);
+
+}  // namespace kc::native

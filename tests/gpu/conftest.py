@@ -1,0 +1,42 @@
+"""GPU tests: opt-in (`pytest tests/gpu` on a machine with an NVIDIA GPU).
+
+They start a real GPU server (`--device gpu --gpus 0`) on a loopback port and
+reuse the end-to-end tests' server process helper.
+"""
+
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+_spec = importlib.util.spec_from_file_location("kcoral_e2e_servers", Path(__file__).parents[1] / "e2e" / "conftest.py")
+servers = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(servers)
+
+
+def _has_gpu() -> bool:
+    if shutil.which("nvidia-smi") is None:
+        return False
+    return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+
+
+@pytest.fixture(scope="session")
+def gpu_server(tmp_path_factory):
+    if not _has_gpu():
+        pytest.skip("no NVIDIA GPU on this machine")
+    server = servers.Server(
+        tmp_path_factory.mktemp("gpu"), "--gpus", "0", "--workers-per-gpu", "4", "--max-timeout-seconds", "120",
+        device="gpu", ready_timeout=180,
+    )
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def gpu_client(gpu_server):
+    from kcoral import Client
+
+    with Client(gpu_server.url) as client:
+        yield client
