@@ -38,16 +38,25 @@ trap cleanup EXIT
 start() {  # name port args...
   local name=$1 port=$2; shift 2
   note "starting the $name server on 127.0.0.1:$port"
-  "$PY" -m kcoral server --host 127.0.0.1 --port "$port" --log-dir "$OUT/logs-$name" --no-log-console "$@" \
+  "$PY" -m kcoral server --host 127.0.0.1 --port "$port" --log-dir "$OUT/logs-$name" "$@" \
     >"$OUT/$name.stderr" 2>&1 &
-  PIDS+=($!)
-  for _ in $(seq 1 600); do
+  local pid=$!
+  PIDS+=($pid)
+  for _ in $(seq 1 300); do
     "$PY" -c "import httpx,sys; sys.exit(httpx.get('http://127.0.0.1:$port/health').status_code!=200)" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || break
     sleep 0.2
   done
-  echo "the $name server did not start:"; tail -20 "$OUT/$name.stderr"; return 1
+  echo "the $name server did not start:"; tail -30 "$OUT/$name.stderr"
+  ps -ef --forest | grep -v grep | grep -A3 -E "kcoral|_worker" | head -40
+  kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  return 1
 }
-start cpu 8000 --device cpu --num-workers 4 && start gpu 8001 --device gpu --gpus 0 --workers-per-gpu 8 || exit 1
+start cpu 8000 --device cpu --num-workers 4 || exit 1
+if ! start gpu 8001 --device gpu --gpus 0 --workers-per-gpu 8; then
+  result "GPU server with zygote" "did not start (see above); retrying with --no-zygote"
+  start gpu-nozygote 8001 --device gpu --gpus 0 --workers-per-gpu 8 --no-zygote || exit 1
+fi
 curl -s http://127.0.0.1:8001/health; echo
 
 note "seed example: compile on the CPU server, execute on the GPU server"

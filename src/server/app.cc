@@ -59,6 +59,7 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
       options.devices.push_back(spec);
     }
   }
+  options.use_zygote = config.zygote;
   options.max_requests_per_worker = config.max_requests_per_worker;
   options.max_queued_requests = config.max_queued_requests;
   options.worker_wait_timeout =

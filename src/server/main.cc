@@ -87,6 +87,8 @@ int main(int argc, char** argv) {
                  "answers them 'unavailable' as the reference server does")
       ->check(CLI::IsMember({"host", "reference"}));
   cli.add_option("--python", config.python, "Python interpreter that runs workers")->envname("KCORAL_PYTHON");
+  cli.add_flag("!--no-zygote", config.zygote,
+               "Start every worker as a new interpreter instead of forking a prepared one");
   cli.add_option("--parse-threads", config.parse_threads, "Threads for parsing, hashing, responses")
       ->check(CLI::PositiveNumber);
 
