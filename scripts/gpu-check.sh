@@ -73,7 +73,7 @@ else
 fi
 
 note "GPU tests"
-KCORAL_GPU_REPORT="$OUT/gpu-figures.json" timeout 900 "$PY" -m pytest -v -s tests/gpu 2>&1 | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|figure|passed|failed"
+KCORAL_GPU_REPORT="$OUT/gpu-figures.json" timeout 900 "$PY" -m pytest -v -s tests/gpu 2>&1 | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|figure|passed|failed|^E  " | head -80
 result "GPU tests" "$(tail -1 "$OUT/pytest-gpu.log")"
 
 note "ncu: gpu__time_duration of the same add_one kernel"
@@ -85,11 +85,12 @@ import csv, statistics, sys
 rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 3]
 header = rows[0]
 unit_i, value_i, name_i = header.index("Metric Unit"), header.index("Metric Value"), header.index("Metric Name")
-scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}
+scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
 values = [float(r[value_i].replace(",", "")) * scale[r[unit_i]] for r in rows[1:] if r[name_i] == "gpu__time_duration.sum"]
 print(f"ncu gpu__time_duration: median {statistics.median(values):.3f} us over {len(values)} launches (min {min(values):.3f}, max {max(values):.3f})")
 PYEOF
   result ncu "$(tail -1 "$OUT/ncu-summary.txt" 2>/dev/null || echo 'no result')"
+  head -5 "$OUT/ncu.csv"; tail -3 "$OUT/ncu.stderr"
 else
   result ncu "not installed"
 fi

@@ -14,6 +14,7 @@ import json
 import os
 import signal
 import socket
+import sys
 
 
 def _reap(signum, frame) -> None:
@@ -32,14 +33,17 @@ def main() -> None:
     from kcoral._worker.runtime import make_runtime
 
     device = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
-    preload = os.environ.get("KCORAL_PRELOAD", "tvm_ffi,numpy")
-    if device == "gpu":
-        preload = "torch," + preload  # imported here, CUDA initialized only in each child
-    for name in filter(None, preload.split(",")):
+    # GPU: torch only. Some libraries touch CUDA at import, and a CUDA context
+    # must never exist in the zygote (a forked child could not use CUDA).
+    default = "torch,numpy" if device == "gpu" else "tvm_ffi,numpy"
+    for name in filter(None, os.environ.get("KCORAL_PRELOAD", default).split(",")):
         try:
             importlib.import_module(name.strip())
         except ImportError:
             pass
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        raise SystemExit("kcoral zygote: CUDA was initialized while preloading; cannot fork workers")
     import warnings
 
     # torch's import starts helper threads; forking before any CUDA use is
