@@ -3,14 +3,12 @@
 PYTHON ?= python3
 BUILD_DIR ?= build/dev
 JOBS ?= $(shell nproc)
-APT_PACKAGES = cmake ninja-build g++ libboost1.81-dev nlohmann-json3-dev libcli11-dev \
-               libssl-dev libgtest-dev pybind11-dev
 PIP_PACKAGES = httpx numpy pytest apache-tvm-ffi ml_dtypes pybind11 scikit-build-core
 
 .PHONY: build deps test unit e2e demo bench format clean
 
 deps:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(bash scripts/missing_build_deps.sh); \
 	if [ -n "$$missing" ]; then \
 	  echo ">> installing Debian packages:" $$missing; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Prints the Debian packages to install for the build, or nothing when every
+# tool and header is already there (so machines without apt access, such as
+# the GPU machine, build with what they have).
+have_header() { [ -f "/usr/include/$1" ] || [ -f "/usr/local/include/$1" ]; }
+missing=()
+command -v cmake >/dev/null || missing+=(cmake)
+command -v ninja >/dev/null || missing+=(ninja-build)
+command -v g++ >/dev/null || missing+=(g++)
+boost=$(sed -n 's/^#define BOOST_VERSION \([0-9]*\)/\1/p' /usr/include/boost/version.hpp 2>/dev/null)
+[ "${boost:-0}" -ge 108100 ] || missing+=(libboost1.81-dev)
+have_header nlohmann/json.hpp || missing+=(nlohmann-json3-dev)
+have_header CLI/CLI.hpp || missing+=(libcli11-dev)
+have_header openssl/evp.h || missing+=(libssl-dev)
+have_header gtest/gtest.h || missing+=(libgtest-dev)
+python3 -c "import pybind11" 2>/dev/null || have_header pybind11/pybind11.h || missing+=(pybind11-dev)
+echo "${missing[@]}"
