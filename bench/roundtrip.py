@@ -35,18 +35,19 @@ def trivial_program() -> Program:
     return program
 
 
-def start_server(workers: int) -> tuple[subprocess.Popen, str]:
+def start_server(workers: int, device: str = "cpu") -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log_dir = tempfile.mkdtemp(prefix="kcoral-bench-")
     process = subprocess.Popen(
-        [sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--num-workers", str(workers),
-         "--port", str(port), "--log-dir", log_dir, "--no-log-console"],
+        [sys.executable, "-m", "kcoral", "server", "--port", str(port), "--log-dir", log_dir, "--no-log-console",
+         *(["--device", "cpu", "--num-workers", str(workers)] if device == "cpu"
+           else ["--device", "gpu", "--gpus", "0", "--workers-per-gpu", str(workers)])],
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
+    for _ in range(2400):
         try:
             if httpx.get(url + "/health", timeout=1).status_code == 200:
                 return process, url
@@ -94,10 +95,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     args = parser.parse_args()
     # A private TVM-FFI build cache, so the compile request really runs nvcc.
     os.environ["TVM_FFI_CACHE_DIR"] = tempfile.mkdtemp(prefix="kcoral-bench-tvm-ffi-")
-    process, url = start_server(args.workers)
+    process, url = start_server(args.workers, args.device)
     try:
         run_concurrent(url, 4, 40)  # warm-up
         rows = []
@@ -120,7 +122,8 @@ def main() -> None:
         process.send_signal(signal.SIGTERM)
         process.wait(30)
 
-    print(f"\nKCoral CPU server, {args.workers} workers, {os.cpu_count()} cores, {args.requests} requests per row")
+    print(f"\nKCoral {args.device.upper()} server, {args.workers} workers, {os.cpu_count()} cores, "
+          f"{args.requests} requests per row")
     print(f"{'concurrency':>11} | {'p50 ms':>8} | {'p99 ms':>8} | {'requests/s':>10}")
     print("-" * 47)
     for concurrency, p50, p99, rate in rows:

@@ -4,6 +4,7 @@ Must import on any server, CPU ones included, with nothing but the standard
 library (spec/protocol.md §7.5).
 """
 
+import math
 import os
 import statistics
 import time
@@ -32,7 +33,7 @@ def _cfg_count(cfg: dict, count_key: str, budget_key: str, minimum: int) -> tupl
             raise ExecutionError("runtime", f"benchmark cfg {count_key!r} must be an integer >= {minimum}")
         return value, float(_DEFAULTS[budget_key])
     budget = cfg.get(budget_key, _DEFAULTS[budget_key])
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget < 0:
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 <= budget < math.inf:
         raise ExecutionError("runtime", f"benchmark cfg {budget_key!r} must be a non-negative number")
     return None, float(budget)
 
