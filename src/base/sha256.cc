@@ -11,7 +11,9 @@ Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
   KC_CHECK(EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr) == 1);
 }
 
-Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
+Sha256::~Sha256() {
+  EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_));
+}
 
 void Sha256::Update(const void* data, size_t size) {
   KC_CHECK(EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, size) == 1);

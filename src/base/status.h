@@ -15,14 +15,14 @@ namespace kc {
 
 enum class StatusCode {
   kOk,
-  kInvalidArgument,     // fix the request
-  kResourceExhausted,   // a limit was hit
-  kUnavailable,         // retry soon
+  kInvalidArgument,    // fix the request
+  kResourceExhausted,  // a limit was hit
+  kUnavailable,        // retry soon
   kDeadlineExceeded,
   kCancelled,
   kNotFound,
   kFailedPrecondition,
-  kInternal,            // our bug
+  kInternal,  // our bug
 };
 
 class [[nodiscard]] Status {
@@ -47,18 +47,32 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgumentError(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status ResourceExhaustedError(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
-inline Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-inline Status DeadlineExceededError(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
-inline Status NotFoundError(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status FailedPreconditionError(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
-inline Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status InvalidArgumentError(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status ResourceExhaustedError(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
+inline Status UnavailableError(std::string m) {
+  return {StatusCode::kUnavailable, std::move(m)};
+}
+inline Status DeadlineExceededError(std::string m) {
+  return {StatusCode::kDeadlineExceeded, std::move(m)};
+}
+inline Status NotFoundError(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
+inline Status FailedPreconditionError(std::string m) {
+  return {StatusCode::kFailedPrecondition, std::move(m)};
+}
+inline Status InternalError(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
 
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit like absl
+  StatusOr(T value) : value_(std::move(value)) {}         // NOLINT: implicit like absl
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT
     if (status_.ok()) status_ = InternalError("StatusOr built from an OK status");
   }
@@ -83,10 +97,10 @@ class [[nodiscard]] StatusOr {
 #define KC_CONCAT_INNER_(a, b) a##b
 #define KC_CONCAT_(a, b) KC_CONCAT_INNER_(a, b)
 
-#define KC_RETURN_IF_ERROR(expr)              \
-  do {                                        \
-    ::kc::Status kc_status_ = (expr);         \
-    if (!kc_status_.ok()) return kc_status_;  \
+#define KC_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::kc::Status kc_status_ = (expr);        \
+    if (!kc_status_.ok()) return kc_status_; \
   } while (false)
 
 #define KC_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
@@ -98,11 +112,11 @@ class [[nodiscard]] StatusOr {
   KC_ASSIGN_OR_RETURN_IMPL_(KC_CONCAT_(kc_statusor_, __LINE__), lhs, expr)
 
 // Broken invariants are bugs, not a Status: abort with a message.
-#define KC_CHECK(cond)                                                                  \
-  do {                                                                                  \
-    if (!(cond)) {                                                                      \
-      ::kc::internal::CheckFailed(#cond, __FILE__, __LINE__);                           \
-    }                                                                                   \
+#define KC_CHECK(cond)                                        \
+  do {                                                        \
+    if (!(cond)) {                                            \
+      ::kc::internal::CheckFailed(#cond, __FILE__, __LINE__); \
+    }                                                         \
   } while (false)
 
 namespace kc::internal {

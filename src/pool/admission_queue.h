@@ -22,7 +22,9 @@ class AdmissionQueue {
   using Expired = std::function<void(std::shared_ptr<Job>)>;
 
   AdmissionQueue(size_t capacity, Expired on_expired)
-      : capacity_(capacity), on_expired_(std::move(on_expired)), janitor_([this] { ExpireLoop(); }) {}
+      : capacity_(capacity),
+        on_expired_(std::move(on_expired)),
+        janitor_([this] { ExpireLoop(); }) {}
 
   ~AdmissionQueue() {
     Close();
@@ -59,7 +61,8 @@ class AdmissionQueue {
       expired.swap(jobs_);
       cv_.notify_all();
     }
-    for (auto& job : expired) on_expired_(job);
+    for (auto& job : expired)
+      on_expired_(job);
   }
 
   size_t size() const {

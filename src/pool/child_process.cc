@@ -30,13 +30,16 @@ StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   sigset_t all;
   sigfillset(&all);
   posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 
   std::vector<char*> argv;
-  for (const auto& a : options.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  for (const auto& a : options.argv)
+    argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   std::vector<char*> envp;
-  for (const auto& e : options.env) envp.push_back(const_cast<char*>(e.c_str()));
+  for (const auto& e : options.env)
+    envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
   pid_t pid = -1;
@@ -118,7 +121,8 @@ void ChildProcess::KillTreeAndReap() {
     }
     if (!grew) break;
   }
-  for (pid_t p : frozen) ::kill(p, SIGKILL);
+  for (pid_t p : frozen)
+    ::kill(p, SIGKILL);
   if (!own_child_) {
     exit_description_ = "killed";  // its parent, the zygote, reaps it
     pid_ = -1;

@@ -20,8 +20,8 @@ namespace kc::pool {
 
 struct SpawnOptions {
   std::vector<std::string> argv;
-  std::vector<std::string> env;                // complete environment, NAME=VALUE
-  std::vector<std::pair<int, int>> fd_map;     // {parent fd, child fd}
+  std::vector<std::string> env;             // complete environment, NAME=VALUE
+  std::vector<std::pair<int, int>> fd_map;  // {parent fd, child fd}
 };
 
 class ChildProcess {

@@ -6,7 +6,8 @@ DeviceWorkers::DeviceWorkers(DeviceSpec spec, WorkerLaunch launch, bool use_zygo
                              std::chrono::seconds spawn_timeout, EventSink& events)
     : spec_(std::move(spec)),
       launch_([&] {
-        for (const auto& e : spec_.extra_env) launch.env.push_back(e);
+        for (const auto& e : spec_.extra_env)
+          launch.env.push_back(e);
         return std::move(launch);
       }()),
       use_zygote_(use_zygote),
@@ -14,8 +15,8 @@ DeviceWorkers::DeviceWorkers(DeviceSpec spec, WorkerLaunch launch, bool use_zygo
       events_(events),
       lease_(spec_.gpu_index >= 0 ? std::make_unique<GpuLease>(spec_.gpu_index) : nullptr) {}
 
-StatusOr<std::unique_ptr<WorkerProcess>> DeviceWorkers::Prepare(std::unique_ptr<WorkerProcess> worker,
-                                                                Clock::time_point deadline) {
+StatusOr<std::unique_ptr<WorkerProcess>> DeviceWorkers::Prepare(
+    std::unique_ptr<WorkerProcess> worker, Clock::time_point deadline) {
   KC_RETURN_IF_ERROR(worker->AwaitReady(deadline));
   if (lease_) KC_RETURN_IF_ERROR(worker->Initialize(*lease_, deadline));
   events_.Emit(EventLevel::kInfo, "worker_ready", {{"device", spec_.name}, {"pid", worker->pid()}});
@@ -29,8 +30,9 @@ StatusOr<nlohmann::json> DeviceWorkers::Start() {
     if (zygote.ok()) {
       zygote_ = std::move(*zygote);
     } else {
-      events_.Emit(EventLevel::kWarning, "worker_failed",
-                   {{"device", spec_.name}, {"phase", "zygote"}, {"error", zygote.status().message()}});
+      events_.Emit(
+          EventLevel::kWarning, "worker_failed",
+          {{"device", spec_.name}, {"phase", "zygote"}, {"error", zygote.status().message()}});
     }
   }
   auto started = zygote_ ? zygote_->Fork() : WorkerProcess::Start(launch_);
@@ -77,8 +79,9 @@ void DeviceWorkers::SpawnLoop() {
       auto worker = zygote_ ? zygote_->Fork() : WorkerProcess::Start(launch_);
       if (!worker.ok() && zygote_) {
         // A broken zygote is replaced by plain interpreter starts.
-        events_.Emit(EventLevel::kError, "worker_failed",
-                     {{"device", spec_.name}, {"phase", "zygote"}, {"error", worker.status().message()}});
+        events_.Emit(
+            EventLevel::kError, "worker_failed",
+            {{"device", spec_.name}, {"phase", "zygote"}, {"error", worker.status().message()}});
         zygote_.reset();
         worker = WorkerProcess::Start(launch_);
       }
@@ -90,15 +93,17 @@ void DeviceWorkers::SpawnLoop() {
       auto prepared = Prepare(std::move(worker), deadline);
       if (!prepared.ok()) {
         failed = true;
-        events_.Emit(EventLevel::kError, "worker_failed",
-                     {{"device", spec_.name}, {"phase", "startup"}, {"error", prepared.status().message()}});
+        events_.Emit(
+            EventLevel::kError, "worker_failed",
+            {{"device", spec_.name}, {"phase", "startup"}, {"error", prepared.status().message()}});
         continue;
       }
       std::lock_guard lock(mu_);
       ready_.push_back(std::move(*prepared));
       cv_.notify_all();
     }
-    if (failed) std::this_thread::sleep_for(std::chrono::seconds(1));  // don't spin on a broken setup
+    if (failed)
+      std::this_thread::sleep_for(std::chrono::seconds(1));  // don't spin on a broken setup
   }
 }
 

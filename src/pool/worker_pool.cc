@@ -14,9 +14,12 @@ double MillisecondsSince(Clock::time_point start, Clock::time_point end = Clock:
 
 std::string RetireReason(const RunResult& run, bool request_limit) {
   switch (run.ending) {
-    case RunResult::Ending::kTimedOut: return "timeout";
-    case RunResult::Ending::kCrashed: return "crashed";
-    case RunResult::Ending::kBroken: return "broken";
+    case RunResult::Ending::kTimedOut:
+      return "timeout";
+    case RunResult::Ending::kCrashed:
+      return "crashed";
+    case RunResult::Ending::kBroken:
+      return "broken";
     case RunResult::Ending::kOutcome:
       if (!run.retire_reason.empty()) return run.retire_reason;  // poisoned_context
       return request_limit ? "request_limit" : "";
@@ -38,7 +41,9 @@ WorkerPool::WorkerPool(PoolOptions options, EventSink& events)
       queue_(options_.max_queued_requests,
              [](std::shared_ptr<Job> job) { job->done(Busy(*job)); }) {}
 
-WorkerPool::~WorkerPool() { Join(); }
+WorkerPool::~WorkerPool() {
+  Join();
+}
 
 JobResult WorkerPool::Busy(const Job& job) {
   JobResult result;
@@ -47,8 +52,10 @@ JobResult WorkerPool::Busy(const Job& job) {
 }
 
 Status WorkerPool::Start() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "kcoral-workspaces-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr) return InternalError("cannot create the workspace root");
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / "kcoral-workspaces-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr)
+    return InternalError("cannot create the workspace root");
   workspace_root_ = pattern;
 
   for (const DeviceSpec& spec : options_.devices) {
@@ -57,7 +64,8 @@ Status WorkerPool::Start() {
     KC_ASSIGN_OR_RETURN(nlohmann::json describe, device->Start());
     if (devices_.empty()) {
       describe_ = describe;
-    } else if (describe.value("target", nlohmann::json()) != describe_.value("target", nlohmann::json())) {
+    } else if (describe.value("target", nlohmann::json()) !=
+               describe_.value("target", nlohmann::json())) {
       return FailedPreconditionError("GPUs with different targets need separate servers");
     }
     devices_.push_back(std::move(device));
@@ -116,7 +124,9 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
   result.worker_id = seat;
   result.pid = occupant->pid();
   events_.Emit(EventLevel::kInfo, "request_routed",
-               {{"request_id", job.run.request_id}, {"worker_id", seat}, {"pid", occupant->pid()},
+               {{"request_id", job.run.request_id},
+                {"worker_id", seat},
+                {"pid", occupant->pid()},
                 {"queue_ms", result.queue_ms}});
   result.run = occupant->Run(job.run);
   result.elapsed_ms = MillisecondsSince(started);
@@ -146,9 +156,11 @@ void WorkerPool::BeginShutdown() {
 
 void WorkerPool::Join() {
   BeginShutdown();
-  for (auto& seat : seats_) seat.join();  // each finishes its running job
+  for (auto& seat : seats_)
+    seat.join();  // each finishes its running job
   seats_.clear();
-  for (auto& device : devices_) device->Stop();
+  for (auto& device : devices_)
+    device->Stop();
   devices_.clear();
   std::error_code ec;
   if (!workspace_root_.empty()) std::filesystem::remove_all(workspace_root_, ec);

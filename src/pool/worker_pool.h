@@ -46,7 +46,7 @@ struct JobResult {
 };
 
 struct Job {
-  RunRequest run;  // `workspace` and `lease` are filled in by the pool
+  RunRequest run;                       // `workspace` and `lease` are filled in by the pool
   std::function<void(JobResult)> done;  // called exactly once, from a pool thread
   Clock::time_point enqueued;
   Clock::time_point wait_deadline;

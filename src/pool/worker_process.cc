@@ -24,7 +24,8 @@ bool Drain(int fd, CapturedStream& stream, size_t limit) {
   for (;;) {
     ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n > 0) {
-      size_t keep = stream.head.size() < limit ? std::min(limit - stream.head.size(), size_t(n)) : 0;
+      size_t keep =
+          stream.head.size() < limit ? std::min(limit - stream.head.size(), size_t(n)) : 0;
       stream.head.append(buffer, keep);
       if (keep < size_t(n) && limit > 0) stream.truncated = true;  // limit 0: capture off
       continue;
@@ -41,7 +42,8 @@ struct Pipe {
 
 StatusOr<Pipe> MakeCapturePipe() {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return InternalError(std::string("pipe2: ") + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0)
+    return InternalError(std::string("pipe2: ") + std::strerror(errno));
   ::fcntl(fds[0], F_SETFL, O_NONBLOCK);
   return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
@@ -73,7 +75,8 @@ Status WorkerProcess::AwaitReady(Clock::time_point deadline) {
   } while (rc < 0 && errno == EINTR);
   if (rc == 0) return DeadlineExceededError("worker did not become ready in time");
   KC_ASSIGN_OR_RETURN(ipc::Frame frame, ipc::ReceiveFrame(socket_.get()));
-  if (frame.type() != ipc::frame_type::kReady) return InternalError("worker sent " + frame.type() + " before ready");
+  if (frame.type() != ipc::frame_type::kReady)
+    return InternalError("worker sent " + frame.type() + " before ready");
   describe_ = frame.header.value("describe", nlohmann::json::object());
   return Status::Ok();
 }
@@ -93,7 +96,8 @@ Status WorkerProcess::Initialize(GpuLease& lease, Clock::time_point deadline) {
   if (rc == 0) return DeadlineExceededError("worker did not initialize CUDA in time");
   KC_ASSIGN_OR_RETURN(ipc::Frame frame, ipc::ReceiveFrame(socket_.get()));
   if (frame.type() != ipc::frame_type::kInitialized) {
-    return InternalError("worker failed to initialize: " + frame.header.value("error", frame.type()));
+    return InternalError("worker failed to initialize: " +
+                         frame.header.value("error", frame.type()));
   }
   return Status::Ok();
 }
@@ -142,7 +146,8 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
   auto release = [&] {
     if (!held) return;
     request.lease->Release();
-    result.lease_held_ms += std::chrono::duration<double, std::milli>(Clock::now() - held_since).count();
+    result.lease_held_ms +=
+        std::chrono::duration<double, std::milli>(Clock::now() - held_since).count();
     held = false;
   };
   release_lease = release;
@@ -176,11 +181,13 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
         held = true;
         held_since = Clock::now();
         deadline += held_since - asked;  // lease waits never consume the budget
-        result.lease_wait_ms += std::chrono::duration<double, std::milli>(held_since - asked).count();
+        result.lease_wait_ms +=
+            std::chrono::duration<double, std::milli>(held_since - asked).count();
       }
       if (!ipc::SendFrame(socket_.get(), {{"type", ipc::frame_type::kLeaseGranted}}).ok()) {
         child_.KillTreeAndReap();
-        return fail(RunResult::Ending::kCrashed, "worker exited (" + child_.exit_description() + ")");
+        return fail(RunResult::Ending::kCrashed,
+                    "worker exited (" + child_.exit_description() + ")");
       }
     } else if (type == ipc::frame_type::kLeaseRelease && request.lease != nullptr) {
       release();
@@ -191,7 +198,8 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
     } else if (type == ipc::frame_type::kOutcome && frame->fds.size() == 2) {
       auto outcome = ReadWholeFd(frame->fds[0].get());
       auto parts = ReadWholeFd(frame->fds[1].get());
-      if (!outcome.ok() || !parts.ok()) return fail(RunResult::Ending::kBroken, "unreadable outcome");
+      if (!outcome.ok() || !parts.ok())
+        return fail(RunResult::Ending::kBroken, "unreadable outcome");
       // The worker flushed and switched its fds back before answering, so
       // everything it wrote is already in the pipes.
       Drain(out_pipe->read.get(), result.out, limit);

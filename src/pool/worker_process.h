@@ -53,16 +53,16 @@ struct CapturedStream {
 
 struct RunResult {
   enum class Ending {
-    kOutcome,    // the worker answered
-    kCrashed,    // the worker died or closed its socket
-    kTimedOut,   // the execution budget ran out (worker killed)
-    kBroken,     // the worker sent something it must not (worker killed)
+    kOutcome,   // the worker answered
+    kCrashed,   // the worker died or closed its socket
+    kTimedOut,  // the execution budget ran out (worker killed)
+    kBroken,    // the worker sent something it must not (worker killed)
   };
   Ending ending = Ending::kBroken;
   std::string outcome_json;
-  std::string parts;                 // binary segments, concatenated
-  int instruction_index = -1;        // running when it ended; -1 outside any
-  std::string message;               // for kCrashed/kBroken
+  std::string parts;           // binary segments, concatenated
+  int instruction_index = -1;  // running when it ended; -1 outside any
+  std::string message;         // for kCrashed/kBroken
   CapturedStream out, err;
   double lease_wait_ms = 0;  // measured here, in the server
   double lease_held_ms = 0;

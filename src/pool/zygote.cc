@@ -25,7 +25,8 @@ Status AwaitReadable(int fd, int timeout_ms) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Zygote>> Zygote::Start(const WorkerLaunch& launch, Clock::time_point deadline) {
+StatusOr<std::unique_ptr<Zygote>> Zygote::Start(const WorkerLaunch& launch,
+                                                Clock::time_point deadline) {
   UniqueFd server_end, zygote_end;
   KC_RETURN_IF_ERROR(ipc::MakeSocketPair(&server_end, &zygote_end));
   SpawnOptions options;
@@ -36,7 +37,8 @@ StatusOr<std::unique_ptr<Zygote>> Zygote::Start(const WorkerLaunch& launch, Cloc
   options.fd_map = {{zygote_end.get(), kZygoteFd}};
   KC_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(options));
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  KC_RETURN_IF_ERROR(AwaitReadable(server_end.get(), static_cast<int>(std::max<int64_t>(0, left.count()))));
+  KC_RETURN_IF_ERROR(
+      AwaitReadable(server_end.get(), static_cast<int>(std::max<int64_t>(0, left.count()))));
   KC_ASSIGN_OR_RETURN(ipc::Frame ready, ipc::ReceiveFrame(server_end.get()));
   if (ready.type() != ipc::frame_type::kReady) return InternalError("zygote sent " + ready.type());
   return std::unique_ptr<Zygote>(new Zygote(std::move(child), std::move(server_end)));
@@ -49,8 +51,10 @@ StatusOr<std::unique_ptr<WorkerProcess>> Zygote::Fork() {
   worker_end.Reset();
   KC_RETURN_IF_ERROR(AwaitReadable(socket_.get(), kForkTimeoutMs));
   KC_ASSIGN_OR_RETURN(ipc::Frame forked, ipc::ReceiveFrame(socket_.get()));
-  if (forked.type() != "forked" || !forked.header.contains("pid")) return InternalError("zygote sent " + forked.type());
-  return WorkerProcess::Adopt(ChildProcess::Adopt(forked.header["pid"].get<pid_t>()), std::move(server_end));
+  if (forked.type() != "forked" || !forked.header.contains("pid"))
+    return InternalError("zygote sent " + forked.type());
+  return WorkerProcess::Adopt(ChildProcess::Adopt(forked.header["pid"].get<pid_t>()),
+                              std::move(server_end));
 }
 
 }  // namespace kc::pool

@@ -16,13 +16,15 @@ namespace kc::pool {
 
 class Zygote {
  public:
-  static StatusOr<std::unique_ptr<Zygote>> Start(const WorkerLaunch& launch, Clock::time_point deadline);
+  static StatusOr<std::unique_ptr<Zygote>> Start(const WorkerLaunch& launch,
+                                                 Clock::time_point deadline);
 
   // Forks a worker; returns it not yet ready (call AwaitReady).
   StatusOr<std::unique_ptr<WorkerProcess>> Fork();
 
  private:
-  Zygote(ChildProcess child, UniqueFd socket) : child_(std::move(child)), socket_(std::move(socket)) {}
+  Zygote(ChildProcess child, UniqueFd socket)
+      : child_(std::move(child)), socket_(std::move(socket)) {}
 
   ChildProcess child_;
   UniqueFd socket_;

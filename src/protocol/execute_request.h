@@ -25,7 +25,6 @@ struct ExecuteRequest {
 
 // `content_type` is the request's Content-Type header. Errors are
 // kInvalidArgument with a message naming the part or field.
-StatusOr<ExecuteRequest> ParseExecuteRequest(std::string_view content_type,
-                                             std::string_view body);
+StatusOr<ExecuteRequest> ParseExecuteRequest(std::string_view content_type, std::string_view body);
 
 }  // namespace kc::protocol

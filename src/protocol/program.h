@@ -30,12 +30,12 @@ struct Instruction {
 
   // upload
   UploadKind upload_kind = UploadKind::kModule;
-  std::string source;                 // module
+  std::string source;                   // module
   std::optional<std::string> language;  // module, E2 form: "python" or "cuda"
-  std::string blob;                   // tensor / bytes / file / library: sha256 hex
-  std::string dtype;                  // tensor
-  std::vector<int64_t> shape;         // tensor
-  std::string path;                   // file upload: normalized; file/folder return: literal path
+  std::string blob;                     // tensor / bytes / file / library: sha256 hex
+  std::string dtype;                    // tensor
+  std::vector<int64_t> shape;           // tensor
+  std::string path;                     // file upload: normalized; file/folder return: literal path
 
   // get_function
   std::string module_ref;

@@ -28,7 +28,9 @@ std::string UtcNowIso() {
   gmtime_r(&seconds, &tm);
   char buffer[40];
   std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &tm);
-  auto micros = std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() % 1000000;
+  auto micros =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+      1000000;
   char frac[16];
   std::snprintf(frac, sizeof frac, ".%06lldZ", static_cast<long long>(micros));
   return std::string(buffer) + frac;
@@ -134,16 +136,19 @@ net::awaitable<void> Session(App& app, tcp::socket socket) {
     // itself, and we owe the client a 413 (set below, before the body).
     parser.body_limit(boost::none);
     stream.expires_after(kIdleTimeout);
-    auto [header_ec, header_bytes] = co_await http::async_read_header(stream, buffer, parser, kUseTuple);
+    auto [header_ec, header_bytes] =
+        co_await http::async_read_header(stream, buffer, parser, kUseTuple);
     if (header_ec) break;  // closed, timed out or malformed: nothing to answer
 
     auto& head = parser.get();
     const bool is_execute = head.target() == "/execute";
     HttpReply reply;
     bool keep_alive = head.keep_alive();
-    if (is_execute && parser.content_length() && *parser.content_length() > app.config().max_request_bytes) {
+    if (is_execute && parser.content_length() &&
+        *parser.content_length() > app.config().max_request_bytes) {
       // 413 without reading the body (spec §1.5); the connection cannot be reused.
-      reply = app.RequestTooLarge(ChooseRequestId(SuppliedRequestIds(head)), *parser.content_length());
+      reply =
+          app.RequestTooLarge(ChooseRequestId(SuppliedRequestIds(head)), *parser.content_length());
       keep_alive = false;
     } else {
       parser.body_limit(app.config().max_request_bytes);
@@ -159,7 +164,8 @@ net::awaitable<void> Session(App& app, tcp::socket socket) {
         keep_alive = request.keep_alive();
         stream.expires_never();  // executions may run for many minutes
         if (request.target() == "/execute" && request.method() == http::verb::post) {
-          auto handling = app.HandleExecute(std::move(request), client);  // named: see execute_route.cc
+          auto handling =
+              app.HandleExecute(std::move(request), client);  // named: see execute_route.cc
           reply = co_await std::move(handling);
         } else if (request.target() == "/health" && request.method() == http::verb::get) {
           reply = app.HandleHealth();
@@ -200,7 +206,8 @@ int App::Run() {
   ::signal(SIGPIPE, SIG_IGN);
   auto options = PoolOptionsFrom(config_);
   if (!options.ok()) {
-    events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", options.status().message()}});
+    events_.Emit(pool::EventLevel::kError, "server_start_failed",
+                 {{"error", options.status().message()}});
     return 1;
   }
   pool_ = std::make_unique<pool::WorkerPool>(std::move(*options), events_);
@@ -209,9 +216,11 @@ int App::Run() {
     return 1;
   }
   boost::system::error_code ec;
-  tcp::endpoint endpoint(net::ip::make_address(config_.host, ec), static_cast<unsigned short>(config_.port));
+  tcp::endpoint endpoint(net::ip::make_address(config_.host, ec),
+                         static_cast<unsigned short>(config_.port));
   if (ec) {
-    events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", "bad --host " + config_.host}});
+    events_.Emit(pool::EventLevel::kError, "server_start_failed",
+                 {{"error", "bad --host " + config_.host}});
     return 2;
   }
   tcp::acceptor acceptor(io_);
@@ -221,16 +230,20 @@ int App::Run() {
   if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
     events_.Emit(pool::EventLevel::kError, "server_start_failed",
-                 {{"error", "cannot listen on " + config_.host + ":" + std::to_string(config_.port) + ": " + ec.message()}});
+                 {{"error", "cannot listen on " + config_.host + ":" +
+                                std::to_string(config_.port) + ": " + ec.message()}});
     return 2;
   }
   events_.Emit(pool::EventLevel::kInfo, "pool_ready",
-               {{"mode", config_.device}, {"workers", pool_->Load().request_capacity},
+               {{"mode", config_.device},
+                {"workers", pool_->Load().request_capacity},
                 {"target", pool_->describe().value("target", nlohmann::json::object())},
                 {"versions", pool_->describe().value("versions", nlohmann::json::object())}});
-  events_.Emit(pool::EventLevel::kInfo, "server_started",
-               {{"url", "http://" + config_.host + ":" + std::to_string(acceptor.local_endpoint().port())},
-                {"run_dir", events_.run_dir().string()}, {"instance_id", instance_id_}});
+  events_.Emit(
+      pool::EventLevel::kInfo, "server_started",
+      {{"url", "http://" + config_.host + ":" + std::to_string(acceptor.local_endpoint().port())},
+       {"run_dir", events_.run_dir().string()},
+       {"instance_id", instance_id_}});
 
   net::signal_set signals(io_, SIGINT, SIGTERM);
   std::function<void(const boost::system::error_code&, int)> on_signal;

@@ -17,15 +17,24 @@ struct HttpError {
 
 inline HttpError ToHttpError(StatusCode code) {
   switch (code) {
-    case StatusCode::kInvalidArgument: return {400, "parse", false};
-    case StatusCode::kResourceExhausted: return {413, "request_too_large", false};
-    case StatusCode::kUnavailable: return {503, "busy", true};
-    case StatusCode::kDeadlineExceeded: return {504, "timeout", false};
-    case StatusCode::kCancelled: return {503, "busy", true};
-    case StatusCode::kNotFound: return {400, "parse", false};
-    case StatusCode::kFailedPrecondition: return {400, "parse", false};
-    case StatusCode::kInternal: return {500, "engine", false};
-    case StatusCode::kOk: return {200, "", false};
+    case StatusCode::kInvalidArgument:
+      return {400, "parse", false};
+    case StatusCode::kResourceExhausted:
+      return {413, "request_too_large", false};
+    case StatusCode::kUnavailable:
+      return {503, "busy", true};
+    case StatusCode::kDeadlineExceeded:
+      return {504, "timeout", false};
+    case StatusCode::kCancelled:
+      return {503, "busy", true};
+    case StatusCode::kNotFound:
+      return {400, "parse", false};
+    case StatusCode::kFailedPrecondition:
+      return {400, "parse", false};
+    case StatusCode::kInternal:
+      return {500, "engine", false};
+    case StatusCode::kOk:
+      return {200, "", false};
   }
   return {500, "engine", false};
 }

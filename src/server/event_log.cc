@@ -17,7 +17,9 @@ std::string UtcTimestamp(const char* format, bool millis) {
   std::strftime(buffer, sizeof buffer, format, &tm);
   std::string text = buffer;
   if (millis) {
-    auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+    auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
+        1000;
     char frac[8];
     std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(ms));
     text += frac;
@@ -27,9 +29,12 @@ std::string UtcTimestamp(const char* format, bool millis) {
 
 const char* LevelName(pool::EventLevel level) {
   switch (level) {
-    case pool::EventLevel::kInfo: return "INFO";
-    case pool::EventLevel::kWarning: return "WARNING";
-    case pool::EventLevel::kError: return "ERROR";
+    case pool::EventLevel::kInfo:
+      return "INFO";
+    case pool::EventLevel::kWarning:
+      return "WARNING";
+    case pool::EventLevel::kError:
+      return "ERROR";
   }
   return "INFO";
 }
@@ -42,8 +47,9 @@ std::string ConsoleLine(const std::string& timestamp, const char* level, std::st
   std::string line = head + std::string(event);
   for (const auto& [key, value] : fields.items()) {
     if (key == "traceback" || key == "versions" || key == "config" || key == "program") continue;
-    std::string text = value.is_string() ? value.get<std::string>()
-                                         : value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    std::string text = value.is_string()
+                           ? value.get<std::string>()
+                           : value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     if (value.is_number_float()) {
       char number[32];
       std::snprintf(number, sizeof number, "%.1f", value.get<double>());
@@ -65,7 +71,8 @@ EventLog::EventLog(const std::string& log_dir, bool console, bool keep_programs)
     std::error_code ec;
     std::filesystem::create_directories(base, ec);
     run_dir_ = base / stamp;
-    for (int n = 1; std::filesystem::exists(run_dir_); ++n) run_dir_ = base / (stamp + "-" + std::to_string(n));
+    for (int n = 1; std::filesystem::exists(run_dir_); ++n)
+      run_dir_ = base / (stamp + "-" + std::to_string(n));
     std::filesystem::create_directories(run_dir_ / "programs", ec);
     file_.open(run_dir_ / "events.jsonl", std::ios::app);
   }
@@ -83,8 +90,10 @@ EventLog::~EventLog() {
 
 void EventLog::Emit(pool::EventLevel level, std::string_view event, nlohmann::json fields) {
   std::string timestamp = UtcTimestamp("%Y-%m-%dT%H:%M:%S", true);
-  nlohmann::ordered_json record = {{"timestamp", timestamp}, {"level", LevelName(level)}, {"event", event}};
-  for (auto& [key, value] : fields.items()) record[key] = value;
+  nlohmann::ordered_json record = {
+      {"timestamp", timestamp}, {"level", LevelName(level)}, {"event", event}};
+  for (auto& [key, value] : fields.items())
+    record[key] = value;
   std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::string console = console_ ? ConsoleLine(timestamp, LevelName(level), event, fields) : "";
   std::lock_guard lock(mu_);
@@ -108,9 +117,11 @@ void EventLog::WriterLoop() {
     console.swap(console_lines_);
     bool stop = stopping_;
     lock.unlock();
-    for (const auto& line : lines) file_ << line << '\n';
+    for (const auto& line : lines)
+      file_ << line << '\n';
     if (!lines.empty()) file_.flush();
-    for (const auto& line : console) std::fprintf(stderr, "%s\n", line.c_str());
+    for (const auto& line : console)
+      std::fprintf(stderr, "%s\n", line.c_str());
     lock.lock();
     if (stop && lines_.empty() && console_lines_.empty()) return;
   }

@@ -37,10 +37,10 @@ class EventLog : public pool::EventSink {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::string> lines_;  // guarded by mu_
+  std::deque<std::string> lines_;          // guarded by mu_
   std::deque<std::string> console_lines_;  // guarded by mu_
-  bool stopping_ = false;          // guarded by mu_
-  std::ofstream file_;             // writer thread only
+  bool stopping_ = false;                  // guarded by mu_
+  std::ofstream file_;                     // writer thread only
   std::thread writer_;
 };
 

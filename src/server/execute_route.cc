@@ -45,7 +45,8 @@ nlohmann::json ProgramShape(const protocol::Program& program) {
 std::vector<std::string_view> SuppliedRequestIds(const http::fields& fields) {
   std::vector<std::string_view> ids;
   auto [begin, end] = fields.equal_range("X-Request-ID");
-  for (auto it = begin; it != end; ++it) ids.push_back(it->value());
+  for (auto it = begin; it != end; ++it)
+    ids.push_back(it->value());
   return ids;
 }
 
@@ -57,16 +58,22 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
     std::atomic<int>& count;
     ~InFlight() { --count; }
   } in_flight{in_flight_};
-  events_.Emit(pool::EventLevel::kInfo, "request_received",
-               {{"request_id", request_id}, {"client", client}, {"content_length", request.body().size()}});
+  events_.Emit(
+      pool::EventLevel::kInfo, "request_received",
+      {{"request_id", request_id}, {"client", client}, {"content_length", request.body().size()}});
 
   auto finish = [&](HttpReply reply) {
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - received).count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - received)
+            .count();
     auto level = reply.status == 200 ? pool::EventLevel::kInfo
-                 : reply.status >= 500 && reply.status != 503 && reply.status != 504 ? pool::EventLevel::kError
-                                                                                       : pool::EventLevel::kWarning;
-    nlohmann::json fields = {{"request_id", request_id}, {"http_status", reply.status},
-                             {"finish_reason", reply.finish_reason}, {"total_ms", ms},
+                 : reply.status >= 500 && reply.status != 503 && reply.status != 504
+                     ? pool::EventLevel::kError
+                     : pool::EventLevel::kWarning;
+    nlohmann::json fields = {{"request_id", request_id},
+                             {"http_status", reply.status},
+                             {"finish_reason", reply.finish_reason},
+                             {"total_ms", ms},
                              {"response_bytes", reply.body.size()}};
     if (!reply.error_kind.empty()) fields["error_kind"] = reply.error_kind;
     if (!reply.error_message.empty()) fields["error_message"] = reply.error_message.substr(0, 2048);
@@ -86,39 +93,44 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
   // GCC 12 destroys temporaries inside a co_await expression twice, so every
   // awaitable with state is built into a named variable first.
   auto prepare = [this, body, content_type, request_id]() -> net::awaitable<Prepared> {
-        Prepared out;
-        auto reject = [&](const std::string& message) {
-          out.reply = ErrorReply(400, "parse", message, request_id);
-          out.reply->finish_reason = "rejected";
-          return out;
-        };
-        auto parsed = protocol::ParseExecuteRequest(content_type, *body);
-        if (!parsed.ok()) co_return reject(parsed.status().message());
-        const auto& options = parsed->program.options;
-        if (options.gpu_count && config_.device == "cpu") {
-          co_return reject("options.gpu_count: this is a CPU server; gpu_count exceeds its GPU capacity (0)");
-        }
-        if (options.gpu_count) {
-          co_return reject("options.gpu_count: multi-GPU programs are not supported by this server yet");
-        }
-        auto resolution = blobs_.Resolve(*parsed);
-        if (!resolution.ok()) co_return reject(resolution.status().message());
-        if (!resolution->missing.empty()) {
-          nlohmann::ordered_json miss = {{"status", "CACHE_MISS"}, {"request_id", request_id},
-                                         {"missing_blobs", resolution->missing}};
-          out.reply = HttpReply{200, "application/json", DumpJson(miss), request_id};
-          out.reply->finish_reason = "cache_miss";
-          co_return out;
-        }
-        Admitted admitted{std::move(*parsed), std::move(*resolution)};
-        admitted.timeout_seconds = std::min(options.timeout_seconds.value_or(config_.default_timeout_seconds),
-                                            config_.max_timeout_seconds);
-        admitted.output_limit_bytes = std::min(options.output_limit_bytes.value_or(config_.output_limit_bytes),
-                                               config_.max_output_limit_bytes);
-        events_.SaveProgram(request_id, admitted.request.program_json);
-        out.admitted = std::move(admitted);
-        co_return out;
-      };
+    Prepared out;
+    auto reject = [&](const std::string& message) {
+      out.reply = ErrorReply(400, "parse", message, request_id);
+      out.reply->finish_reason = "rejected";
+      return out;
+    };
+    auto parsed = protocol::ParseExecuteRequest(content_type, *body);
+    if (!parsed.ok()) co_return reject(parsed.status().message());
+    const auto& options = parsed->program.options;
+    if (options.gpu_count && config_.device == "cpu") {
+      co_return reject(
+          "options.gpu_count: this is a CPU server; gpu_count exceeds its GPU capacity (0)");
+    }
+    if (options.gpu_count) {
+      co_return reject(
+          "options.gpu_count: multi-GPU programs are not supported by this server yet");
+    }
+    auto resolution = blobs_.Resolve(*parsed);
+    if (!resolution.ok()) co_return reject(resolution.status().message());
+    if (!resolution->missing.empty()) {
+      nlohmann::ordered_json miss = {{"status", "CACHE_MISS"},
+                                     {"request_id", request_id},
+                                     {"missing_blobs", resolution->missing}};
+      out.reply = HttpReply{200, "application/json", DumpJson(miss), request_id};
+      out.reply->finish_reason = "cache_miss";
+      co_return out;
+    }
+    Admitted admitted{std::move(*parsed), std::move(*resolution)};
+    admitted.timeout_seconds =
+        std::min(options.timeout_seconds.value_or(config_.default_timeout_seconds),
+                 config_.max_timeout_seconds);
+    admitted.output_limit_bytes =
+        std::min(options.output_limit_bytes.value_or(config_.output_limit_bytes),
+                 config_.max_output_limit_bytes);
+    events_.SaveProgram(request_id, admitted.request.program_json);
+    out.admitted = std::move(admitted);
+    co_return out;
+  };
   auto preparing = net::co_spawn(cpu_pool_, std::move(prepare), net::use_awaitable);
   Prepared prepared = co_await std::move(preparing);
   body.reset();
@@ -133,10 +145,12 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
   auto job = std::make_shared<pool::Job>();
   job->run.request_id = request_id;
   job->run.program_json = admitted->request.program_json;
-  for (const auto& [sha, blob] : admitted->resolution.blobs) job->run.blobs.push_back({sha, blob->fd()});
+  for (const auto& [sha, blob] : admitted->resolution.blobs)
+    job->run.blobs.push_back({sha, blob->fd()});
   job->run.output_limit_bytes = admitted->output_limit_bytes;
   job->run.max_response_bytes = config_.max_response_bytes;
-  job->run.timeout = std::chrono::nanoseconds(static_cast<int64_t>(admitted->timeout_seconds * 1e9));
+  job->run.timeout =
+      std::chrono::nanoseconds(static_cast<int64_t>(admitted->timeout_seconds * 1e9));
 
   // The pool calls back from a seat thread; hop onto the event loop and wake us.
   auto result = std::make_shared<std::optional<pool::JobResult>>();
@@ -144,7 +158,8 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
   job->done = [this, result, wake](pool::JobResult r) {
     net::post(io_, [result, wake, r = std::move(r)]() mutable {
       *result = std::move(r);
-      wake->expires_at(net::steady_timer::time_point::min());  // cancels the wait, or makes it immediate
+      wake->expires_at(
+          net::steady_timer::time_point::min());  // cancels the wait, or makes it immediate
     });
   };
   if (!pool_->Submit(job)) {
@@ -152,7 +167,8 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
     reply.finish_reason = "no_worker";
     co_return finish(std::move(reply));
   }
-  while (!result->has_value()) co_await wake->async_wait(net::as_tuple(net::use_awaitable));
+  while (!result->has_value())
+    co_await wake->async_wait(net::as_tuple(net::use_awaitable));
 
   // Value checks, SHA-256 of results and multipart framing: on the parse pool.
   auto build = [this, admitted, result, request_id]() -> net::awaitable<HttpReply> {

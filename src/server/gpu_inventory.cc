@@ -26,13 +26,15 @@ std::string ArchFromComputeCapability(const std::string& capability) {
 }
 
 StatusOr<GpuInfo> QueryGpu(int index) {
-  const std::string command = "nvidia-smi --query-gpu=uuid,compute_cap,name --format=csv,noheader -i " +
-                              std::to_string(index) + " 2>&1";
+  const std::string command =
+      "nvidia-smi --query-gpu=uuid,compute_cap,name --format=csv,noheader -i " +
+      std::to_string(index) + " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
   if (!pipe) return UnavailableError("cannot run nvidia-smi");
   std::string output;
   char buffer[512];
-  while (std::fgets(buffer, sizeof buffer, pipe.get()) != nullptr) output += buffer;
+  while (std::fgets(buffer, sizeof buffer, pipe.get()) != nullptr)
+    output += buffer;
   std::istringstream fields(output);
   GpuInfo info;
   info.index = index;

@@ -26,33 +26,43 @@ int main(int argc, char** argv) {
   CLI::App cli{
       "KCoral server: runs client programs (upload, get_function, run, return) in worker\n"
       "processes and answers POST /execute and GET /health.\n\n"
-      "  CPU compile server:  kcoral server --device cpu --num-workers 8 --host 0.0.0.0 --port 8000\n"
-      "  GPU server:          kcoral server --device gpu --gpus 0 --workers-per-gpu 8 --port 8001\n",
+      "  CPU compile server:  kcoral server --device cpu --num-workers 8 --host 0.0.0.0 --port "
+      "8000\n"
+      "  GPU server:          kcoral server --device gpu --gpus 0 --workers-per-gpu 8 --port "
+      "8001\n",
       "kcoral server"};
   cli.allow_extras(false);
   cli.option_defaults()->always_capture_default();
 
   cli.add_option("--host", config.host, "Address to listen on (0.0.0.0: every interface)")
       ->envname("KCORAL_SERVER_HOST");
-  cli.add_option("--port", config.port, "TCP port")->envname("KCORAL_SERVER_PORT")->check(CLI::Range(1, 65535));
-  cli.add_option("--device", config.device, "cpu: compile server, no GPU; gpu: GPU execution server")
+  cli.add_option("--port", config.port, "TCP port")
+      ->envname("KCORAL_SERVER_PORT")
+      ->check(CLI::Range(1, 65535));
+  cli.add_option("--device", config.device,
+                 "cpu: compile server, no GPU; gpu: GPU execution server")
       ->envname("KCORAL_SERVER_DEVICE")
       ->check(CLI::IsMember({"cpu", "gpu"}));
   cli.add_option("--gpus", config.gpus, "Physical GPU ids (GPU mode), comma separated")
       ->envname("KCORAL_SERVER_GPUS")
       ->delimiter(',');
-  cli.add_option("--num-workers", config.num_workers, "Worker seats on a CPU server")->check(CLI::PositiveNumber);
-  cli.add_option("--workers-per-gpu", config.workers_per_gpu, "Worker seats per GPU")->check(CLI::PositiveNumber);
+  cli.add_option("--num-workers", config.num_workers, "Worker seats on a CPU server")
+      ->check(CLI::PositiveNumber);
+  cli.add_option("--workers-per-gpu", config.workers_per_gpu, "Worker seats per GPU")
+      ->check(CLI::PositiveNumber);
   cli.add_option("--standby-workers", config.standby_workers,
                  "Prepared worker processes kept ready (-1: one per seat)");
   cli.add_option("--max-requests-per-worker", config.max_requests_per_worker,
                  "Requests a worker process serves before it is replaced (0: unlimited)")
       ->check(CLI::NonNegativeNumber);
-  cli.add_option("--worker-termination-grace-seconds", config.worker_termination_grace_seconds,
-                 "Accepted for compatibility; workers are killed at once (their state is discarded)");
-  cli.add_option("--sandbox", config.sandbox, "Worker isolation (bubblewrap is not available in this build)")
+  cli.add_option(
+      "--worker-termination-grace-seconds", config.worker_termination_grace_seconds,
+      "Accepted for compatibility; workers are killed at once (their state is discarded)");
+  cli.add_option("--sandbox", config.sandbox,
+                 "Worker isolation (bubblewrap is not available in this build)")
       ->check(CLI::IsMember({"none", "bubblewrap"}));
-  cli.add_option("--sandbox-readonly-path", config.sandbox_readonly_paths, "Read-only path for the sandbox");
+  cli.add_option("--sandbox-readonly-path", config.sandbox_readonly_paths,
+                 "Read-only path for the sandbox");
   cli.add_option("--worker-wait-timeout-seconds", config.worker_wait_timeout_seconds,
                  "How long a request may wait for a worker before 503 busy")
       ->check(CLI::PositiveNumber);
@@ -76,17 +86,20 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   cli.add_option("--cache-capacity-bytes", config.cache_capacity_bytes,
                  "In-memory blob cache (tensor, bytes, library uploads)");
-  cli.add_option("--disk-cache-dir", config.disk_cache_dir, "Disk blob cache for file uploads ('' disables)");
+  cli.add_option("--disk-cache-dir", config.disk_cache_dir,
+                 "Disk blob cache for file uploads ('' disables)");
   cli.add_option("--disk-cache-capacity-mbytes", config.disk_cache_capacity_mbytes,
                  "Disk blob cache budget in MiB (0 disables)");
-  cli.add_option("--log-dir", config.log_dir, "Event log directory ('' disables)")->envname("KCORAL_LOG_DIR");
+  cli.add_option("--log-dir", config.log_dir, "Event log directory ('' disables)")
+      ->envname("KCORAL_LOG_DIR");
   cli.add_flag("!--no-log-console", config.log_console, "Do not mirror events to stderr");
   cli.add_flag("!--no-log-programs", config.log_programs, "Do not save accepted programs");
   cli.add_option("--cpu-execution", config.cpu_execution,
                  "CPU servers: 'host' runs tensor and library uploads on the host; 'reference'\n"
                  "answers them 'unavailable' as the reference server does")
       ->check(CLI::IsMember({"host", "reference"}));
-  cli.add_option("--python", config.python, "Python interpreter that runs workers")->envname("KCORAL_PYTHON");
+  cli.add_option("--python", config.python, "Python interpreter that runs workers")
+      ->envname("KCORAL_PYTHON");
   cli.add_flag("!--no-zygote", config.zygote,
                "Start every worker as a new interpreter instead of forking a prepared one");
   cli.add_option("--parse-threads", config.parse_threads, "Threads for parsing, hashing, responses")
@@ -111,8 +124,10 @@ int main(int argc, char** argv) {
   }
   kc::server::App app(config);
   if (config.sandbox == "bubblewrap") {
-    app.events().Emit(kc::pool::EventLevel::kWarning, "sandbox_disabled",
-                      {{"reason", "bubblewrap isolation is not available in this build; workers run unsandboxed"}});
+    app.events().Emit(
+        kc::pool::EventLevel::kWarning, "sandbox_disabled",
+        {{"reason",
+          "bubblewrap isolation is not available in this build; workers run unsandboxed"}});
   }
   return app.Run();
 }

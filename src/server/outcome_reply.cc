@@ -13,10 +13,14 @@ using nlohmann::ordered_json;
 
 const char* OpName(protocol::Op op) {
   switch (op) {
-    case protocol::Op::kUpload: return "upload";
-    case protocol::Op::kGetFunction: return "get_function";
-    case protocol::Op::kRun: return "run";
-    case protocol::Op::kReturn: return "return";
+    case protocol::Op::kUpload:
+      return "upload";
+    case protocol::Op::kGetFunction:
+      return "get_function";
+    case protocol::Op::kRun:
+      return "run";
+    case protocol::Op::kReturn:
+      return "return";
   }
   return "run";
 }
@@ -48,8 +52,8 @@ HttpReply CrashedInInstruction(const OutcomeContext& context, const pool::JobRes
       {"message", "worker exited while executing the instruction (" + result.run.message + ")"},
       {"instruction_index", result.run.instruction_index},
       {"instruction_op", OpName(instruction.op)},
-      {"instruction_id",
-       instruction.op == protocol::Op::kReturn ? ordered_json(nullptr) : ordered_json(instruction.id)},
+      {"instruction_id", instruction.op == protocol::Op::kReturn ? ordered_json(nullptr)
+                                                                 : ordered_json(instruction.id)},
       {"traceback", ""}};
   HttpReply reply{200, "application/json", DumpJson(body), context.request_id};
   reply.finish_reason = "crashed";
@@ -61,21 +65,24 @@ HttpReply CrashedInInstruction(const OutcomeContext& context, const pool::JobRes
 bool ValidError(const ordered_json& error, size_t instruction_count) {
   if (!error.is_object() || !error.contains("kind") || !error["kind"].is_string()) return false;
   if (!error.contains("message") || !error["message"].is_string()) return false;
-  if (!error.contains("instruction_index") || !error["instruction_index"].is_number_integer()) return false;
+  if (!error.contains("instruction_index") || !error["instruction_index"].is_number_integer())
+    return false;
   int64_t index = error["instruction_index"].get<int64_t>();
   if (index < 0 || static_cast<size_t>(index) >= instruction_count) return false;
-  static const std::set<std::string> kKinds = {"parse", "compile", "runtime", "gpu_access",
-                                               "correctness", "serialization", "unavailable",
-                                               "engine"};
+  static const std::set<std::string> kKinds = {"parse",       "compile",     "runtime",
+                                               "gpu_access",  "correctness", "serialization",
+                                               "unavailable", "engine"};
   if (!kKinds.count(error["kind"].get<std::string>())) return false;
   size_t expected = error["kind"] == "gpu_access" ? 9 : 6;
-  return error.size() == expected && error.contains("traceback") && error["traceback"].is_string() &&
-         error.contains("instruction_op") && error.contains("instruction_id");
+  return error.size() == expected && error.contains("traceback") &&
+         error["traceback"].is_string() && error.contains("instruction_op") &&
+         error.contains("instruction_id");
 }
 
 HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
   auto engine_error = [&](const std::string& message) {
-    HttpReply reply = ErrorReply(500, "engine", "invalid worker response: " + message, context.request_id);
+    HttpReply reply =
+        ErrorReply(500, "engine", "invalid worker response: " + message, context.request_id);
     reply.finish_reason = "server_error";
     return reply;
   };
@@ -86,7 +93,8 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
   }
   const std::string status = outcome.value("status", "");
   if (status != "COMPLETED" && status != "FAILED") return engine_error("bad status");
-  if ((status == "FAILED") != outcome.contains("error")) return engine_error("status and error disagree");
+  if ((status == "FAILED") != outcome.contains("error"))
+    return engine_error("status and error disagree");
   if (status == "FAILED" && !ValidError(outcome["error"], context.program->instructions.size())) {
     return engine_error("malformed error object");
   }
@@ -103,7 +111,8 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
   }
   if (offset != result.run.parts.size()) return engine_error("unused result data");
   ordered_json results = std::move(outcome["results"]);
-  if (Status s = protocol::FinalizeResults(results, segments); !s.ok()) return engine_error(s.message());
+  if (Status s = protocol::FinalizeResults(results, segments); !s.ok())
+    return engine_error(s.message());
 
   ordered_json body = OutcomeBody(status, context.request_id, result, std::move(results));
   HttpReply reply{200, "application/json", "", context.request_id};
@@ -111,8 +120,9 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
     body["error"] = std::move(outcome["error"]);
     if (body["error"]["kind"] == "gpu_access") {
       // Who held the GPU when the cpu_only call touched it: known only here.
-      body["error"]["interfered_request_id"] =
-          result.interfered_request_id ? ordered_json(*result.interfered_request_id) : ordered_json(nullptr);
+      body["error"]["interfered_request_id"] = result.interfered_request_id
+                                                   ? ordered_json(*result.interfered_request_id)
+                                                   : ordered_json(nullptr);
     }
     reply.finish_reason = "program_failed";
     reply.error_kind = body["error"]["kind"];
@@ -134,11 +144,11 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
     reply.body = std::move(encoded.body);
   }
   if (reply.body.size() > context.max_response_bytes) {
-    HttpReply too_large = ErrorReply(
-        500, "response_too_large",
-        "the response is " + std::to_string(reply.body.size()) + " bytes, over max_response_bytes " +
-            std::to_string(context.max_response_bytes),
-        context.request_id);
+    HttpReply too_large = ErrorReply(500, "response_too_large",
+                                     "the response is " + std::to_string(reply.body.size()) +
+                                         " bytes, over max_response_bytes " +
+                                         std::to_string(context.max_response_bytes),
+                                     context.request_id);
     too_large.finish_reason = "server_error";
     return too_large;
   }
@@ -176,8 +186,8 @@ HttpReply BuildOutcomeReply(const OutcomeContext& context, pool::JobResult& resu
       return reply;
     }
     case pool::RunResult::Ending::kCrashed:
-      if (result.run.instruction_index >= 0 &&
-          static_cast<size_t>(result.run.instruction_index) < context.program->instructions.size()) {
+      if (result.run.instruction_index >= 0 && static_cast<size_t>(result.run.instruction_index) <
+                                                   context.program->instructions.size()) {
         return CrashedInInstruction(context, result);
       } else {
         HttpReply reply = ErrorReply(500, "engine", "worker crashed (" + result.run.message + ")",

@@ -22,7 +22,8 @@ std::string NewUuid() {
   unsigned char bytes[16];
   for (int i = 0; i < 16; i += 8) {
     uint64_t r = rng();
-    for (int j = 0; j < 8; ++j) bytes[i + j] = static_cast<unsigned char>(r >> (8 * j));
+    for (int j = 0; j < 8; ++j)
+      bytes[i + j] = static_cast<unsigned char>(r >> (8 * j));
   }
   bytes[6] = (bytes[6] & 0x0f) | 0x40;  // version 4
   bytes[8] = (bytes[8] & 0x3f) | 0x80;  // RFC 4122 variant

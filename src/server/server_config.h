@@ -37,10 +37,9 @@ struct ServerConfig {
   bool log_programs = true;
   std::string cpu_execution = "host";  // host | reference
   std::string python = "python3";      // interpreter that runs the workers
-  bool zygote = true;  // fork workers from a prepared process
+  bool zygote = true;                  // fork workers from a prepared process
   int io_threads = 1;
   int parse_threads = 2;
-
 };
 
 }  // namespace kc::server

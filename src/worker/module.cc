@@ -40,7 +40,8 @@ void SendProgress(std::string_view type, int index) {
 
 // Writes the outcome JSON and the binary segments into two memfds and sends
 // them; `meta` (retire, gpu_access_detected_ns) rides in the frame header.
-Status SendOutcome(const std::string& outcome_json, const py::list& segments, const py::dict& meta) {
+Status SendOutcome(const std::string& outcome_json, const py::list& segments,
+                   const py::dict& meta) {
   KC_ASSIGN_OR_RETURN(UniqueFd outcome_fd, MakeMemfd("kcoral-outcome"));
   KC_RETURN_IF_ERROR(WriteAll(outcome_fd.get(), outcome_json));
   KC_ASSIGN_OR_RETURN(UniqueFd parts_fd, MakeMemfd("kcoral-parts"));
@@ -91,7 +92,8 @@ Status RunOne(ipc::Frame& frame, py::object& engine) {
   }
   if (::chdir("/") != 0) return InternalError("cannot leave the workspace");
   auto triple = result.cast<py::tuple>();
-  return SendOutcome(triple[0].cast<std::string>(), triple[1].cast<py::list>(), triple[2].cast<py::dict>());
+  return SendOutcome(triple[0].cast<std::string>(), triple[1].cast<py::list>(),
+                     triple[2].cast<py::dict>());
 }
 
 // GPU workers create their CUDA context when the server says so (it holds the lease).
@@ -130,7 +132,8 @@ void Serve(py::object engine) {
 
   py::dict describe = engine.attr("describe")();
   nlohmann::json ready = {{"type", ipc::frame_type::kReady}, {"pid", ::getpid()}};
-  ready["describe"] = nlohmann::json::parse(py::module_::import("json").attr("dumps")(describe).cast<std::string>());
+  ready["describe"] = nlohmann::json::parse(
+      py::module_::import("json").attr("dumps")(describe).cast<std::string>());
   ThrowIfError(ipc::SendFrame(g_socket_fd, ready));
 
   for (;;) {
@@ -146,7 +149,8 @@ void Serve(py::object engine) {
       ThrowIfError(Initialize(engine));
       continue;
     }
-    if (frame->type() != ipc::frame_type::kRun) throw std::runtime_error("unexpected frame " + frame->type());
+    if (frame->type() != ipc::frame_type::kRun)
+      throw std::runtime_error("unexpected frame " + frame->type());
     ThrowIfError(RunOne(*frame, engine));
   }
 }
@@ -159,8 +163,15 @@ PYBIND11_MODULE(_core, m) {
   m.def("serve", &kc::worker::Serve, py::arg("engine"),
         "Serve programs from the server until it closes the socket.");
   m.def("lease_acquire", &kc::worker::AcquireLease, "Block until the server grants the GPU lease.");
-  m.def("lease_release", [] { kc::worker::ThrowIfError(kc::ipc::SendFrame(kc::worker::g_socket_fd, {{"type", kc::ipc::frame_type::kLeaseRelease}})); },
-        "Give the GPU lease back (no round trip).");
-  m.def("instruction_started", [](int index) { kc::worker::SendProgress(kc::ipc::frame_type::kInstruction, index); });
-  m.def("instruction_finished", [](int index) { kc::worker::SendProgress(kc::ipc::frame_type::kInstructionEnd, index); });
+  m.def(
+      "lease_release",
+      [] {
+        kc::worker::ThrowIfError(kc::ipc::SendFrame(
+            kc::worker::g_socket_fd, {{"type", kc::ipc::frame_type::kLeaseRelease}}));
+      },
+      "Give the GPU lease back (no round trip).");
+  m.def("instruction_started",
+        [](int index) { kc::worker::SendProgress(kc::ipc::frame_type::kInstruction, index); });
+  m.def("instruction_finished",
+        [](int index) { kc::worker::SendProgress(kc::ipc::frame_type::kInstructionEnd, index); });
 }
