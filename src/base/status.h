@@ -1,8 +1,8 @@
 // Status and StatusOr<T>: the error vocabulary of every layer in src/.
 //
 // Codes are chosen by what the caller should do (STYLE.md §3). A Status is
-// cheap to copy when OK. server/error_response.h is the one place that turns
-// a code into HTTP.
+// cheap to copy when OK. The server turns failures into HTTP replies in
+// server/http_reply.cc (ErrorReply) and server/outcome_reply.cc.
 #pragma once
 
 #include <cstdlib>

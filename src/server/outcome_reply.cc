@@ -157,18 +157,6 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
 
 }  // namespace
 
-HttpReply ErrorReply(int status, std::string_view kind, std::string_view message,
-                     const std::string& request_id) {
-  ordered_json body = {{"status", "ERROR"},
-                       {"request_id", request_id},
-                       {"error", {{"kind", kind}, {"message", message}}}};
-  HttpReply reply{status, "application/json", DumpJson(body), request_id};
-  reply.retry_after = status == 503;
-  reply.error_kind = kind;
-  reply.error_message = message;
-  return reply;
-}
-
 HttpReply BuildOutcomeReply(const OutcomeContext& context, pool::JobResult& result) {
   if (!result.ran) {
     HttpReply reply = ErrorReply(503, "busy", "server saturated", context.request_id);
