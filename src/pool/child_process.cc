@@ -1,12 +1,15 @@
 #include "pool/child_process.h"
 
 #include <dirent.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -78,6 +81,26 @@ std::multimap<pid_t, pid_t> ChildrenByParent() {
   return children;
 }
 
+// Waits for a process that is not our child to exit (become a zombie or vanish).
+void AwaitExit(pid_t pid, std::chrono::milliseconds limit) {
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};  // readable once the process has exited
+    ::poll(&p, 1, static_cast<int>(limit.count()));
+    ::close(pidfd);
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return;
+    size_t close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') return;
+    ::usleep(1000);
+  }
+}
+
 }  // namespace
 
 std::vector<pid_t> Descendants(pid_t root) {
@@ -124,7 +147,10 @@ void ChildProcess::KillTreeAndReap() {
   for (pid_t p : frozen)
     ::kill(p, SIGKILL);
   if (!own_child_) {
-    exit_description_ = "killed";  // its parent, the zygote, reaps it
+    // Its parent, the zygote, reaps it; we still wait until it has exited, so
+    // that a GPU worker's context is gone before the caller releases the lease.
+    AwaitExit(pid_, std::chrono::seconds(10));
+    exit_description_ = "killed";
     pid_ = -1;
     return;
   }
