@@ -40,13 +40,15 @@ class ChildProcess {
   ChildProcess(ChildProcess&& other) noexcept
       : pid_(std::exchange(other.pid_, -1)),
         own_child_(other.own_child_),
-        exit_status_(other.exit_status_) {}
+        exit_status_(other.exit_status_),
+        exit_description_(std::move(other.exit_description_)) {}
   ChildProcess& operator=(ChildProcess&& other) noexcept {
     if (this != &other) {
       KillTreeAndReap();
       pid_ = std::exchange(other.pid_, -1);
       own_child_ = other.own_child_;
       exit_status_ = other.exit_status_;
+      exit_description_ = std::move(other.exit_description_);
     }
     return *this;
   }

@@ -1,5 +1,6 @@
 #include "server/gpu_inventory.h"
 
+#include <charconv>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -22,7 +23,15 @@ std::string ArchFromComputeCapability(const std::string& capability) {
   if (dot == std::string::npos) return "";
   const std::string major = capability.substr(0, dot);
   const std::string minor = capability.substr(dot + 1);
-  return "sm_" + major + minor + (std::stoi(major) >= 9 ? "a" : "");
+  // Both parts must be plain numbers: no exception for "x.0" or an overflow.
+  int major_number = 0, minor_number = 0;
+  auto is_number = [](const std::string& text, int* value) {
+    const char* end = text.data() + text.size();
+    auto [ptr, ec] = std::from_chars(text.data(), end, *value);
+    return !text.empty() && ec == std::errc() && ptr == end && *value >= 0;
+  };
+  if (!is_number(major, &major_number) || !is_number(minor, &minor_number)) return "";
+  return "sm_" + major + minor + (major_number >= 9 ? "a" : "");
 }
 
 StatusOr<GpuInfo> QueryGpu(int index) {

@@ -1,0 +1,145 @@
+#include "pool/admission_queue.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace kc::pool {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct TestJob {
+  int id = 0;
+  Clock::time_point wait_deadline;
+};
+
+std::shared_ptr<TestJob> MakeJob(int id, Clock::duration patience = 1h) {
+  return std::make_shared<TestJob>(TestJob{id, Clock::now() + patience});
+}
+
+// Collects the ids handed to on_expired, from any thread.
+class ExpiredLog {
+ public:
+  AdmissionQueue<TestJob>::Expired Callback() {
+    return [this](std::shared_ptr<TestJob> job) {
+      std::lock_guard lock(mu_);
+      ids_.push_back(job->id);
+      cv_.notify_all();
+    };
+  }
+  // The ids once at least `count` arrived, or what arrived within two seconds.
+  std::vector<int> AwaitCount(size_t count) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, 2s, [&] { return ids_.size() >= count; });
+    return ids_;
+  }
+  std::vector<int> ids() {
+    std::lock_guard lock(mu_);
+    return ids_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int> ids_;
+};
+
+TEST(AdmissionQueue, PushBeyondCapacityIsRefused) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(2, expired.Callback());
+  EXPECT_TRUE(queue.Push(MakeJob(1)));
+  EXPECT_TRUE(queue.Push(MakeJob(2)));
+  EXPECT_FALSE(queue.Push(MakeJob(3)));
+  EXPECT_EQ(queue.size(), 2u);
+
+  ASSERT_NE(queue.Pop(), nullptr);  // a freed seat takes a push again
+  EXPECT_TRUE(queue.Push(MakeJob(4)));
+  EXPECT_EQ(queue.size(), 2u);
+}
+
+TEST(AdmissionQueue, PopIsFifo) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(8, expired.Callback());
+  for (int id = 1; id <= 4; ++id)
+    ASSERT_TRUE(queue.Push(MakeJob(id)));
+  for (int id = 1; id <= 4; ++id) {
+    auto job = queue.Pop();
+    ASSERT_NE(job, nullptr);
+    EXPECT_EQ(job->id, id);
+  }
+  EXPECT_EQ(queue.size(), 0u);
+}
+
+TEST(AdmissionQueue, PopWaitsForAPush) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(8, expired.Callback());
+  std::shared_ptr<TestJob> popped;
+  std::thread consumer([&] { popped = queue.Pop(); });
+  std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(queue.Push(MakeJob(7)));
+  consumer.join();
+  ASSERT_NE(popped, nullptr);
+  EXPECT_EQ(popped->id, 7);
+}
+
+TEST(AdmissionQueue, JobPastItsDeadlineIsExpiredWithoutPop) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(8, expired.Callback());
+  ASSERT_TRUE(queue.Push(MakeJob(1, 30ms)));
+  ASSERT_TRUE(queue.Push(MakeJob(2, 1h)));
+  EXPECT_EQ(expired.AwaitCount(1), std::vector<int>{1});
+  EXPECT_EQ(queue.size(), 1u);  // the patient job is still waiting
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(expired.ids(), std::vector<int>{1});
+}
+
+TEST(AdmissionQueue, JobAlreadyPastItsDeadlineIsExpiredPromptly) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(8, expired.Callback());
+  ASSERT_TRUE(queue.Push(MakeJob(5, -1s)));
+  EXPECT_EQ(expired.AwaitCount(1), std::vector<int>{5});
+  EXPECT_EQ(queue.size(), 0u);
+}
+
+TEST(AdmissionQueue, CloseExpiresQueuedJobsAndRefusesPushes) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(8, expired.Callback());
+  ASSERT_TRUE(queue.Push(MakeJob(1)));
+  ASSERT_TRUE(queue.Push(MakeJob(2)));
+  queue.Close();
+  EXPECT_EQ(expired.ids(), (std::vector<int>{1, 2}));  // synchronously, in order
+  EXPECT_EQ(queue.size(), 0u);
+  EXPECT_FALSE(queue.Push(MakeJob(3)));
+  EXPECT_EQ(queue.Pop(), nullptr);
+  queue.Close();  // idempotent
+  EXPECT_EQ(expired.ids(), (std::vector<int>{1, 2}));
+}
+
+TEST(AdmissionQueue, CloseWakesABlockedPop) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(8, expired.Callback());
+  std::shared_ptr<TestJob> popped = MakeJob(99);
+  std::thread consumer([&] { popped = queue.Pop(); });
+  std::this_thread::sleep_for(20ms);
+  queue.Close();
+  consumer.join();
+  EXPECT_EQ(popped, nullptr);
+}
+
+TEST(AdmissionQueue, DestructorExpiresQueuedJobs) {
+  ExpiredLog expired;
+  {
+    AdmissionQueue<TestJob> queue(8, expired.Callback());
+    ASSERT_TRUE(queue.Push(MakeJob(1)));
+  }
+  EXPECT_EQ(expired.ids(), std::vector<int>{1});
+}
+
+}  // namespace
+}  // namespace kc::pool

@@ -1,0 +1,157 @@
+#include "pool/gpu_lease.h"
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace kc::pool {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Polls `done` for up to two seconds.
+bool WaitUntil(const std::function<bool()>& done) {
+  const auto deadline = std::chrono::steady_clock::now() + 2s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(1ms);
+  }
+  return done();
+}
+
+TEST(GpuLease, FirstCallerIsGrantedAtOnce) {
+  GpuLease lease(3);
+  EXPECT_EQ(lease.gpu_index(), 3);
+  lease.Acquire("req-1");
+  EXPECT_EQ(lease.depth(), 1);
+  EXPECT_EQ(lease.HolderAt(SteadyNowNs()), "req-1");
+  lease.Release();
+  EXPECT_EQ(lease.depth(), 0);
+}
+
+TEST(GpuLease, SecondCallerWaits) {
+  GpuLease lease(0);
+  lease.Acquire("first");
+  std::atomic<bool> granted{false};
+  std::thread second([&] {
+    lease.Acquire("second");
+    granted = true;
+    lease.Release();
+  });
+  ASSERT_TRUE(WaitUntil([&] { return lease.depth() == 2; }));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(granted);
+  lease.Release();
+  second.join();
+  EXPECT_TRUE(granted);
+  EXPECT_EQ(lease.depth(), 0);
+}
+
+TEST(GpuLease, WaitersAreGrantedInArrivalOrder) {
+  GpuLease lease(0);
+  lease.Acquire("holder");
+  std::mutex mu;
+  std::vector<int> grant_order;
+  std::vector<std::thread> waiters;
+  constexpr int kWaiters = 5;
+  for (int i = 0; i < kWaiters; ++i) {
+    waiters.emplace_back([&, i] {
+      lease.Acquire("waiter-" + std::to_string(i));
+      {
+        std::lock_guard lock(mu);
+        grant_order.push_back(i);
+      }
+      std::this_thread::sleep_for(1ms);
+      lease.Release();
+    });
+    // The next waiter starts only once this one is queued.
+    ASSERT_TRUE(WaitUntil([&] { return lease.depth() == i + 2; }));
+    std::this_thread::sleep_for(2ms);
+  }
+  lease.Release();
+  for (auto& waiter : waiters)
+    waiter.join();
+  EXPECT_EQ(grant_order, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(lease.depth(), 0);
+}
+
+TEST(GpuLease, HolderAtAnswersForTenuresAndGaps) {
+  GpuLease lease(0);
+  const int64_t before = SteadyNowNs();
+  std::this_thread::sleep_for(2ms);
+
+  lease.Acquire("a");
+  std::this_thread::sleep_for(2ms);
+  const int64_t during_a = SteadyNowNs();
+  std::this_thread::sleep_for(2ms);
+  lease.Release();
+
+  std::this_thread::sleep_for(2ms);
+  const int64_t gap = SteadyNowNs();
+  std::this_thread::sleep_for(2ms);
+
+  lease.Acquire("b");
+  std::this_thread::sleep_for(2ms);
+  const int64_t during_b = SteadyNowNs();
+  EXPECT_EQ(lease.HolderAt(during_b), "b");  // the current holder, while held
+  EXPECT_EQ(lease.HolderAt(SteadyNowNs()), "b");
+  std::this_thread::sleep_for(2ms);
+  lease.Release();
+
+  std::this_thread::sleep_for(2ms);
+  const int64_t after = SteadyNowNs();
+
+  EXPECT_EQ(lease.HolderAt(before), std::nullopt);
+  EXPECT_EQ(lease.HolderAt(during_a), "a");
+  EXPECT_EQ(lease.HolderAt(gap), std::nullopt);
+  EXPECT_EQ(lease.HolderAt(during_b), "b");  // from the history, once released
+  EXPECT_EQ(lease.HolderAt(after), std::nullopt);
+}
+
+TEST(GpuLease, DepthCountsHolderAndWaiters) {
+  GpuLease lease(0);
+  EXPECT_EQ(lease.depth(), 0);
+  lease.Acquire("holder");
+  EXPECT_EQ(lease.depth(), 1);
+  std::vector<std::thread> waiters;
+  for (int i = 0; i < 2; ++i) {
+    waiters.emplace_back([&, i] {
+      lease.Acquire("waiter-" + std::to_string(i));
+      lease.Release();
+    });
+  }
+  EXPECT_TRUE(WaitUntil([&] { return lease.depth() == 3; }));
+  lease.Release();
+  for (auto& waiter : waiters)
+    waiter.join();
+  EXPECT_EQ(lease.depth(), 0);
+}
+
+TEST(GpuLease, ReleaseWithoutHoldingIsANoOp) {
+  GpuLease lease(0);
+  lease.Release();
+  EXPECT_EQ(lease.depth(), 0);
+  EXPECT_EQ(lease.HolderAt(SteadyNowNs()), std::nullopt);
+
+  lease.Acquire("a");
+  lease.Release();
+  const int64_t after_first = SteadyNowNs();
+  lease.Release();  // a second release records no tenure
+  EXPECT_EQ(lease.depth(), 0);
+  std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(lease.HolderAt(after_first + 500'000), std::nullopt);
+
+  lease.Acquire("b");  // the lease is still grantable
+  EXPECT_EQ(lease.HolderAt(SteadyNowNs()), "b");
+  lease.Release();
+}
+
+}  // namespace
+}  // namespace kc::pool
