@@ -5,7 +5,11 @@ BUILD_DIR ?= build/dev
 JOBS ?= $(shell nproc)
 PIP_PACKAGES = httpx numpy pytest apache-tvm-ffi ml_dtypes pybind11 scikit-build-core
 
-.PHONY: build deps test unit e2e demo bench format clean
+FUZZ_SECONDS ?= 30
+FUZZ_DIR ?= build/fuzz
+FUZZ_TARGETS = strict_json program multipart execute_request value_codec
+
+.PHONY: build deps test unit e2e demo bench format clean fuzz fuzz-deps
 
 deps:
 	@missing=$$(bash scripts/missing_build_deps.sh); \
@@ -38,6 +42,44 @@ demo: build
 
 bench: build
 	@$(PYTHON) bench/roundtrip.py
+
+# Coverage-guided fuzzing of the protocol layer (tests/fuzz); not part of `make test`.
+# Each target runs FUZZ_SECONDS on a fresh copy of its seed corpus; crashes land in
+# $(FUZZ_DIR)/artifacts, logs in $(FUZZ_DIR)/<target>.log.
+fuzz-deps:
+	@missing=$$(bash scripts/missing_build_deps.sh); \
+	command -v clang++-14 >/dev/null || missing="$$missing clang-14"; \
+	ls /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || \
+	  missing="$$missing libclang-rt-14-dev"; \
+	if [ -n "$$(echo $$missing)" ]; then \
+	  echo ">> installing Debian packages:" $$missing; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+fuzz: fuzz-deps
+	@echo ">> building the fuzz targets ($(FUZZ_DIR))"
+	@CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_DIR) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DKCORAL_BUILD_FUZZ=ON -DKCORAL_BUILD_SERVER=OFF -DKCORAL_BUILD_PYTHON=OFF \
+	  -DKCORAL_BUILD_TESTS=OFF >/dev/null
+	@cmake --build $(FUZZ_DIR) -j $(JOBS) --target $(addsuffix _fuzz,$(FUZZ_TARGETS))
+	@echo ">> fuzzing each target for $(FUZZ_SECONDS)s"
+	@mkdir -p $(FUZZ_DIR)/artifacts; failed=0; \
+	for t in $(FUZZ_TARGETS); do \
+	  rm -rf $(FUZZ_DIR)/corpus/$$t && mkdir -p $(FUZZ_DIR)/corpus && \
+	  cp -r tests/fuzz/corpus/$$t $(FUZZ_DIR)/corpus/$$t; \
+	  $(FUZZ_DIR)/$${t}_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	    -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t- $(FUZZ_DIR)/corpus/$$t \
+	    >$(FUZZ_DIR)/$$t.log 2>&1; rc=$$?; \
+	  execs=$$(sed -n 's/^stat::number_of_executed_units: *//p' $(FUZZ_DIR)/$$t.log); \
+	  cov=$$(grep -o 'cov: [0-9]* ft: [0-9]* corp: [0-9]*' $(FUZZ_DIR)/$$t.log | tail -1); \
+	  if [ $$rc -eq 0 ]; then \
+	    echo "fuzz $$t: ok, $${execs:-?} execs, $$cov"; \
+	  else \
+	    failed=1; \
+	    echo "fuzz $$t: CRASH (rc $$rc), $${execs:-?} execs; log $(FUZZ_DIR)/$$t.log," \
+	      "input $$(ls -t $(FUZZ_DIR)/artifacts/$$t-* 2>/dev/null | head -1)"; \
+	  fi; \
+	done; exit $$failed
 
 format:
 	@git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format -i
