@@ -59,6 +59,12 @@ class GpuRuntime:
         torch.empty(1, device="cuda")
         torch.cuda.synchronize()
         try:
+            # Not in the zygote (its import touches CUDA); here, once the context
+            # exists, so library uploads don't pay for it inside a request.
+            import tvm_ffi  # noqa: F401
+        except ImportError:
+            pass
+        try:
             from kcoral import _native
 
             self._native = _native
