@@ -1,5 +1,6 @@
 #include "ipc/frame.h"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -91,6 +92,18 @@ StatusOr<Frame> ReceiveFrame(int socket_fd) {
     return InternalError("malformed frame header");
   }
   return frame;
+}
+
+StatusOr<Frame> ReceiveFrameBefore(int socket_fd, std::chrono::steady_clock::time_point deadline) {
+  pollfd p{socket_fd, POLLIN, 0};
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    int rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+    if (rc > 0) return ReceiveFrame(socket_fd);
+    if (rc == 0) return DeadlineExceededError("no answer in time");
+    if (errno != EINTR) return Errno("poll");
+  }
 }
 
 }  // namespace kc::ipc

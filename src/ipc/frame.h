@@ -25,6 +25,7 @@
 //   Z->S ready {pid}; S->Z fork, fds: [new worker socket]; Z->S forked {pid}
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -66,6 +67,9 @@ Status SendFrame(int socket_fd, const nlohmann::json& header, const std::vector<
 // Receives one frame. Blocking. kUnavailable when the peer closed the socket;
 // kInternal for a malformed frame (truncated header or descriptors).
 StatusOr<Frame> ReceiveFrame(int socket_fd);
+
+// ReceiveFrame, but kDeadlineExceeded if nothing arrives before `deadline`.
+StatusOr<Frame> ReceiveFrameBefore(int socket_fd, std::chrono::steady_clock::time_point deadline);
 
 // Creates a SOCK_SEQPACKET socketpair; both ends close-on-exec.
 Status MakeSocketPair(UniqueFd* a, UniqueFd* b);

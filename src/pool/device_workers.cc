@@ -23,6 +23,17 @@ StatusOr<std::unique_ptr<WorkerProcess>> DeviceWorkers::Prepare(
   return worker;
 }
 
+StatusOr<std::unique_ptr<WorkerProcess>> DeviceWorkers::StartWorker() {
+  if (!zygote_) return WorkerProcess::Start(launch_);
+  auto forked = zygote_->Fork();
+  if (forked.ok()) return forked;
+  // A broken zygote is replaced by plain interpreter starts.
+  events_.Emit(EventLevel::kError, "worker_failed",
+               {{"device", spec_.name}, {"phase", "zygote"}, {"error", forked.status().message()}});
+  zygote_.reset();
+  return WorkerProcess::Start(launch_);
+}
+
 StatusOr<nlohmann::json> DeviceWorkers::Start() {
   const auto deadline = Clock::now() + spawn_timeout_;
   if (use_zygote_) {
@@ -35,7 +46,7 @@ StatusOr<nlohmann::json> DeviceWorkers::Start() {
           {{"device", spec_.name}, {"phase", "zygote"}, {"error", zygote.status().message()}});
     }
   }
-  auto started = zygote_ ? zygote_->Fork() : WorkerProcess::Start(launch_);
+  auto started = StartWorker();
   if (!started.ok()) return started.status();
   auto first = Prepare(std::move(*started), deadline);
   if (!first.ok()) return first.status().WithContext("first worker on " + spec_.name);
@@ -76,15 +87,7 @@ void DeviceWorkers::SpawnLoop() {
     // Start them all at once (imports run in parallel), then collect.
     std::vector<std::unique_ptr<WorkerProcess>> starting;
     for (int i = 0; i < need; ++i) {
-      auto worker = zygote_ ? zygote_->Fork() : WorkerProcess::Start(launch_);
-      if (!worker.ok() && zygote_) {
-        // A broken zygote is replaced by plain interpreter starts.
-        events_.Emit(
-            EventLevel::kError, "worker_failed",
-            {{"device", spec_.name}, {"phase", "zygote"}, {"error", worker.status().message()}});
-        zygote_.reset();
-        worker = WorkerProcess::Start(launch_);
-      }
+      auto worker = StartWorker();
       if (worker.ok()) starting.push_back(std::move(*worker));
     }
     const auto deadline = Clock::now() + spawn_timeout_;

@@ -49,6 +49,8 @@ class DeviceWorkers {
   GpuLease* lease() { return lease_.get(); }
 
  private:
+  // Forks from the zygote, or starts an interpreter where there is none.
+  StatusOr<std::unique_ptr<WorkerProcess>> StartWorker();
   StatusOr<std::unique_ptr<WorkerProcess>> Prepare(std::unique_ptr<WorkerProcess> worker,
                                                    Clock::time_point deadline);
   void SpawnLoop();

@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <functional>
 
 #include "base/memfd.h"
 #include "ipc/frame.h"
@@ -55,26 +54,27 @@ int MillisecondsLeft(Clock::time_point deadline) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const WorkerLaunch& launch) {
-  UniqueFd server_end, worker_end;
-  KC_RETURN_IF_ERROR(ipc::MakeSocketPair(&server_end, &worker_end));
+StatusOr<std::pair<ChildProcess, UniqueFd>> SpawnWithSocket(const WorkerLaunch& launch) {
+  UniqueFd server_end, child_end;
+  KC_RETURN_IF_ERROR(ipc::MakeSocketPair(&server_end, &child_end));
   SpawnOptions options;
   options.argv = launch.argv;
   options.env = launch.env;
   options.env.push_back("KCORAL_WORKER_FD=" + std::to_string(kWorkerFd));
-  options.fd_map = {{worker_end.get(), kWorkerFd}};
+  options.fd_map = {{child_end.get(), kWorkerFd}};
   KC_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(options));
-  return std::unique_ptr<WorkerProcess>(new WorkerProcess(std::move(child), std::move(server_end)));
+  return std::make_pair(std::move(child), std::move(server_end));
+}
+
+StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const WorkerLaunch& launch) {
+  KC_ASSIGN_OR_RETURN(auto spawned, SpawnWithSocket(launch));
+  return Adopt(std::move(spawned.first), std::move(spawned.second));
 }
 
 Status WorkerProcess::AwaitReady(Clock::time_point deadline) {
-  pollfd p{socket_.get(), POLLIN, 0};
-  int rc;
-  do {
-    rc = ::poll(&p, 1, MillisecondsLeft(deadline));
-  } while (rc < 0 && errno == EINTR);
-  if (rc == 0) return DeadlineExceededError("worker did not become ready in time");
-  KC_ASSIGN_OR_RETURN(ipc::Frame frame, ipc::ReceiveFrame(socket_.get()));
+  auto frame_or = ipc::ReceiveFrameBefore(socket_.get(), deadline);
+  if (!frame_or.ok()) return frame_or.status().WithContext("waiting for the worker to be ready");
+  ipc::Frame& frame = *frame_or;
   if (frame.type() != ipc::frame_type::kReady)
     return InternalError("worker sent " + frame.type() + " before ready");
   describe_ = frame.header.value("describe", nlohmann::json::object());
@@ -88,13 +88,9 @@ Status WorkerProcess::Initialize(GpuLease& lease, Clock::time_point deadline) {
     ~Release() { lease.Release(); }
   } release{lease};
   KC_RETURN_IF_ERROR(ipc::SendFrame(socket_.get(), {{"type", ipc::frame_type::kInitialize}}));
-  pollfd p{socket_.get(), POLLIN, 0};
-  int rc;
-  do {
-    rc = ::poll(&p, 1, MillisecondsLeft(deadline));
-  } while (rc < 0 && errno == EINTR);
-  if (rc == 0) return DeadlineExceededError("worker did not initialize CUDA in time");
-  KC_ASSIGN_OR_RETURN(ipc::Frame frame, ipc::ReceiveFrame(socket_.get()));
+  auto frame_or = ipc::ReceiveFrameBefore(socket_.get(), deadline);
+  if (!frame_or.ok()) return frame_or.status().WithContext("waiting for CUDA initialization");
+  ipc::Frame& frame = *frame_or;
   if (frame.type() != ipc::frame_type::kInitialized) {
     return InternalError("worker failed to initialize: " +
                          frame.header.value("error", frame.type()));
@@ -105,9 +101,19 @@ Status WorkerProcess::Initialize(GpuLease& lease, Clock::time_point deadline) {
 RunResult WorkerProcess::Run(const RunRequest& request) {
   RunResult result;
   ++requests_served_;
-  std::function<void()> release_lease = [] {};
+  // The lease is arbitrated here; whatever ends the run, it is released after
+  // the worker is dead or done (a killed holder tears its context down under it).
+  bool held = false;
+  Clock::time_point held_since;
+  auto release = [&] {
+    if (!held) return;
+    request.lease->Release();
+    result.lease_held_ms +=
+        std::chrono::duration<double, std::milli>(Clock::now() - held_since).count();
+    held = false;
+  };
   auto fail = [&](RunResult::Ending ending, std::string message) {
-    release_lease();  // after any kill: a dying holder tears its context down under the lease
+    release();  // after any kill
     result.ending = ending;
     result.message = std::move(message);
     return result;
@@ -139,18 +145,6 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
 
   const size_t limit = static_cast<size_t>(std::max<int64_t>(0, request.output_limit_bytes));
   auto deadline = Clock::now() + request.timeout;
-  // The lease is arbitrated here; whatever ends the run, it is released after
-  // the worker is dead or done (a killed holder tears its context down under it).
-  bool held = false;
-  Clock::time_point held_since;
-  auto release = [&] {
-    if (!held) return;
-    request.lease->Release();
-    result.lease_held_ms +=
-        std::chrono::duration<double, std::milli>(Clock::now() - held_since).count();
-    held = false;
-  };
-  release_lease = release;
 
   pollfd polls[3] = {{socket_.get(), POLLIN, 0},
                      {out_pipe->read.get(), POLLIN, 0},

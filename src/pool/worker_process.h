@@ -29,6 +29,10 @@ struct WorkerLaunch {
   std::vector<std::string> env;   // KCORAL_WORKER_FD is added
 };
 
+// Spawns `launch` with one end of a new socketpair as its fd 3 (announced in
+// KCORAL_WORKER_FD); returns the child and the server's end.
+StatusOr<std::pair<ChildProcess, UniqueFd>> SpawnWithSocket(const WorkerLaunch& launch);
+
 struct BlobFd {
   std::string sha256;
   int fd;  // borrowed; must stay open for the duration of Run
