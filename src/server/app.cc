@@ -7,6 +7,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/version.hpp>
 
+#include "base/utc_time.h"
 #include "server/gpu_inventory.h"
 #include "server/request_id.h"
 
@@ -20,21 +21,6 @@ namespace {
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 constexpr auto kIdleTimeout = std::chrono::seconds(120);
 constexpr auto kBodyTimeout = std::chrono::seconds(600);
-
-std::string UtcNowIso() {
-  auto now = std::chrono::system_clock::now();
-  std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  std::tm tm;
-  gmtime_r(&seconds, &tm);
-  char buffer[40];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%S", &tm);
-  auto micros =
-      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
-      1000000;
-  char frac[16];
-  std::snprintf(frac, sizeof frac, ".%06lldZ", static_cast<long long>(micros));
-  return std::string(buffer) + frac;
-}
 
 StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
   pool::PoolOptions options;
@@ -105,7 +91,7 @@ App::App(ServerConfig config)
       blobs_(StoreOptionsFrom(config_)),
       cpu_pool_(config_.parse_threads),
       instance_id_(NewUuid()),
-      started_at_(UtcNowIso()) {}
+      started_at_(FormatUtcNow("%Y-%m-%dT%H:%M:%S", 6)) {}
 
 App::~App() {
   if (pool_) pool_->Join();

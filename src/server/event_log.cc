@@ -4,28 +4,11 @@
 #include <cstdio>
 #include <ctime>
 
+#include "base/utc_time.h"
+
 namespace kc::server {
 
 namespace {
-
-std::string UtcTimestamp(const char* format, bool millis) {
-  auto now = std::chrono::system_clock::now();
-  std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  std::tm tm;
-  gmtime_r(&seconds, &tm);
-  char buffer[64];
-  std::strftime(buffer, sizeof buffer, format, &tm);
-  std::string text = buffer;
-  if (millis) {
-    auto ms =
-        std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() %
-        1000;
-    char frac[8];
-    std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(ms));
-    text += frac;
-  }
-  return text + "Z";
-}
 
 const char* LevelName(pool::EventLevel level) {
   switch (level) {
@@ -67,7 +50,7 @@ EventLog::EventLog(const std::string& log_dir, bool console, bool keep_programs)
     : console_(console), keep_programs_(keep_programs) {
   if (!log_dir.empty()) {
     std::filesystem::path base = std::filesystem::path(log_dir) / "runs";
-    std::string stamp = UtcTimestamp("%Y%m%dT%H%M%S", true);
+    std::string stamp = FormatUtcNow("%Y%m%dT%H%M%S", 3);
     std::error_code ec;
     std::filesystem::create_directories(base, ec);
     run_dir_ = base / stamp;
@@ -89,7 +72,7 @@ EventLog::~EventLog() {
 }
 
 void EventLog::Emit(pool::EventLevel level, std::string_view event, nlohmann::json fields) {
-  std::string timestamp = UtcTimestamp("%Y-%m-%dT%H:%M:%S", true);
+  std::string timestamp = FormatUtcNow("%Y-%m-%dT%H:%M:%S", 3);
   nlohmann::ordered_json record = {
       {"timestamp", timestamp}, {"level", LevelName(level)}, {"event", event}};
   for (auto& [key, value] : fields.items())

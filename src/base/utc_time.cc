@@ -1,0 +1,29 @@
+#include "base/utc_time.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+namespace kc {
+
+std::string FormatUtcNow(const char* format, int fraction_digits) {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
+  std::tm tm;
+  gmtime_r(&seconds, &tm);
+  char buffer[64];
+  std::strftime(buffer, sizeof buffer, format, &tm);
+  std::string text = buffer;
+  if (fraction_digits > 0) {
+    long long scale = fraction_digits == 3 ? 1000 : 1000000;
+    long long fraction =
+        std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
+        1000000 / (1000000 / scale);
+    char digits[16];
+    std::snprintf(digits, sizeof digits, ".%0*lld", fraction_digits, fraction);
+    text += digits;
+  }
+  return text + "Z";
+}
+
+}  // namespace kc
