@@ -1,6 +1,7 @@
 """Workspace files: materializing `file` uploads and collecting file/folder
 returns without ever following a symlink (spec/protocol.md §2.4, §2.7)."""
 
+import contextlib
 import os
 import stat
 
@@ -10,8 +11,11 @@ from kcoral.artifacts import normalize_remote_path as normalize_path  # the clie
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def _open_parent(root_fd: int, components: list[str], create: bool) -> int:
-    fd = os.dup(root_fd)
+@contextlib.contextmanager
+def _directory(workspace: str, components: list[str], create: bool):
+    """The workspace directory `components` below the root, walked one level at
+    a time without following symlinks (created 0700 when `create`)."""
+    fd = os.open(workspace, _DIR_FLAGS)
     try:
         for name in components:
             if create:
@@ -22,28 +26,20 @@ def _open_parent(root_fd: int, components: list[str], create: bool) -> int:
             next_fd = os.open(name, _DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = next_fd
-        return fd
-    except BaseException:
+        yield fd
+    finally:
         os.close(fd)
-        raise
 
 
 def write_upload(workspace: str, path: str, data) -> None:
-    components = path.split("/")
-    root_fd = os.open(workspace, _DIR_FLAGS)
+    *parents, name = path.split("/")
     try:
-        parent = _open_parent(root_fd, components[:-1], create=True)
-        try:
+        with _directory(workspace, parents, create=True) as parent:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            fd = os.open(components[-1], flags, 0o600, dir_fd=parent)
-            with os.fdopen(fd, "wb") as f:
+            with os.fdopen(os.open(name, flags, 0o600, dir_fd=parent), "wb") as f:
                 f.write(data)
-        finally:
-            os.close(parent)
     except OSError as exc:
         raise InstructionFailure("runtime", f"cannot write uploaded file {path!r}: {exc}") from None
-    finally:
-        os.close(root_fd)
 
 
 def _read_regular(dir_fd: int, name: str, budget_left: int, shown: str) -> bytes:
@@ -67,18 +63,12 @@ def _read_regular(dir_fd: int, name: str, budget_left: int, shown: str) -> bytes
 
 
 def collect_file(workspace: str, path: str, budget_left: int) -> bytes:
-    components = path.split("/")
-    root_fd = os.open(workspace, _DIR_FLAGS)
+    *parents, name = path.split("/")
     try:
-        parent = _open_parent(root_fd, components[:-1], create=False)
-        try:
-            return _read_regular(parent, components[-1], budget_left, path)
-        finally:
-            os.close(parent)
+        with _directory(workspace, parents, create=False) as parent:
+            return _read_regular(parent, name, budget_left, path)
     except OSError as exc:
         raise InstructionFailure("serialization", f"cannot return file {path!r}: {exc.strerror}") from None
-    finally:
-        os.close(root_fd)
 
 
 def collect_folder(workspace: str, path: str, budget_left: int) -> tuple[dict[str, bytes], list[str]]:
@@ -114,15 +104,9 @@ def collect_folder(workspace: str, path: str, budget_left: int) -> tuple[dict[st
                 kind = "symlink" if stat.S_ISLNK(st.st_mode) else "special file"
                 raise InstructionFailure("serialization", f"{rel!r} is a {kind}")
 
-    root_fd = os.open(workspace, _DIR_FLAGS)
     try:
-        folder_fd = _open_parent(root_fd, path.split("/"), create=False)
-        try:
-            walk(folder_fd, "")
-        finally:
-            os.close(folder_fd)
+        with _directory(workspace, path.split("/"), create=False) as folder:
+            walk(folder, "")
     except OSError as exc:
         raise InstructionFailure("serialization", f"cannot return folder {path!r}: {exc.strerror}") from None
-    finally:
-        os.close(root_fd)
     return files, sorted(directories)

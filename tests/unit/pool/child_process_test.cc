@@ -15,6 +15,8 @@
 
 #include <gtest/gtest.h>
 
+#include "wait_until.h"
+
 extern char** environ;
 
 namespace kc::pool {
@@ -22,15 +24,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Polls `done` for up to two seconds.
-bool WaitUntil(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + 2s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return done();
-}
+using testing::WaitUntil;
 
 SpawnOptions Shell(const std::string& script) {
   SpawnOptions options;

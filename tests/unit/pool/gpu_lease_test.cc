@@ -11,20 +11,14 @@
 
 #include <gtest/gtest.h>
 
+#include "wait_until.h"
+
 namespace kc::pool {
 namespace {
 
 using namespace std::chrono_literals;
 
-// Polls `done` for up to two seconds.
-bool WaitUntil(const std::function<bool()>& done) {
-  const auto deadline = std::chrono::steady_clock::now() + 2s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(1ms);
-  }
-  return done();
-}
+using testing::WaitUntil;
 
 TEST(GpuLease, FirstCallerIsGrantedAtOnce) {
   GpuLease lease(3);

@@ -11,15 +11,12 @@
 #include <gtest/gtest.h>
 
 #include "base/sha256.h"
+#include "make_blob.h"
 
 namespace kc::store {
 namespace {
 
-BlobPtr MakeBlob(const std::string& bytes) {
-  StatusOr<BlobPtr> blob = Blob::FromBytes(Sha256Hex(bytes), bytes);
-  EXPECT_TRUE(blob.ok()) << blob.status().message();
-  return blob.ok() ? *blob : nullptr;
-}
+using testing::MakeBlob;
 
 TEST(Blob, FromBytesKeepsHashSizeAndBytes) {
   BlobPtr blob = MakeBlob("hello blob");

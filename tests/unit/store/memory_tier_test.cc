@@ -7,15 +7,12 @@
 #include <gtest/gtest.h>
 
 #include "base/sha256.h"
+#include "make_blob.h"
 
 namespace kc::store {
 namespace {
 
-BlobPtr MakeBlob(const std::string& bytes) {
-  StatusOr<BlobPtr> blob = Blob::FromBytes(Sha256Hex(bytes), bytes);
-  EXPECT_TRUE(blob.ok()) << blob.status().message();
-  return blob.ok() ? *blob : nullptr;
-}
+using testing::MakeBlob;
 
 // Ten bytes that differ by `tag`, so each blob has its own hash.
 BlobPtr TenBytes(char tag) {
