@@ -82,6 +82,11 @@ class WorkerProcess {
     return std::unique_ptr<WorkerProcess>(new WorkerProcess(std::move(child), std::move(socket)));
   }
 
+  // Kills the tree while the worker still blocks on its socket. Closing the
+  // socket first would let the worker exit on its own, and its background
+  // children would then be orphaned to init, out of KillTree's reach.
+  ~WorkerProcess() { child_.KillTreeAndReap(); }
+
   // Waits for the ready frame. Errors name what the worker did instead.
   Status AwaitReady(Clock::time_point deadline);
 

@@ -19,6 +19,9 @@ class Zygote {
   static StatusOr<std::unique_ptr<Zygote>> Start(const WorkerLaunch& launch,
                                                  Clock::time_point deadline);
 
+  // Kills the zygote and its workers before closing the socket (see ~WorkerProcess).
+  ~Zygote() { child_.KillTreeAndReap(); }
+
   // Forks a worker; returns it not yet ready (call AwaitReady).
   StatusOr<std::unique_ptr<WorkerProcess>> Fork();
 

@@ -204,12 +204,14 @@ def test_background_child_is_killed_after_the_response(make_server, tmp_path):
         "    return [subprocess.Popen(['sleep', '1000']).pid,\n"
         "            subprocess.Popen(['sleep', '1000'], start_new_session=True).pid]\n"
     )
+    # Several rounds: a worker that exits on its own before it is killed
+    # orphans its children to init, and that race does not lose every time.
     with Client(server.url) as c:
-        result = c.execute(call(source), timeout_seconds=20)
-    assert result.status == "COMPLETED", result.error
-    children = result["out"]
-    survivors = wait_gone(children, 2.0)
-    assert not survivors, f"background children {survivors} outlived their request"
+        for _ in range(5):
+            result = c.execute(call(source), timeout_seconds=20)
+            assert result.status == "COMPLETED", result.error
+            survivors = wait_gone(result["out"], 2.0)
+            assert not survivors, f"background children {survivors} outlived their request"
     trivial_ok(server.url)
 
 
