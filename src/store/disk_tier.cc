@@ -304,8 +304,16 @@ BlobPtr DiskTier::Get(const std::string& sha256) {
   ::futimens(file.get(), nullptr);  // mtime carries recency across restarts (atime is unreliable)
   StatusOr<BlobPtr> blob = Blob::FromBytes(sha256, bytes);
   if (!blob.ok()) return nullptr;
+  // A Put in another thread may have evicted the file since we opened it (its
+  // eviction unlinks under mu_): index only what is still on disk.
   std::lock_guard<std::mutex> guard(mu_);
-  TouchLocked(sha256, bytes.size());
+  struct stat now;
+  if (::fstatat(shard.get(), sha256.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+      S_ISREG(now.st_mode)) {
+    TouchLocked(sha256, static_cast<uint64_t>(now.st_size));
+  } else {
+    ForgetLocked(sha256);
+  }
   return *std::move(blob);
 }
 
