@@ -1,7 +1,10 @@
 """Real KCoral servers on loopback ports for end-to-end tests.
 
 Every server is started as its own process group and stopped by pid (SIGTERM,
-then SIGKILL of that group only); nothing is left running.
+then SIGKILL of that group only); nothing is left running. Each server's
+environment carries a unique tag that its workers and everything user code
+starts inherit, so stopping a server also checks that none of them outlived
+it (a leak probe on every test).
 """
 
 import contextlib
@@ -11,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -37,7 +41,11 @@ class Server:
             "--disk-cache-dir", str(tmp / "disk-cache"), *args,
         ]
         self.stderr = open(self.stderr_path, "wb")
-        self.process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.stderr, start_new_session=True)
+        self.tag = f"{LEAK_TAG}={uuid.uuid4().hex}"
+        env = dict(os.environ, **dict([self.tag.split("=")]))
+        self.process = subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=self.stderr, start_new_session=True, env=env
+        )
         self._wait_ready(ready_timeout)
 
     def _wait_ready(self, timeout: float = 60) -> None:
@@ -69,7 +77,45 @@ class Server:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self.stderr.close()
+        self._assert_nothing_left()
         return self.process.returncode
+
+    def _assert_nothing_left(self, grace: float = 5.0) -> None:
+        """Fails if any process started by this server outlived it; kills them."""
+        deadline = time.monotonic() + grace
+        while (left := processes_tagged(self.tag)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        assert not left, f"processes outlived the server: {describe(left)}"
+
+
+LEAK_TAG = "KCORAL_TEST_SERVER"
+
+
+def processes_tagged(tag: str) -> set[int]:
+    """Live (non-zombie) processes whose initial environment holds `tag`."""
+    needle = tag.encode()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                found.add(int(entry.name))
+    return found
+
+
+def describe(pids: set[int]) -> str:
+    names = []
+    for pid in sorted(pids):
+        with contextlib.suppress(OSError):
+            argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+            names.append(f"{pid} ({b' '.join(argv).decode(errors='replace').strip()})")
+    return ", ".join(names)
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import tree_of
+from conftest import Server, tree_of
 from kcoral import Client, KCoralError, Program
 from wire import TRIVIAL, assert_error, execute as raw_execute, module_program
 
@@ -213,6 +214,19 @@ def test_background_child_is_killed_after_the_response(make_server, tmp_path):
             survivors = wait_gone(result["out"], 2.0)
             assert not survivors, f"background children {survivors} outlived their request"
     trivial_ok(server.url)
+
+
+def test_leak_probe_catches_a_process_that_outlives_its_server(tmp_path):
+    """The probe every server's stop runs must be able to fail."""
+    server = Server(tmp_path, "--num-workers", "1")
+    name, value = server.tag.split("=")
+    straggler = subprocess.Popen(["sleep", "1000"], env=dict(os.environ, **{name: value}))
+    try:
+        with pytest.raises(AssertionError, match=f"{straggler.pid} \\(sleep 1000\\)"):
+            server._assert_nothing_left(grace=0.2)
+    finally:
+        straggler.wait(timeout=5)  # the probe killed it
+    server.stop()
 
 
 # --------------------------------------------------------------- saturation
