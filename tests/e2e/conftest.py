@@ -85,10 +85,11 @@ class Server:
         deadline = time.monotonic() + grace
         while (left := processes_tagged(self.tag)) and time.monotonic() < deadline:
             time.sleep(0.05)
+        leaked = describe(left)  # before the kill empties their command lines
         for pid in left:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-        assert not left, f"processes outlived the server: {describe(left)}"
+        assert not left, f"processes outlived the server: {leaked}"
 
 
 LEAK_TAG = "KCORAL_TEST_SERVER"
