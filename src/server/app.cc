@@ -60,6 +60,8 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
   options.launch.env.push_back("KCORAL_WORKER_DEVICE=" + config.device);
   options.launch.env.push_back("KCORAL_CPU_EXECUTION=" + config.cpu_execution);
   options.launch.env.push_back("PYTHONUNBUFFERED=1");
+  options.launch.env.push_back("KCORAL_WORKER_MEMORY_LIMIT_MBYTES=" +
+                               std::to_string(config.worker_memory_limit_mbytes));
   return options;
 }
 

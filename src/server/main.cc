@@ -102,6 +102,10 @@ int main(int argc, char** argv) {
       ->envname("KCORAL_PYTHON");
   cli.add_flag("!--no-zygote", config.zygote,
                "Start every worker as a new interpreter instead of forking a prepared one");
+  cli.add_option("--worker-memory-limit-mbytes", config.worker_memory_limit_mbytes,
+                 "CPU servers: address-space cap, in MiB, of each worker process and of every\n"
+                 "process it starts (the interpreter itself takes ~200). A program past it\n"
+                 "gets MemoryError instead of driving the host into swap; 0: no cap");
   cli.add_option("--parse-threads", config.parse_threads, "Threads for parsing, hashing, responses")
       ->check(CLI::PositiveNumber);
 
@@ -116,6 +120,11 @@ int main(int argc, char** argv) {
   }
   if (config.device == "gpu" && config.gpus.empty()) {
     std::cerr << "kcoral server: --gpus must name at least one GPU in GPU mode\n";
+    return 2;
+  }
+  if (config.device == "gpu" && config.worker_memory_limit_mbytes != 0) {
+    std::cerr << "kcoral server: --worker-memory-limit-mbytes applies to CPU servers only (CUDA "
+                 "reserves far more address space than it uses)\n";
     return 2;
   }
   if (config.device == "gpu" && std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) {

@@ -21,6 +21,7 @@
 #include "base/memfd.h"
 #include "ipc/frame.h"
 #include "worker/output_capture.h"
+#include "worker/resource_limits.h"
 
 namespace py = pybind11;
 
@@ -129,6 +130,8 @@ void Serve(py::object engine) {
   // Orphaned descendants of user code stay below us, where KillTree finds them.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   if (::getppid() == 1) std::_Exit(0);
+  const char* cap = std::getenv("KCORAL_WORKER_MEMORY_LIMIT_MBYTES");
+  ThrowIfError(LimitResources(cap == nullptr ? 0 : std::strtoull(cap, nullptr, 10)));
 
   py::dict describe = engine.attr("describe")();
   nlohmann::json ready = {{"type", ipc::frame_type::kReady}, {"pid", ::getpid()}};

@@ -165,6 +165,37 @@ def test_crash_with_worker_reuse_replaces_the_worker(make_server):
     assert not alive(before)
 
 
+# ------------------------------------------------------- memory exhaustion
+def test_memory_cap_turns_a_runaway_allocation_into_memory_error(make_server):
+    server = make_server("--num-workers", "1", "--worker-memory-limit-mbytes", "1024")
+    source = (
+        "import subprocess\n"
+        "def main():\n"
+        "    return open('/proc/self/oom_score_adj').read().strip()\n"
+        "def child_cap():\n"
+        "    return subprocess.run(['sh', '-c', 'ulimit -v'], capture_output=True, text=True).stdout.strip()\n"
+        "def hog():\n"
+        "    return len(bytearray(4 << 30))\n"
+    )
+    with Client(server.url) as c:
+        program = Program()
+        module = program.upload(id="m", kind="module", source=source)
+        program.return_(key="oom", value=program.run(fn=program.get_function(module=module, name="main")))
+        program.return_(key="cap", value=program.run(fn=program.get_function(module=module, name="child_cap")))
+        program.run(id="hog", fn=program.get_function(module=module, name="hog"))
+        result = c.execute(program, timeout_seconds=20)
+    assert result.status == "FAILED"
+    assert result.error["instruction_id"] == "hog"
+    assert "MemoryError" in result.error["message"] + result.error["traceback"]
+    assert result.results == {"oom": "1000", "cap": str(1024 * 1024)}  # ulimit -v is in KiB
+    trivial_ok(server.url)
+
+
+def test_memory_cap_is_refused_on_a_gpu_server(tmp_path):
+    with pytest.raises(RuntimeError, match="--worker-memory-limit-mbytes applies to CPU servers only"):
+        Server(tmp_path, "--worker-memory-limit-mbytes", "1024", device="gpu")
+
+
 # ---------------------------------------------------------- output flooding
 def test_stdout_flood_is_truncated_and_server_stays_healthy(make_server):
     server = make_server("--num-workers", "1")
