@@ -9,9 +9,9 @@
 
 namespace kc::worker {
 
-// Makes this process the OOM killer's first choice (oom_score_adj 1000), and,
-// when `address_space_mbytes` > 0, caps its address space (RLIMIT_AS); both
-// are inherited by everything it starts.
+// Makes this process the OOM killer's first choice (oom_score_adj 1000, best
+// effort) and, when `address_space_mbytes` > 0, caps its address space
+// (RLIMIT_AS); both are inherited by everything it starts.
 Status LimitResources(uint64_t address_space_mbytes);
 
 }  // namespace kc::worker
