@@ -100,13 +100,14 @@ App::~App() {
   cpu_pool_.join();
 }
 
-HttpReply App::RequestTooLarge(const std::string& request_id, uint64_t declared) const {
+HttpReply App::RequestTooLarge(const std::string& request_id, uint64_t declared) {
   HttpReply reply = ErrorReply(413, "request_too_large",
                                "request body of " + std::to_string(declared) +
                                    " bytes exceeds max_request_bytes " +
                                    std::to_string(config_.max_request_bytes),
                                request_id);
   reply.finish_reason = "rejected";
+  metrics_.RecordRequest(reply.status, reply.finish_reason, 0);  // never reaches HandleExecute
   return reply;
 }
 
@@ -157,7 +158,10 @@ net::awaitable<void> Session(App& app, tcp::socket socket) {
           reply = co_await std::move(handling);
         } else if (request.target() == "/health" && request.method() == http::verb::get) {
           reply = app.HandleHealth();
-        } else if (request.target() == "/execute" || request.target() == "/health") {
+        } else if (request.target() == "/metrics" && request.method() == http::verb::get) {
+          reply = app.HandleMetrics();
+        } else if (request.target() == "/execute" || request.target() == "/health" ||
+                   request.target() == "/metrics") {
           reply = ErrorReply(405, "parse", "method not allowed", "");
         } else {
           reply = {404, "application/json", R"({"detail":"Not Found"})", ""};
@@ -198,7 +202,7 @@ int App::Run() {
                  {{"error", options.status().message()}});
     return 1;
   }
-  pool_ = std::make_unique<pool::WorkerPool>(std::move(*options), events_);
+  pool_ = std::make_unique<pool::WorkerPool>(std::move(*options), metrics_);
   if (Status started = pool_->Start(); !started.ok()) {
     events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", started.message()}});
     return 1;

@@ -16,6 +16,7 @@
 #include "pool/worker_pool.h"
 #include "server/event_log.h"
 #include "server/http_reply.h"
+#include "server/metrics.h"
 #include "server/server_config.h"
 #include "store/blob_store.h"
 
@@ -39,7 +40,8 @@ class App {
   // Routes (routes never touch the socket).
   net::awaitable<HttpReply> HandleExecute(Request request, std::string client);
   HttpReply HandleHealth() const;
-  HttpReply RequestTooLarge(const std::string& request_id, uint64_t declared) const;
+  HttpReply HandleMetrics() const;
+  HttpReply RequestTooLarge(const std::string& request_id, uint64_t declared);
 
   const ServerConfig& config() const { return config_; }
   EventLog& events() { return events_; }
@@ -50,6 +52,7 @@ class App {
 
   const ServerConfig config_;
   EventLog events_;
+  Metrics metrics_{events_};  // the pool's event sink: counts, then logs
   store::BlobStore blobs_;
   std::unique_ptr<pool::WorkerPool> pool_;
   net::io_context io_{1};

@@ -78,6 +78,7 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
     if (!reply.error_kind.empty()) fields["error_kind"] = reply.error_kind;
     if (!reply.error_message.empty()) fields["error_message"] = reply.error_message.substr(0, 2048);
     events_.Emit(level, "request_finished", fields);
+    metrics_.RecordRequest(reply.status, reply.finish_reason, ms);
     return reply;
   };
 
@@ -169,6 +170,7 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
   }
   while (!result->has_value())
     co_await wake->async_wait(net::as_tuple(net::use_awaitable));
+  if ((*result)->ran) metrics_.RecordRun(**result);
 
   // Value checks, SHA-256 of results and multipart framing: on the parse pool.
   auto build = [this, admitted, result, request_id]() -> net::awaitable<HttpReply> {

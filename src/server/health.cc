@@ -1,4 +1,5 @@
 // GET /health (spec/protocol.md §1.3): exactly the reference keys, then ours.
+// GET /metrics: the same load, with counters, in the Prometheus text format.
 #include <set>
 
 #include "server/app.h"
@@ -24,6 +25,11 @@ HttpReply App::HandleHealth() const {
   body["cpu_execution"] = config_.device == "cpu" ? config_.cpu_execution : "";
   body["shutting_down"] = shutting_down_.load();
   return {200, "application/json", DumpJson(body), ""};
+}
+
+HttpReply App::HandleMetrics() const {
+  return {200, "text/plain; version=0.0.4; charset=utf-8",
+          metrics_.Render(pool_->Load(), shutting_down_.load()), ""};
 }
 
 }  // namespace kc::server

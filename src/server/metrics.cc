@@ -1,0 +1,116 @@
+#include "server/metrics.h"
+
+#include <cstdio>
+
+namespace kc::server {
+
+namespace {
+
+// Written by hand: the format is a few lines of text, and prometheus-cpp is
+// not available on the GPU machine.
+std::string Number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.12g", value);
+  return text;
+}
+
+void Header(std::string& out, const std::string& name, const char* type, const char* help) {
+  out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+// Label values here are our own identifiers, never client text, so they
+// need no escaping.
+void Sample(std::string& out, const std::string& name, const std::string& labels, double value) {
+  out += name;
+  if (!labels.empty()) out += "{" + labels + "}";
+  out += " " + Number(value) + "\n";
+}
+
+}  // namespace
+
+void Metrics::Histogram::Observe(double seconds) {
+  for (size_t i = 0; i < kBuckets.size(); ++i) {
+    if (seconds <= kBuckets[i]) {
+      ++at_most[i];
+      break;
+    }
+  }
+  sum += seconds;
+  ++count;
+}
+
+void Metrics::Histogram::Render(std::string& out, const std::string& name) const {
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < kBuckets.size(); ++i) {
+    cumulative += at_most[i];
+    Sample(out, name + "_bucket", "le=\"" + Number(kBuckets[i]) + "\"",
+           static_cast<double>(cumulative));
+  }
+  Sample(out, name + "_bucket", "le=\"+Inf\"", static_cast<double>(count));
+  Sample(out, name + "_sum", "", sum);
+  Sample(out, name + "_count", "", static_cast<double>(count));
+}
+
+void Metrics::Emit(pool::EventLevel level, std::string_view event, nlohmann::json fields) {
+  if (event.starts_with("worker_")) {
+    std::lock_guard lock(mu_);
+    // worker_retired says why; worker_failed says in which phase.
+    ++workers_[{std::string(event), fields.value("reason", fields.value("phase", ""))}];
+  }
+  next_.Emit(level, event, std::move(fields));
+}
+
+void Metrics::RecordRequest(int http_status, const std::string& finish_reason, double total_ms) {
+  std::lock_guard lock(mu_);
+  ++requests_[{http_status, finish_reason}];
+  request_seconds_.Observe(total_ms / 1000);
+}
+
+void Metrics::RecordRun(const pool::JobResult& result) {
+  std::lock_guard lock(mu_);
+  queue_seconds_.Observe(result.queue_ms / 1000);
+  lease_wait_seconds_ += result.run.lease_wait_ms / 1000;
+  lease_held_seconds_ += result.run.lease_held_ms / 1000;
+}
+
+std::string Metrics::Render(const pool::PoolLoad& load, bool shutting_down) const {
+  std::lock_guard lock(mu_);
+  std::string out;
+  Header(out, "kcoral_requests_total", "counter",
+         "Finished /execute requests by HTTP status and finish reason.");
+  for (const auto& [key, count] : requests_) {
+    Sample(out, "kcoral_requests_total",
+           "code=\"" + std::to_string(key.first) + "\",finish_reason=\"" + key.second + "\"",
+           static_cast<double>(count));
+  }
+  Header(out, "kcoral_request_duration_seconds", "histogram",
+         "Time from receiving an /execute request to its answer.");
+  request_seconds_.Render(out, "kcoral_request_duration_seconds");
+  Header(out, "kcoral_queue_wait_seconds", "histogram",
+         "Time a program waited for a worker seat.");
+  queue_seconds_.Render(out, "kcoral_queue_wait_seconds");
+  Header(out, "kcoral_lease_wait_seconds_total", "counter",
+         "Time programs spent waiting for a GPU lease (not counted against their timeout).");
+  Sample(out, "kcoral_lease_wait_seconds_total", "", lease_wait_seconds_);
+  Header(out, "kcoral_lease_held_seconds_total", "counter",
+         "Time programs held a GPU lease.");
+  Sample(out, "kcoral_lease_held_seconds_total", "", lease_held_seconds_);
+  Header(out, "kcoral_worker_events_total", "counter",
+         "Worker lifecycle events (worker_ready, worker_retired by reason, worker_failed).");
+  for (const auto& [key, count] : workers_) {
+    Sample(out, "kcoral_worker_events_total",
+           "event=\"" + key.first + "\",reason=\"" + key.second + "\"",
+           static_cast<double>(count));
+  }
+  Header(out, "kcoral_request_capacity", "gauge", "Worker seats (programs that can run at once).");
+  Sample(out, "kcoral_request_capacity", "", load.request_capacity);
+  Header(out, "kcoral_requests_in_progress", "gauge", "Programs running on a worker now.");
+  Sample(out, "kcoral_requests_in_progress", "", load.requests_in_progress);
+  Header(out, "kcoral_requests_waiting", "gauge", "Programs queued for a seat now.");
+  Sample(out, "kcoral_requests_waiting", "", load.requests_waiting);
+  Header(out, "kcoral_shutting_down", "gauge", "1 once SIGTERM or SIGINT has arrived.");
+  Sample(out, "kcoral_shutting_down", "", shutting_down ? 1 : 0);
+  return out;
+}
+
+}  // namespace kc::server
