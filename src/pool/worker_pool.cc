@@ -20,6 +20,8 @@ std::string RetireReason(const RunResult& run, bool request_limit) {
       return "crashed";
     case RunResult::Ending::kBroken:
       return "broken";
+    case RunResult::Ending::kCancelled:
+      return "cancelled";
     case RunResult::Ending::kOutcome:
       if (!run.retire_reason.empty()) return run.retire_reason;  // poisoned_context
       return request_limit ? "request_limit" : "";
@@ -29,7 +31,8 @@ std::string RetireReason(const RunResult& run, bool request_limit) {
 
 EventLevel RetireLevel(const std::string& reason) {
   if (reason == "request_limit") return EventLevel::kInfo;
-  if (reason == "timeout" || reason == "poisoned_context") return EventLevel::kWarning;
+  if (reason == "timeout" || reason == "poisoned_context" || reason == "cancelled")
+    return EventLevel::kWarning;
   return EventLevel::kError;
 }
 
@@ -105,6 +108,12 @@ void WorkerPool::SeatLoop(DeviceWorkers& device, std::string seat) {
 
 void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
                         std::unique_ptr<WorkerProcess>& occupant, Job& job) {
+  if (job.run.cancel != nullptr && job.run.cancel->raised()) {  // its client left while queued
+    JobResult skipped = Busy(job);
+    skipped.cancelled = true;
+    job.done(std::move(skipped));
+    return;
+  }
   if (!occupant) occupant = device.TakeReady();
   if (!occupant) {
     job.done(Busy(job));
@@ -130,6 +139,7 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
                 {"queue_ms", result.queue_ms}});
   result.run = occupant->Run(job.run);
   result.elapsed_ms = MillisecondsSince(started);
+  result.cancelled = result.run.ending == RunResult::Ending::kCancelled;
   if (result.run.gpu_access_detected_ns != 0 && device.lease() != nullptr) {
     auto holder = device.lease()->HolderAt(result.run.gpu_access_detected_ns);
     if (holder && *holder != job.run.request_id) result.interfered_request_id = holder;

@@ -41,12 +41,13 @@ struct JobResult {
   double elapsed_ms = 0;
   std::string worker_id;
   pid_t pid = -1;
+  bool cancelled = false;  // the client went away, before or while it ran
   // For a gpu_access violation: who held the GPU lease when it happened.
   std::optional<std::string> interfered_request_id;
 };
 
 struct Job {
-  RunRequest run;                       // `workspace` and `lease` are filled in by the pool
+  RunRequest run;  // `workspace` and `lease` are filled in by the pool; `cancel` by the caller
   std::function<void(JobResult)> done;  // called exactly once, from a pool thread
   Clock::time_point enqueued;
   Clock::time_point wait_deadline;

@@ -146,11 +146,12 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
   const size_t limit = static_cast<size_t>(std::max<int64_t>(0, request.output_limit_bytes));
   auto deadline = Clock::now() + request.timeout;
 
-  pollfd polls[3] = {{socket_.get(), POLLIN, 0},
+  pollfd polls[4] = {{socket_.get(), POLLIN, 0},
                      {out_pipe->read.get(), POLLIN, 0},
-                     {err_pipe->read.get(), POLLIN, 0}};
+                     {err_pipe->read.get(), POLLIN, 0},
+                     {request.cancel != nullptr ? request.cancel->fd() : -1, POLLIN, 0}};
   for (;;) {
-    int rc = ::poll(polls, 3, MillisecondsLeft(deadline));
+    int rc = ::poll(polls, 4, MillisecondsLeft(deadline));
     if (rc < 0 && errno == EINTR) continue;
     if (rc == 0) {
       child_.KillTreeAndReap();
@@ -160,6 +161,10 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
       if (polls[i].fd >= 0 && polls[i].revents) {
         if (!Drain(polls[i].fd, i == 1 ? result.out : result.err, limit)) polls[i].fd = -1;
       }
+    }
+    if (polls[3].revents) {
+      child_.KillTreeAndReap();
+      return fail(RunResult::Ending::kCancelled, "the client closed the connection");
     }
     if (!polls[0].revents) continue;
     auto frame = ipc::ReceiveFrame(socket_.get());

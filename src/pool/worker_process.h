@@ -17,6 +17,7 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "pool/cancel_flag.h"
 #include "pool/child_process.h"
 #include "pool/gpu_lease.h"
 
@@ -48,6 +49,7 @@ struct RunRequest {
   // Excludes time spent waiting for the GPU lease (spec/protocol.md §2.2).
   std::chrono::nanoseconds timeout{0};
   GpuLease* lease = nullptr;  // GPU workers: arbitrates lease frames
+  std::shared_ptr<const CancelFlag> cancel;  // raised: kill the worker, end kCancelled
 };
 
 struct CapturedStream {
@@ -61,6 +63,7 @@ struct RunResult {
     kCrashed,   // the worker died or closed its socket
     kTimedOut,  // the execution budget ran out (worker killed)
     kBroken,    // the worker sent something it must not (worker killed)
+    kCancelled,  // the client went away (worker killed)
   };
   Ending ending = Ending::kBroken;
   std::string outcome_json;

@@ -9,6 +9,7 @@
 
 #include "base/utc_time.h"
 #include "server/gpu_inventory.h"
+#include "server/hang_up_watch.h"
 #include "server/request_id.h"
 
 namespace kc::server {
@@ -153,8 +154,10 @@ net::awaitable<void> Session(App& app, tcp::socket socket) {
         keep_alive = request.keep_alive();
         stream.expires_never();  // executions may run for many minutes
         if (request.target() == "/execute" && request.method() == http::verb::post) {
-          auto handling =
-              app.HandleExecute(std::move(request), client);  // named: see execute_route.cc
+          auto cancel = std::make_shared<pool::CancelFlag>();
+          HangUpWatch watch(stream.get_executor(), stream.socket().native_handle(), cancel);
+          auto handling = app.HandleExecute(std::move(request), client,
+                                            cancel);  // named: see execute_route.cc
           reply = co_await std::move(handling);
         } else if (request.target() == "/health" && request.method() == http::verb::get) {
           reply = app.HandleHealth();

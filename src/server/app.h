@@ -38,7 +38,9 @@ class App {
   int Run();
 
   // Routes (routes never touch the socket).
-  net::awaitable<HttpReply> HandleExecute(Request request, std::string client);
+  // `cancel` is raised if the client hangs up while the program waits or runs.
+  net::awaitable<HttpReply> HandleExecute(Request request, std::string client,
+                                          std::shared_ptr<pool::CancelFlag> cancel);
   HttpReply HandleHealth() const;
   HttpReply HandleMetrics() const;
   HttpReply RequestTooLarge(const std::string& request_id, uint64_t declared);

@@ -50,7 +50,8 @@ std::vector<std::string_view> SuppliedRequestIds(const http::fields& fields) {
   return ids;
 }
 
-net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client) {
+net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client,
+                                             std::shared_ptr<pool::CancelFlag> cancel) {
   const std::string request_id = ChooseRequestId(SuppliedRequestIds(request));
   const auto received = std::chrono::steady_clock::now();
   ++in_flight_;
@@ -145,6 +146,7 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
 
   auto job = std::make_shared<pool::Job>();
   job->run.request_id = request_id;
+  job->run.cancel = std::move(cancel);
   job->run.program_json = admitted->request.program_json;
   for (const auto& [sha, blob] : admitted->resolution.blobs)
     job->run.blobs.push_back({sha, blob->fd()});

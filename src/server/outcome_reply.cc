@@ -158,6 +158,13 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
 }  // namespace
 
 HttpReply BuildOutcomeReply(const OutcomeContext& context, pool::JobResult& result) {
+  if (result.cancelled) {
+    // Nobody reads it; 499 (nginx's "client closed request") is for the log and metrics.
+    HttpReply reply = ErrorReply(499, "cancelled", "the client closed the connection; the "
+                                 "program was cancelled", context.request_id);
+    reply.finish_reason = "cancelled";
+    return reply;
+  }
   if (!result.ran) {
     HttpReply reply = ErrorReply(503, "busy", "server saturated", context.request_id);
     reply.finish_reason = "no_worker";
@@ -191,6 +198,8 @@ HttpReply BuildOutcomeReply(const OutcomeContext& context, pool::JobResult& resu
     }
     case pool::RunResult::Ending::kOutcome:
       return FromOutcome(context, result);
+    case pool::RunResult::Ending::kCancelled:
+      break;  // answered above
   }
   return ErrorReply(500, "engine", "unreachable", context.request_id);
 }

@@ -196,6 +196,50 @@ def test_memory_cap_is_refused_on_a_gpu_server(tmp_path):
         Server(tmp_path, "--worker-memory-limit-mbytes", "1024", device="gpu")
 
 
+# --------------------------------------------------------- client hang-up
+def finished_reasons(server) -> dict[str, str]:
+    return {e["request_id"]: e["finish_reason"] for e in server.events() if e["event"] == "request_finished"}
+
+
+GONE_RUNNING = "0b6a3c1e-7f2d-4c59-9e1a-3d5b8f0c2a71"
+GONE_QUEUED = "5e9d2b7a-1c4f-4a83-b6e0-8f3a2d9c1b64"
+
+
+def test_client_hang_up_cancels_its_running_program(make_server, tmp_path):
+    server = make_server("--num-workers", "1")
+    pid_file = tmp_path / "pid"
+    source = "import os, time\ndef main(path):\n    open(path, 'w').write(str(os.getpid()))\n    time.sleep(60)\n"
+    program = module_program(source, args=[str(pid_file)])
+    program["options"] = {"timeout_seconds": 120}
+    with pytest.raises(httpx.ReadTimeout):
+        raw_execute(server.url, program, timeout=1.5, headers={"X-Request-ID": GONE_RUNNING})
+    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), 5, "the program to start"))
+    assert not wait_gone([pid], 5.0), "the abandoned program is still running"
+    started = time.monotonic()
+    trivial_ok(server.url)  # the seat is free again, long before the 60 s sleep would end
+    assert time.monotonic() - started < 10
+    wait_for(lambda: finished_reasons(server).get(GONE_RUNNING) == "cancelled", 5, "the cancelled event")
+    retired = [e for e in server.events() if e["event"] == "worker_retired" and e["request_id"] == GONE_RUNNING]
+    assert [e["reason"] for e in retired] == ["cancelled"]
+
+
+def test_client_hang_up_while_queued_skips_the_program(make_server, tmp_path):
+    server = make_server("--num-workers", "1")
+    marker = tmp_path / "ran"
+    blocker = module_program(SLEEP, args=[2.5])
+    blocker["options"] = {"timeout_seconds": 20}
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        first = pool.submit(raw_execute, server.url, blocker, timeout=30)
+        time.sleep(0.5)  # the blocker holds the only seat
+        queued = module_program("def main(path):\n    open(path, 'w').write('ran')\n", args=[str(marker)])
+        with pytest.raises(httpx.ReadTimeout):
+            raw_execute(server.url, queued, timeout=0.5, headers={"X-Request-ID": GONE_QUEUED})
+        assert first.result().status_code == 200
+    wait_for(lambda: finished_reasons(server).get(GONE_QUEUED) == "cancelled", 5, "the cancelled event")
+    assert not marker.exists(), "a program whose client left while it was queued still ran"
+    trivial_ok(server.url)
+
+
 # ---------------------------------------------------------- output flooding
 def test_stdout_flood_is_truncated_and_server_stays_healthy(make_server):
     server = make_server("--num-workers", "1")
@@ -320,17 +364,6 @@ def test_cache_miss_is_answered_while_every_worker_is_busy(make_server):
         assert response.json() == {"status": "CACHE_MISS", "request_id": response.json()["request_id"],
                                    "missing_blobs": ["ab" * 32]}
         assert first.result().status_code == 200
-
-
-def test_disconnected_client_does_not_cancel_execution(make_server, tmp_path):
-    server = make_server("--num-workers", "1")
-    marker = tmp_path / "finished"
-    program = module_program(
-        "import time\ndef main(path):\n    time.sleep(1)\n    open(path, 'w').write('done')\n", args=[str(marker)])
-    with pytest.raises(httpx.ReadTimeout):
-        raw_execute(server.url, program, timeout=0.3)
-    wait_for(marker.exists, 10, "the abandoned request to finish")
-    trivial_ok(server.url)
 
 
 # ------------------------------------------------------------------ shutdown
