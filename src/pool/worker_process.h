@@ -48,7 +48,7 @@ struct RunRequest {
   uint64_t max_response_bytes = 0;
   // Excludes time spent waiting for the GPU lease (spec/protocol.md §2.2).
   std::chrono::nanoseconds timeout{0};
-  GpuLease* lease = nullptr;  // GPU workers: arbitrates lease frames
+  GpuLease* lease = nullptr;                 // GPU workers: arbitrates lease frames
   std::shared_ptr<const CancelFlag> cancel;  // raised: kill the worker, end kCancelled
 };
 
@@ -59,10 +59,10 @@ struct CapturedStream {
 
 struct RunResult {
   enum class Ending {
-    kOutcome,   // the worker answered
-    kCrashed,   // the worker died or closed its socket
-    kTimedOut,  // the execution budget ran out (worker killed)
-    kBroken,    // the worker sent something it must not (worker killed)
+    kOutcome,    // the worker answered
+    kCrashed,    // the worker died or closed its socket
+    kTimedOut,   // the execution budget ran out (worker killed)
+    kBroken,     // the worker sent something it must not (worker killed)
     kCancelled,  // the client went away (worker killed)
   };
   Ending ending = Ending::kBroken;

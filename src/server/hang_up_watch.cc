@@ -19,8 +19,7 @@ HangUpWatch::HangUpWatch(net::any_io_executor executor, int socket_fd,
       [descriptor = descriptor_, flag = std::move(flag)](const boost::system::error_code& ec) {
         if (ec) return;  // stopped: the request finished first
         char byte;
-        const ssize_t n =
-            ::recv(descriptor->native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        const ssize_t n = ::recv(descriptor->native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
         const bool hung_up =
             n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
         if (hung_up) flag->Raise();

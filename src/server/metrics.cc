@@ -86,21 +86,18 @@ std::string Metrics::Render(const pool::PoolLoad& load, bool shutting_down) cons
   Header(out, "kcoral_request_duration_seconds", "histogram",
          "Time from receiving an /execute request to its answer.");
   request_seconds_.Render(out, "kcoral_request_duration_seconds");
-  Header(out, "kcoral_queue_wait_seconds", "histogram",
-         "Time a program waited for a worker seat.");
+  Header(out, "kcoral_queue_wait_seconds", "histogram", "Time a program waited for a worker seat.");
   queue_seconds_.Render(out, "kcoral_queue_wait_seconds");
   Header(out, "kcoral_lease_wait_seconds_total", "counter",
          "Time programs spent waiting for a GPU lease (not counted against their timeout).");
   Sample(out, "kcoral_lease_wait_seconds_total", "", lease_wait_seconds_);
-  Header(out, "kcoral_lease_held_seconds_total", "counter",
-         "Time programs held a GPU lease.");
+  Header(out, "kcoral_lease_held_seconds_total", "counter", "Time programs held a GPU lease.");
   Sample(out, "kcoral_lease_held_seconds_total", "", lease_held_seconds_);
   Header(out, "kcoral_worker_events_total", "counter",
          "Worker lifecycle events (worker_ready, worker_retired by reason, worker_failed).");
   for (const auto& [key, count] : workers_) {
     Sample(out, "kcoral_worker_events_total",
-           "event=\"" + key.first + "\",reason=\"" + key.second + "\"",
-           static_cast<double>(count));
+           "event=\"" + key.first + "\",reason=\"" + key.second + "\"", static_cast<double>(count));
   }
   Header(out, "kcoral_request_capacity", "gauge", "Worker seats (programs that can run at once).");
   Sample(out, "kcoral_request_capacity", "", load.request_capacity);

@@ -35,7 +35,7 @@ class Metrics : public pool::EventSink {
  private:
   // Upper bounds in seconds, from a trivial CPU round trip to a long benchmark.
   static constexpr std::array<double, 14> kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                                      1,     2.5,  5,     10,   30,  120, 600};
+                                                      1,     2.5,  5,     10,   30,  120,  600};
   struct Histogram {
     std::array<uint64_t, kBuckets.size()> at_most{};  // cumulative when rendered
     double sum = 0;
@@ -46,7 +46,7 @@ class Metrics : public pool::EventSink {
 
   pool::EventSink& next_;
   mutable std::mutex mu_;
-  std::map<std::pair<int, std::string>, uint64_t> requests_;          // (status, reason); mu_
+  std::map<std::pair<int, std::string>, uint64_t> requests_;         // (status, reason); mu_
   std::map<std::pair<std::string, std::string>, uint64_t> workers_;  // (event, reason); mu_
   Histogram request_seconds_;                                        // mu_
   Histogram queue_seconds_;                                          // mu_

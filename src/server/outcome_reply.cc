@@ -160,8 +160,10 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
 HttpReply BuildOutcomeReply(const OutcomeContext& context, pool::JobResult& result) {
   if (result.cancelled) {
     // Nobody reads it; 499 (nginx's "client closed request") is for the log and metrics.
-    HttpReply reply = ErrorReply(499, "cancelled", "the client closed the connection; the "
-                                 "program was cancelled", context.request_id);
+    HttpReply reply = ErrorReply(499, "cancelled",
+                                 "the client closed the connection; the "
+                                 "program was cancelled",
+                                 context.request_id);
     reply.finish_reason = "cancelled";
     return reply;
   }

@@ -35,9 +35,9 @@ struct ServerConfig {
   std::string log_dir = "logs";
   bool log_console = true;
   bool log_programs = true;
-  std::string cpu_execution = "host";  // host | reference
-  std::string python = "python3";      // interpreter that runs the workers
-  bool zygote = true;                  // fork workers from a prepared process
+  std::string cpu_execution = "host";       // host | reference
+  std::string python = "python3";           // interpreter that runs the workers
+  bool zygote = true;                       // fork workers from a prepared process
   uint64_t worker_memory_limit_mbytes = 0;  // address-space cap per worker (CPU only); 0: none
   int io_threads = 1;
   int parse_threads = 2;

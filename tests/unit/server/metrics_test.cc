@@ -1,9 +1,9 @@
 #include "server/metrics.h"
 
-#include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 namespace kc::server {
 namespace {
@@ -26,16 +26,17 @@ TEST(Metrics, CountsRequestsByStatusAndReason) {
   metrics.RecordRequest(200, "completed", 40);
   metrics.RecordRequest(400, "rejected", 1);
   const std::string text = metrics.Render({}, false);
-  EXPECT_TRUE(Has(text, R"(kcoral_requests_total{code="200",finish_reason="completed"} 2)")) << text;
+  EXPECT_TRUE(Has(text, R"(kcoral_requests_total{code="200",finish_reason="completed"} 2)"))
+      << text;
   EXPECT_TRUE(Has(text, R"(kcoral_requests_total{code="400",finish_reason="rejected"} 1)")) << text;
 }
 
 TEST(Metrics, HistogramBucketsAreCumulative) {
   RecordingSink sink;
   Metrics metrics(sink);
-  metrics.RecordRequest(200, "completed", 3);      // 0.003 s: the first bucket
-  metrics.RecordRequest(200, "completed", 40);     // 0.04 s: le=0.05
-  metrics.RecordRequest(200, "completed", 7e5);    // 700 s: past every bucket
+  metrics.RecordRequest(200, "completed", 3);    // 0.003 s: the first bucket
+  metrics.RecordRequest(200, "completed", 40);   // 0.04 s: le=0.05
+  metrics.RecordRequest(200, "completed", 7e5);  // 700 s: past every bucket
   const std::string text = metrics.Render({}, false);
   EXPECT_TRUE(Has(text, R"(kcoral_request_duration_seconds_bucket{le="0.005"} 1)")) << text;
   EXPECT_TRUE(Has(text, R"(kcoral_request_duration_seconds_bucket{le="0.025"} 1)")) << text;
