@@ -1,6 +1,7 @@
-"""Round trip and throughput of a trivial program against a local CPU server.
+"""Round trip and throughput of a trivial program against a local server.
 
-    python bench/roundtrip.py [--requests 400] [--workers 8]
+    python bench/roundtrip.py [--requests 400] [--workers 8] [--device cpu|gpu]
+                              [--max-requests-per-worker 1|0]
 
 Starts its own server on a free loopback port, measures, stops it, and prints
 a table: p50/p99 latency at concurrency 1, requests/s at concurrency 1 and 32,
@@ -35,13 +36,14 @@ def trivial_program() -> Program:
     return program
 
 
-def start_server(workers: int, device: str = "cpu") -> tuple[subprocess.Popen, str]:
+def start_server(workers: int, device: str = "cpu", requests_per_worker: int = 1) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log_dir = tempfile.mkdtemp(prefix="kcoral-bench-")
     process = subprocess.Popen(
         [sys.executable, "-m", "kcoral", "server", "--port", str(port), "--log-dir", log_dir, "--no-log-console",
+         "--max-requests-per-worker", str(requests_per_worker),
          *(["--device", "cpu", "--num-workers", str(workers)] if device == "cpu"
            else ["--device", "gpu", "--gpus", "0", "--workers-per-gpu", str(workers)])],
         start_new_session=True,
@@ -96,10 +98,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    parser.add_argument("--max-requests-per-worker", type=int, default=1,
+                        help="1 (the default): a fresh worker process per request; 0: reuse workers")
     args = parser.parse_args()
     # A private TVM-FFI build cache, so the compile request really runs nvcc.
     os.environ["TVM_FFI_CACHE_DIR"] = tempfile.mkdtemp(prefix="kcoral-bench-tvm-ffi-")
-    process, url = start_server(args.workers, args.device)
+    process, url = start_server(args.workers, args.device, args.max_requests_per_worker)
     try:
         run_concurrent(url, 4, 40)  # warm-up
         rows = []
@@ -123,7 +127,7 @@ def main() -> None:
         process.wait(30)
 
     print(f"\nKCoral {args.device.upper()} server, {args.workers} workers, {os.cpu_count()} cores, "
-          f"{args.requests} requests per row")
+          f"{args.requests} requests per row, --max-requests-per-worker {args.max_requests_per_worker}")
     print(f"{'concurrency':>11} | {'p50 ms':>8} | {'p99 ms':>8} | {'requests/s':>10}")
     print("-" * 47)
     for concurrency, p50, p99, rate in rows:

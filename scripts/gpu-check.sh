@@ -96,6 +96,12 @@ else
 fi
 [ -f "$OUT/gpu-figures.json" ] && cat "$OUT/gpu-figures.json"
 
+note "GPU server /metrics after the example"
+curl -s http://127.0.0.1:8001/metrics >"$OUT/gpu-metrics.txt"
+grep -E '^kcoral_(requests_total|lease_(wait|held)_seconds_total|worker_events_total)' "$OUT/gpu-metrics.txt"
+held=$(awk '/^kcoral_lease_held_seconds_total/ {print $2}' "$OUT/gpu-metrics.txt")
+result "metrics" "lease held ${held:-missing} s in total on the GPU server"
+
 echo
 echo "==================== summary ===================="
 printf '%s\n' "${SUMMARY[@]}"
