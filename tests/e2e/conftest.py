@@ -41,10 +41,10 @@ class Server:
             "--disk-cache-dir", str(tmp / "disk-cache"), *args,
         ]
         self.stderr = open(self.stderr_path, "wb")
-        self.tag = f"{LEAK_TAG}={uuid.uuid4().hex}"
-        env = dict(os.environ, **dict([self.tag.split("=")]))
+        self.tag = uuid.uuid4().hex  # inherited as LEAK_TAG by everything the server starts
         self.process = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=self.stderr, start_new_session=True, env=env
+            cmd, stdout=subprocess.DEVNULL, stderr=self.stderr, start_new_session=True,
+            env={**os.environ, LEAK_TAG: self.tag},
         )
         self._wait_ready(ready_timeout)
 
@@ -96,8 +96,8 @@ LEAK_TAG = "KCORAL_TEST_SERVER"
 
 
 def processes_tagged(tag: str) -> set[int]:
-    """Live (non-zombie) processes whose initial environment holds `tag`."""
-    needle = tag.encode()
+    """Live (non-zombie) processes whose initial environment holds LEAK_TAG=`tag`."""
+    needle = f"{LEAK_TAG}={tag}".encode()
     found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():

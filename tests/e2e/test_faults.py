@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import Server, tree_of
+from conftest import LEAK_TAG, Server, tree_of
 from kcoral import Client, KCoralError, Program
 from wire import TRIVIAL, assert_error, execute as raw_execute, module_program
 
@@ -212,7 +212,7 @@ def test_client_hang_up_cancels_its_running_program(make_server, tmp_path):
     program = module_program(source, args=[str(pid_file)])
     program["options"] = {"timeout_seconds": 120}
     with pytest.raises(httpx.ReadTimeout):
-        raw_execute(server.url, program, timeout=1.5, headers={"X-Request-ID": GONE_RUNNING})
+        raw_execute(server.url, program, timeout=3, headers={"X-Request-ID": GONE_RUNNING})
     pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), 5, "the program to start"))
     assert not wait_gone([pid], 5.0), "the abandoned program is still running"
     started = time.monotonic()
@@ -230,7 +230,7 @@ def test_client_hang_up_while_queued_skips_the_program(make_server, tmp_path):
     blocker["options"] = {"timeout_seconds": 20}
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         first = pool.submit(raw_execute, server.url, blocker, timeout=30)
-        time.sleep(0.5)  # the blocker holds the only seat
+        wait_for(lambda: load(server.url)["requests_in_progress"] == 1, 10, "the blocker to take the only seat")
         queued = module_program("def main(path):\n    open(path, 'w').write('ran')\n", args=[str(marker)])
         with pytest.raises(httpx.ReadTimeout):
             raw_execute(server.url, queued, timeout=0.5, headers={"X-Request-ID": GONE_QUEUED})
@@ -295,8 +295,7 @@ def test_leak_probe_catches_a_process_that_outlives_its_server(tmp_path):
     """The probe every server's stop runs must be able to fail."""
     server = Server(tmp_path, "--num-workers", "1")
     server.stop()  # its own probe passes: nothing of the server is left
-    name, value = server.tag.split("=")
-    straggler = subprocess.Popen(["sleep", "1000"], env=dict(os.environ, **{name: value}))
+    straggler = subprocess.Popen(["sleep", "1000"], env={**os.environ, LEAK_TAG: server.tag})
     try:
         with pytest.raises(AssertionError) as failure:
             server._assert_nothing_left(grace=0.2)
