@@ -103,11 +103,18 @@ def processes_tagged(tag: str) -> set[int]:
         if not entry.name.isdigit():
             continue
         with contextlib.suppress(OSError):
-            if needle not in (entry / "environ").read_bytes().split(b"\0"):
-                continue
-            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            if needle in (entry / "environ").read_bytes().split(b"\0") and alive(int(entry.name)):
                 found.add(int(entry.name))
     return found
+
+
+def alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def describe(pids: set[int]) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import LEAK_TAG, Server, tree_of
+from conftest import LEAK_TAG, Server, alive, tree_of
 from kcoral import Client, KCoralError, Program
 from wire import TRIVIAL, assert_error, execute as raw_execute, module_program
 
@@ -32,15 +32,6 @@ def trivial_ok(url: str) -> None:
     with Client(url) as c:
         result = c.execute(call("def main():\n    return 'alive'\n"), timeout_seconds=20)
     assert result.status == "COMPLETED" and result["out"] == "alive", result
-
-
-def alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def wait_gone(pids, timeout: float = 2.0) -> set[int]:
