@@ -13,5 +13,6 @@ have_header nlohmann/json.hpp || missing+=(nlohmann-json3-dev)
 have_header CLI/CLI.hpp || missing+=(libcli11-dev)
 have_header openssl/evp.h || missing+=(libssl-dev)
 have_header gtest/gtest.h || missing+=(libgtest-dev)
+have_header seccomp.h || [ -f "${KCORAL_SECCOMP_ROOT:-/nonexistent}/usr/include/seccomp.h" ] || missing+=(libseccomp-dev)
 python3 -c "import pybind11" 2>/dev/null || have_header pybind11/pybind11.h || missing+=(pybind11-dev)
 echo "${missing[@]}"

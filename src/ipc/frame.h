@@ -8,6 +8,7 @@
 //
 // Message types (header "type"), in the order a request uses them:
 //   W->S ready        {pid, target, versions}                 once, after imports
+//   W->S failed       {error}        instead of ready: the worker cannot serve (sandbox)
 //   S->W run          {request_id, workspace, output_limit_bytes, max_response_bytes,
 //                      blobs:[sha256...]}
 //                     fds: [program.json memfd, stdout pipe, stderr pipe, blob memfds...]
@@ -22,7 +23,8 @@
 // Closing the server's end of the socket tells an idle worker to exit.
 //
 // The zygote (pool/zygote.h) uses the same framing on its own socket:
-//   Z->S ready {pid}; S->Z fork, fds: [new worker socket]; Z->S forked {pid}
+//   Z->S ready {pid}; S->Z fork {worker: spec (pool/worker_setup.h)}, fds: [new worker
+//   socket]; Z->S forked {pid}
 #pragma once
 
 #include <chrono>
@@ -43,6 +45,7 @@ constexpr size_t kMaxFds = 250;
 
 namespace frame_type {
 constexpr std::string_view kReady = "ready";
+constexpr std::string_view kFailed = "failed";
 constexpr std::string_view kRun = "run";
 constexpr std::string_view kInstruction = "instruction";
 constexpr std::string_view kInstructionEnd = "instruction_end";

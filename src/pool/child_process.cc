@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -17,12 +18,27 @@
 
 namespace kc::pool {
 
+ChildProcess::ChildProcess(pid_t pid)
+    : pid_(pid), pidfd_(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0))) {}
+
+bool ChildProcess::alive() const {
+  if (pid_ <= 0) return false;
+  if (!pidfd_.valid()) return ::kill(pid_, 0) == 0;
+  pollfd p{pidfd_.get(), POLLIN, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
 StatusOr<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  int highest_child_fd = 2;
   for (const auto& [parent_fd, child_fd] : options.fd_map) {
     posix_spawn_file_actions_adddup2(&actions, parent_fd, child_fd);
+    highest_child_fd = std::max(highest_child_fd, child_fd);
   }
+  // Nothing else of the server's leaks in (its log files, listening socket,
+  // cache descriptors), whether or not they were opened close-on-exec.
+  posix_spawn_file_actions_addclosefrom_np(&actions, highest_child_fd + 1);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
   // Own session: the process group can be signalled as one, and a terminal's
@@ -127,6 +143,7 @@ void ChildProcess::Reaped(int status) {
     exit_description_ = "signal " + std::to_string(WTERMSIG(status));
   }
   pid_ = -1;
+  pidfd_.Reset();
 }
 
 void ChildProcess::KillTreeAndReap() {
@@ -152,6 +169,7 @@ void ChildProcess::KillTreeAndReap() {
     AwaitExit(pid_, std::chrono::seconds(10));
     exit_description_ = "killed";
     pid_ = -1;
+    pidfd_.Reset();
     return;
   }
   int status = 0;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/unique_fd.h"
 
 namespace kc::pool {
 
@@ -39,6 +40,7 @@ class ChildProcess {
   ~ChildProcess() { KillTreeAndReap(); }
   ChildProcess(ChildProcess&& other) noexcept
       : pid_(std::exchange(other.pid_, -1)),
+        pidfd_(std::move(other.pidfd_)),
         own_child_(other.own_child_),
         exit_status_(other.exit_status_),
         exit_description_(std::move(other.exit_description_)) {}
@@ -46,6 +48,7 @@ class ChildProcess {
     if (this != &other) {
       KillTreeAndReap();
       pid_ = std::exchange(other.pid_, -1);
+      pidfd_ = std::move(other.pidfd_);
       own_child_ = other.own_child_;
       exit_status_ = other.exit_status_;
       exit_description_ = std::move(other.exit_description_);
@@ -57,6 +60,12 @@ class ChildProcess {
 
   pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0; }
+  // Readable once the process has exited (pidfd_open), whoever its parent
+  // is: a worker's death is seen when it happens, not when its socket
+  // closes (a child of it may hold the socket open). -1 where unsupported.
+  int pidfd() const { return pidfd_.get(); }
+  // False once the process has exited (it may not be reaped yet).
+  bool alive() const;
 
   // Freezes the child and every descendant (SIGSTOP, repeated until no new
   // process appears), then SIGKILLs them all and reaps the child. Idempotent.
@@ -66,10 +75,11 @@ class ChildProcess {
   const std::string& exit_description() const { return exit_description_; }
 
  private:
-  explicit ChildProcess(pid_t pid) : pid_(pid) {}
+  explicit ChildProcess(pid_t pid);
   void Reaped(int status);
 
   pid_t pid_ = -1;
+  UniqueFd pidfd_;
   bool own_child_ = true;
   int exit_status_ = 0;
   std::string exit_description_;

@@ -3,7 +3,8 @@
 namespace kc::pool {
 
 DeviceWorkers::DeviceWorkers(DeviceSpec spec, WorkerLaunch launch, bool use_zygote,
-                             std::chrono::seconds spawn_timeout, EventSink& events)
+                             std::chrono::seconds spawn_timeout, WorkerSetup& setup,
+                             EventSink& events)
     : spec_(std::move(spec)),
       launch_([&] {
         for (const auto& e : spec_.extra_env)
@@ -12,6 +13,7 @@ DeviceWorkers::DeviceWorkers(DeviceSpec spec, WorkerLaunch launch, bool use_zygo
       }()),
       use_zygote_(use_zygote),
       spawn_timeout_(spawn_timeout),
+      setup_(setup),
       events_(events),
       lease_(spec_.gpu_index >= 0 ? std::make_unique<GpuLease>(spec_.gpu_index) : nullptr) {}
 
@@ -24,28 +26,45 @@ StatusOr<std::unique_ptr<WorkerProcess>> DeviceWorkers::Prepare(
 }
 
 StatusOr<std::unique_ptr<WorkerProcess>> DeviceWorkers::StartWorker() {
-  if (!zygote_) return WorkerProcess::Start(launch_);
-  auto forked = zygote_->Fork();
-  if (forked.ok()) return forked;
-  // A broken zygote is replaced by plain interpreter starts.
-  events_.Emit(EventLevel::kError, "worker_failed",
-               {{"device", spec_.name}, {"phase", "zygote"}, {"error", forked.status().message()}});
+  KC_ASSIGN_OR_RETURN(PreparedWorker prepared, setup_.Prepare(spec_.device_nodes));
+  RestartZygoteIfDue();
+  StatusOr<std::unique_ptr<WorkerProcess>> worker = InternalError("no zygote");
+  if (zygote_) {
+    worker = zygote_->Fork(prepared.spec);
+    if (!worker.ok()) {
+      // A broken zygote is replaced by plain interpreter starts until it is restarted.
+      events_.Emit(EventLevel::kError, "worker_failed",
+                   {{"device", spec_.name}, {"phase", "zygote"},
+                    {"error", worker.status().message()}});
+      zygote_.reset();
+      next_zygote_start_ = Clock::now() + zygote_backoff_;
+    }
+  }
+  if (!worker.ok()) worker = WorkerProcess::Start(WithSpec(launch_, prepared.spec));
+  if (worker.ok()) (*worker)->Attach(std::move(prepared.resources));
+  return worker;
+}
+
+void DeviceWorkers::RestartZygoteIfDue() {
+  if (!use_zygote_ || (zygote_ && zygote_->alive()) || Clock::now() < next_zygote_start_) return;
+  const bool restart = zygote_ != nullptr || next_zygote_start_ != Clock::time_point{};
   zygote_.reset();
-  return WorkerProcess::Start(launch_);
+  auto zygote = Zygote::Start(launch_, Clock::now() + spawn_timeout_);
+  if (!zygote.ok()) {
+    events_.Emit(EventLevel::kWarning, "worker_failed",
+                 {{"device", spec_.name}, {"phase", "zygote"},
+                  {"error", zygote.status().message()}, {"retry_in_s", zygote_backoff_.count()}});
+    next_zygote_start_ = Clock::now() + zygote_backoff_;
+    zygote_backoff_ = std::min(zygote_backoff_ * 2, std::chrono::seconds(60));
+    return;
+  }
+  zygote_ = std::move(*zygote);
+  zygote_backoff_ = std::chrono::seconds(1);
+  if (restart) events_.Emit(EventLevel::kWarning, "zygote_restarted", {{"device", spec_.name}});
 }
 
 StatusOr<nlohmann::json> DeviceWorkers::Start() {
   const auto deadline = Clock::now() + spawn_timeout_;
-  if (use_zygote_) {
-    auto zygote = Zygote::Start(launch_, deadline);
-    if (zygote.ok()) {
-      zygote_ = std::move(*zygote);
-    } else {
-      events_.Emit(
-          EventLevel::kWarning, "worker_failed",
-          {{"device", spec_.name}, {"phase", "zygote"}, {"error", zygote.status().message()}});
-    }
-  }
   auto started = StartWorker();
   if (!started.ok()) return started.status();
   auto first = Prepare(std::move(*started), deadline);
@@ -60,13 +79,21 @@ StatusOr<nlohmann::json> DeviceWorkers::Start() {
 }
 
 std::unique_ptr<WorkerProcess> DeviceWorkers::TakeReady() {
-  std::unique_lock lock(mu_);
-  cv_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
-  if (ready_.empty()) return nullptr;
-  auto worker = std::move(ready_.front());
-  ready_.pop_front();
-  cv_.notify_all();  // the spawner refills
-  return worker;
+  for (;;) {
+    std::unique_ptr<WorkerProcess> worker;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
+      if (ready_.empty()) return nullptr;
+      worker = std::move(ready_.front());
+      ready_.pop_front();
+      cv_.notify_all();  // the spawner refills
+    }
+    if (worker->alive()) return worker;
+    events_.Emit(EventLevel::kWarning, "worker_retired",
+                 {{"device", spec_.name}, {"reason", "died_in_standby"}, {"pid", worker->pid()}});
+    Retire(std::move(worker));
+  }
 }
 
 void DeviceWorkers::Retire(std::unique_ptr<WorkerProcess> worker) {

@@ -27,18 +27,20 @@ struct DeviceSpec {
   int gpu_index = -1;        // -1: no GPU, no lease
   int seats = 1;
   int standby = 1;
-  std::vector<std::string> extra_env;  // e.g. CUDA_VISIBLE_DEVICES=GPU-<uuid>
+  std::vector<std::string> extra_env;     // e.g. CUDA_VISIBLE_DEVICES=GPU-<uuid>
+  std::vector<std::string> device_nodes;  // the GPU's /dev/nvidia* nodes, for the sandbox
 };
 
 class DeviceWorkers {
  public:
   DeviceWorkers(DeviceSpec spec, WorkerLaunch launch, bool use_zygote,
-                std::chrono::seconds spawn_timeout, EventSink& events);
+                std::chrono::seconds spawn_timeout, WorkerSetup& setup, EventSink& events);
   ~DeviceWorkers() { Stop(); }
 
   // Starts the zygote and one worker, whose describe() is returned; then the spawner.
   StatusOr<nlohmann::json> Start();
-  // Blocks until a prepared worker is available; nullptr once stopping.
+  // Blocks until a prepared worker is available; nullptr once stopping. A
+  // stand-by that died while waiting is dropped (and replaced), never handed out.
   std::unique_ptr<WorkerProcess> TakeReady();
   // Kills `worker`'s tree; on a GPU under the lease (context teardown must
   // not overlap a neighbour's measurement).
@@ -51,6 +53,9 @@ class DeviceWorkers {
  private:
   // Forks from the zygote, or starts an interpreter where there is none.
   StatusOr<std::unique_ptr<WorkerProcess>> StartWorker();
+  // A dead zygote is restarted, at most once per back-off period (1 s,
+  // doubling to 60 s while starts keep failing).
+  void RestartZygoteIfDue();
   StatusOr<std::unique_ptr<WorkerProcess>> Prepare(std::unique_ptr<WorkerProcess> worker,
                                                    Clock::time_point deadline);
   void SpawnLoop();
@@ -59,9 +64,12 @@ class DeviceWorkers {
   const WorkerLaunch launch_;
   const bool use_zygote_;
   const std::chrono::seconds spawn_timeout_;
+  WorkerSetup& setup_;
   EventSink& events_;
   std::unique_ptr<GpuLease> lease_;
-  std::unique_ptr<Zygote> zygote_;  // spawner thread only (after Start)
+  std::unique_ptr<Zygote> zygote_;  // spawner thread only (after Start), as are the two below
+  std::chrono::seconds zygote_backoff_{1};
+  Clock::time_point next_zygote_start_{};
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -31,7 +31,8 @@ std::string RetireReason(const RunResult& run, bool request_limit) {
 
 EventLevel RetireLevel(const std::string& reason) {
   if (reason == "request_limit") return EventLevel::kInfo;
-  if (reason == "timeout" || reason == "poisoned_context" || reason == "cancelled")
+  if (reason == "timeout" || reason == "poisoned_context" || reason == "cancelled" ||
+      reason == "sandbox_cleanup")
     return EventLevel::kWarning;
   return EventLevel::kError;
 }
@@ -55,15 +56,10 @@ JobResult WorkerPool::Busy(const Job& job) {
 }
 
 Status WorkerPool::Start() {
-  std::string pattern =
-      (std::filesystem::temp_directory_path() / "kcoral-workspaces-XXXXXX").string();
-  if (::mkdtemp(pattern.data()) == nullptr)
-    return InternalError("cannot create the workspace root");
-  workspace_root_ = pattern;
-
+  KC_ASSIGN_OR_RETURN(setup_, WorkerSetup::Create(options_.sandbox));
   for (const DeviceSpec& spec : options_.devices) {
     auto device = std::make_unique<DeviceWorkers>(spec, options_.launch, options_.use_zygote,
-                                                  options_.spawn_timeout, events_);
+                                                  options_.spawn_timeout, *setup_, events_);
     KC_ASSIGN_OR_RETURN(nlohmann::json describe, device->Start());
     if (devices_.empty()) {
       describe_ = describe;
@@ -114,30 +110,34 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
     job.done(std::move(skipped));
     return;
   }
-  if (!occupant) occupant = device.TakeReady();
-  if (!occupant) {
-    job.done(Busy(job));
-    return;
-  }
   const auto started = Clock::now();
-  std::filesystem::path workspace = workspace_root_ / job.run.request_id;
-  std::error_code ec;
-  std::filesystem::create_directory(workspace, ec);
-  std::filesystem::permissions(workspace, std::filesystem::perms::owner_all, ec);
-  job.run.workspace = workspace.string();
   job.run.lease = device.lease();
-
   JobResult result;
-  result.ran = true;
-  result.queue_ms = MillisecondsSince(job.enqueued, started);
-  result.worker_id = seat;
-  result.pid = occupant->pid();
-  events_.Emit(EventLevel::kInfo, "request_routed",
-               {{"request_id", job.run.request_id},
-                {"worker_id", seat},
-                {"pid", occupant->pid()},
-                {"queue_ms", result.queue_ms}});
-  result.run = occupant->Run(job.run);
+  // A worker that died before it took the request (killed in stand-by, its
+  // zygote gone) costs the request nothing: it goes to the next one.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    if (!occupant) occupant = device.TakeReady();
+    if (!occupant) {
+      job.done(Busy(job));
+      return;
+    }
+    job.run.workspace = occupant->workspace().path().string();
+    result.ran = true;
+    result.queue_ms = MillisecondsSince(job.enqueued, started);
+    result.worker_id = seat;
+    result.pid = occupant->pid();
+    events_.Emit(EventLevel::kInfo, "request_routed",
+                 {{"request_id", job.run.request_id},
+                  {"worker_id", seat},
+                  {"pid", occupant->pid()},
+                  {"queue_ms", result.queue_ms}});
+    result.run = occupant->Run(job.run);
+    if (result.run.delivered) break;
+    events_.Emit(EventLevel::kWarning, "worker_retired",
+                 {{"worker_id", seat}, {"reason", "died_before_request"},
+                  {"request_id", job.run.request_id}});
+    device.Retire(std::move(occupant));
+  }
   result.elapsed_ms = MillisecondsSince(started);
   result.cancelled = result.run.ending == RunResult::Ending::kCancelled;
   if (result.run.gpu_access_detected_ns != 0 && device.lease() != nullptr) {
@@ -145,18 +145,19 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
     if (holder && *holder != job.run.request_id) result.interfered_request_id = holder;
   }
 
-  const bool request_limit = options_.max_requests_per_worker > 0 &&
+  const bool request_limit = options_.max_requests_per_worker > 0 && occupant &&
                              occupant->requests_served() >= options_.max_requests_per_worker;
-  const std::string reason = RetireReason(result.run, request_limit);
+  std::string reason = occupant ? RetireReason(result.run, request_limit) : "";
   const std::string request_id = job.run.request_id;
   // Respond first; retiring and cleaning up happen off the request's path.
   job.done(std::move(result));
+  if (!occupant) return;
+  if (reason.empty() && !occupant->workspace().Empty()) reason = "sandbox_cleanup";
   if (!reason.empty()) {
     events_.Emit(RetireLevel(reason), "worker_retired",
                  {{"worker_id", seat}, {"reason", reason}, {"request_id", request_id}});
     device.Retire(std::move(occupant));
   }
-  std::filesystem::remove_all(workspace, ec);
 }
 
 void WorkerPool::BeginShutdown() {
@@ -172,9 +173,7 @@ void WorkerPool::Join() {
   for (auto& device : devices_)
     device->Stop();
   devices_.clear();
-  std::error_code ec;
-  if (!workspace_root_.empty()) std::filesystem::remove_all(workspace_root_, ec);
-  workspace_root_.clear();
+  setup_.reset();
 }
 
 }  // namespace kc::pool

@@ -32,6 +32,7 @@ struct PoolOptions {
   std::chrono::seconds spawn_timeout{60};
   WorkerLaunch launch;
   bool use_zygote = true;  // fork workers from a prepared process (zygote.h)
+  SandboxOptions sandbox;  // worker_setup.h
 };
 
 struct JobResult {
@@ -64,8 +65,9 @@ class WorkerPool {
   WorkerPool(PoolOptions options, EventSink& events);
   ~WorkerPool();
 
-  // Creates the workspace root and starts every device; the first worker of
-  // the first device describes the pool (target, versions).
+  // Sets up the workspaces (and the sandbox's cgroups) and starts every
+  // device; the first worker of the first device describes the pool (target,
+  // versions). Fails, naming the part, where the sandbox cannot be had.
   Status Start();
 
   // False when the queue is full or the pool is shutting down (503 busy).
@@ -73,6 +75,8 @@ class WorkerPool {
 
   PoolLoad Load() const;
   const nlohmann::json& describe() const { return describe_; }
+  // The sandbox's mode and parts (worker_setup.h); valid after Start.
+  nlohmann::json DescribeSandbox() const { return setup_ ? setup_->Describe() : nullptr; }
 
   // Refuses new jobs, expires queued ones; running jobs finish.
   void BeginShutdown();
@@ -87,7 +91,7 @@ class WorkerPool {
 
   const PoolOptions options_;
   EventSink& events_;
-  std::filesystem::path workspace_root_;
+  std::unique_ptr<WorkerSetup> setup_;
   nlohmann::json describe_ = {{"target", nlohmann::json::object()},
                               {"versions", nlohmann::json::object()}};
   AdmissionQueue<Job> queue_;

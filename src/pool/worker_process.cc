@@ -66,6 +66,11 @@ StatusOr<std::pair<ChildProcess, UniqueFd>> SpawnWithSocket(const WorkerLaunch& 
   return std::make_pair(std::move(child), std::move(server_end));
 }
 
+WorkerLaunch WithSpec(WorkerLaunch launch, const nlohmann::json& spec) {
+  launch.env.push_back("KCORAL_WORKER_SPEC=" + spec.dump());
+  return launch;
+}
+
 StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const WorkerLaunch& launch) {
   KC_ASSIGN_OR_RETURN(auto spawned, SpawnWithSocket(launch));
   return Adopt(std::move(spawned.first), std::move(spawned.second));
@@ -75,6 +80,10 @@ Status WorkerProcess::AwaitReady(Clock::time_point deadline) {
   auto frame_or = ipc::ReceiveFrameBefore(socket_.get(), deadline);
   if (!frame_or.ok()) return frame_or.status().WithContext("waiting for the worker to be ready");
   ipc::Frame& frame = *frame_or;
+  if (frame.type() == ipc::frame_type::kFailed) {
+    return FailedPreconditionError("worker could not start: " +
+                                   frame.header.value("error", std::string("(no reason)")));
+  }
   if (frame.type() != ipc::frame_type::kReady)
     return InternalError("worker sent " + frame.type() + " before ready");
   describe_ = frame.header.value("describe", nlohmann::json::object());
@@ -137,6 +146,7 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
     fds.push_back(blob.fd);
   }
   if (Status sent = ipc::SendFrame(socket_.get(), header, fds); !sent.ok()) {
+    result.delivered = false;
     return fail(RunResult::Ending::kCrashed, "worker exited before the request: " + sent.message());
   }
   // Only the worker may hold the write ends now, so EOF means it is gone.
@@ -146,12 +156,21 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
   const size_t limit = static_cast<size_t>(std::max<int64_t>(0, request.output_limit_bytes));
   auto deadline = Clock::now() + request.timeout;
 
-  pollfd polls[4] = {{socket_.get(), POLLIN, 0},
+  // A death is seen through the pidfd, at once: a child of the worker may
+  // hold the socket (and the pipes) open long after.
+  auto crashed = [&] {
+    child_.KillTreeAndReap();
+    std::string how = "worker exited (" + child_.exit_description() + ")";
+    if (resources_.cgroup.oom_killed()) how = "worker killed by its memory limit (out of memory)";
+    return fail(RunResult::Ending::kCrashed, how);
+  };
+  pollfd polls[5] = {{socket_.get(), POLLIN, 0},
                      {out_pipe->read.get(), POLLIN, 0},
                      {err_pipe->read.get(), POLLIN, 0},
-                     {request.cancel != nullptr ? request.cancel->fd() : -1, POLLIN, 0}};
+                     {request.cancel != nullptr ? request.cancel->fd() : -1, POLLIN, 0},
+                     {child_.pidfd(), POLLIN, 0}};
   for (;;) {
-    int rc = ::poll(polls, 4, MillisecondsLeft(deadline));
+    int rc = ::poll(polls, 5, MillisecondsLeft(deadline));
     if (rc < 0 && errno == EINTR) continue;
     if (rc == 0) {
       child_.KillTreeAndReap();
@@ -166,12 +185,12 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
       child_.KillTreeAndReap();
       return fail(RunResult::Ending::kCancelled, "the client closed the connection");
     }
-    if (!polls[0].revents) continue;
-    auto frame = ipc::ReceiveFrame(socket_.get());
-    if (!frame.ok()) {
-      child_.KillTreeAndReap();
-      return fail(RunResult::Ending::kCrashed, "worker exited (" + child_.exit_description() + ")");
+    if (!polls[0].revents) {
+      if (polls[4].revents) return crashed();  // frames it sent before dying are read first
+      continue;
     }
+    auto frame = ipc::ReceiveFrame(socket_.get());
+    if (!frame.ok()) return crashed();
     const std::string type = frame->type();
     if (type == ipc::frame_type::kLeaseAcquire && request.lease != nullptr) {
       if (!held) {
@@ -183,11 +202,8 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
         result.lease_wait_ms +=
             std::chrono::duration<double, std::milli>(held_since - asked).count();
       }
-      if (!ipc::SendFrame(socket_.get(), {{"type", ipc::frame_type::kLeaseGranted}}).ok()) {
-        child_.KillTreeAndReap();
-        return fail(RunResult::Ending::kCrashed,
-                    "worker exited (" + child_.exit_description() + ")");
-      }
+      if (!ipc::SendFrame(socket_.get(), {{"type", ipc::frame_type::kLeaseGranted}}).ok())
+        return crashed();
     } else if (type == ipc::frame_type::kLeaseRelease && request.lease != nullptr) {
       release();
     } else if (type == ipc::frame_type::kInstruction) {

@@ -20,6 +20,7 @@
 #include "pool/cancel_flag.h"
 #include "pool/child_process.h"
 #include "pool/gpu_lease.h"
+#include "pool/worker_setup.h"
 
 namespace kc::pool {
 
@@ -33,6 +34,9 @@ struct WorkerLaunch {
 // Spawns `launch` with one end of a new socketpair as its fd 3 (announced in
 // KCORAL_WORKER_FD); returns the child and the server's end.
 StatusOr<std::pair<ChildProcess, UniqueFd>> SpawnWithSocket(const WorkerLaunch& launch);
+
+// A launch for a worker that confines itself as `spec` says (KCORAL_WORKER_SPEC).
+WorkerLaunch WithSpec(WorkerLaunch launch, const nlohmann::json& spec);
 
 struct BlobFd {
   std::string sha256;
@@ -66,6 +70,9 @@ struct RunResult {
     kCancelled,  // the client went away (worker killed)
   };
   Ending ending = Ending::kBroken;
+  // False when the worker was gone before it took the request: the pool
+  // hands the request to another worker.
+  bool delivered = true;
   std::string outcome_json;
   std::string parts;           // binary segments, concatenated
   int instruction_index = -1;  // running when it ended; -1 outside any
@@ -99,6 +106,12 @@ class WorkerProcess {
   // disturbs a neighbour's measurement (spec/server.md §2.4). GPU workers only.
   Status Initialize(GpuLease& lease, Clock::time_point deadline);
 
+  // Gives the worker its workspace and cgroup; they are removed after its tree.
+  void Attach(WorkerResources resources) { resources_ = std::move(resources); }
+  Workspace& workspace() { return resources_.workspace; }
+  // False once the process has exited (a stand-by killed before use).
+  bool alive() const { return child_.alive(); }
+
   pid_t pid() const { return child_.pid(); }
   const nlohmann::json& describe() const { return describe_; }
   int socket_fd() const { return socket_.get(); }
@@ -112,6 +125,7 @@ class WorkerProcess {
   UniqueFd socket_;
   nlohmann::json describe_;
   int requests_served_ = 0;
+  WorkerResources resources_;  // last: removed once the tree is dead
 };
 
 }  // namespace kc::pool

@@ -22,8 +22,10 @@ class Zygote {
   // Kills the zygote and its workers before closing the socket (see ~WorkerProcess).
   ~Zygote() { child_.KillTreeAndReap(); }
 
-  // Forks a worker; returns it not yet ready (call AwaitReady).
-  StatusOr<std::unique_ptr<WorkerProcess>> Fork();
+  // Forks a worker that confines itself as `spec` says (pool/worker_setup.h);
+  // returns it not yet ready (call AwaitReady).
+  StatusOr<std::unique_ptr<WorkerProcess>> Fork(const nlohmann::json& spec);
+  bool alive() const { return child_.alive(); }
 
  private:
   Zygote(ChildProcess child, UniqueFd socket)

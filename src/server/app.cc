@@ -3,6 +3,7 @@
 #include <chrono>
 #include <csignal>
 #include <ctime>
+#include <iostream>
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/version.hpp>
@@ -45,6 +46,7 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
       if (std::getenv("TVM_FFI_CUDA_ARCH_LIST") == nullptr) {
         spec.extra_env.push_back("TVM_FFI_CUDA_ARCH_LIST=" + gpu.tvm_arch_list);
       }
+      spec.device_nodes = DeviceNodesFor(gpu);
       options.devices.push_back(spec);
     }
   }
@@ -61,8 +63,15 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
   options.launch.env.push_back("KCORAL_WORKER_DEVICE=" + config.device);
   options.launch.env.push_back("KCORAL_CPU_EXECUTION=" + config.cpu_execution);
   options.launch.env.push_back("PYTHONUNBUFFERED=1");
+  // The address-space cap is for CPU workers only: CUDA reserves far more than it uses.
+  const uint64_t address_space = config.device == "cpu" ? config.worker_memory_limit_mbytes : 0;
   options.launch.env.push_back("KCORAL_WORKER_MEMORY_LIMIT_MBYTES=" +
-                               std::to_string(config.worker_memory_limit_mbytes));
+                               std::to_string(address_space));
+  options.sandbox.enabled = config.sandbox != "none";
+  options.sandbox.private_network = config.sandbox_network == "none";
+  options.sandbox.readonly_paths = config.sandbox_readonly_paths;
+  options.sandbox.limits.memory_bytes = config.worker_memory_limit_mbytes << 20;
+  options.sandbox.limits.max_tasks = config.worker_max_processes;
   return options;
 }
 
@@ -207,7 +216,14 @@ int App::Run() {
   }
   pool_ = std::make_unique<pool::WorkerPool>(std::move(*options), metrics_);
   if (Status started = pool_->Start(); !started.ok()) {
-    events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", started.message()}});
+    std::string error = started.message();
+    if (config_.sandbox != "none") {
+      // Fail closed (issue 7): never fall back to unsandboxed workers silently.
+      error += " -- the worker sandbox (on by default) could not be set up, so the server "
+               "refuses to start; --sandbox none runs workers without isolation";
+    }
+    events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", error}});
+    if (!config_.log_console) std::cerr << "kcoral server: " << error << "\n";
     return 1;
   }
   boost::system::error_code ec;
@@ -233,7 +249,8 @@ int App::Run() {
                {{"mode", config_.device},
                 {"workers", pool_->Load().request_capacity},
                 {"target", pool_->describe().value("target", nlohmann::json::object())},
-                {"versions", pool_->describe().value("versions", nlohmann::json::object())}});
+                {"versions", pool_->describe().value("versions", nlohmann::json::object())},
+                {"sandbox", pool_->DescribeSandbox()}});
   events_.Emit(
       pool::EventLevel::kInfo, "server_started",
       {{"url", "http://" + config_.host + ":" + std::to_string(acceptor.local_endpoint().port())},

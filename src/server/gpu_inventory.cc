@@ -1,6 +1,11 @@
 #include "server/gpu_inventory.h"
 
+#include <unistd.h>
+
+#include <cctype>
 #include <charconv>
+#include <cstdlib>
+#include <fstream>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -36,7 +41,7 @@ std::string ArchFromComputeCapability(const std::string& capability) {
 
 StatusOr<GpuInfo> QueryGpu(int index) {
   const std::string command =
-      "nvidia-smi --query-gpu=uuid,compute_cap,name --format=csv,noheader -i " +
+      "nvidia-smi --query-gpu=uuid,compute_cap,pci.bus_id,name --format=csv,noheader -i " +
       std::to_string(index) + " 2>&1";
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
   if (!pipe) return UnavailableError("cannot run nvidia-smi");
@@ -49,11 +54,12 @@ StatusOr<GpuInfo> QueryGpu(int index) {
   info.index = index;
   std::string capability;
   if (!std::getline(fields, info.uuid, ',') || !std::getline(fields, capability, ',') ||
-      !std::getline(fields, info.name)) {
+      !std::getline(fields, info.pci_bus_id, ',') || !std::getline(fields, info.name)) {
     return UnavailableError("GPU " + std::to_string(index) + " not found: " + Trim(output));
   }
   info.uuid = Trim(info.uuid);
   info.name = Trim(info.name);
+  info.pci_bus_id = Trim(info.pci_bus_id);
   capability = Trim(capability);
   info.arch = ArchFromComputeCapability(capability);
   if (info.uuid.rfind("GPU-", 0) != 0 || info.arch.empty()) {
@@ -61,6 +67,27 @@ StatusOr<GpuInfo> QueryGpu(int index) {
   }
   info.tvm_arch_list = capability + (info.arch.back() == 'a' ? "a" : "");
   return info;
+}
+
+std::vector<std::string> DeviceNodesFor(const GpuInfo& gpu) {
+  int minor = gpu.index;
+  // /proc/driver/nvidia/gpus/ names a GPU by a 4-digit PCI domain, lower case.
+  std::string bus = gpu.pci_bus_id.size() > 12 ? gpu.pci_bus_id.substr(gpu.pci_bus_id.size() - 12)
+                                               : gpu.pci_bus_id;
+  for (char& c : bus)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::ifstream information("/proc/driver/nvidia/gpus/" + bus + "/information");
+  for (std::string line; std::getline(information, line);) {
+    if (line.rfind("Device Minor:", 0) == 0) minor = std::atoi(line.c_str() + 13);
+  }
+  std::vector<std::string> nodes;
+  for (const std::string& node :
+       {"/dev/nvidia" + std::to_string(minor), std::string("/dev/nvidiactl"),
+        std::string("/dev/nvidia-uvm"), std::string("/dev/nvidia-uvm-tools"),
+        std::string("/dev/nvidia-modeset")}) {
+    if (::access(node.c_str(), F_OK) == 0) nodes.push_back(node);
+  }
+  return nodes;
 }
 
 }  // namespace kc::server

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 
@@ -16,9 +17,15 @@ struct GpuInfo {
   std::string name;           // "NVIDIA H200"
   std::string arch;           // "sm_90a"
   std::string tvm_arch_list;  // "9.0a", for TVM_FFI_CUDA_ARCH_LIST
+  std::string pci_bus_id;     // "00000000:18:00.0"
 };
 
 StatusOr<GpuInfo> QueryGpu(int index);
+
+// The device nodes a sandboxed worker of this GPU needs: its own
+// /dev/nvidia<minor> (minor from /proc/driver/nvidia, else the index) and the
+// shared control and UVM nodes, those that exist.
+std::vector<std::string> DeviceNodesFor(const GpuInfo& gpu);
 
 // "9.0" -> "sm_90a"; "8.6" -> "sm_86".
 std::string ArchFromComputeCapability(const std::string& capability);

@@ -24,6 +24,7 @@ HttpReply App::HandleHealth() const {
   body["device"] = config_.device;
   body["cpu_execution"] = config_.device == "cpu" ? config_.cpu_execution : "";
   body["shutting_down"] = shutting_down_.load();
+  body["sandbox"] = pool_->DescribeSandbox();
   return {200, "application/json", DumpJson(body), ""};
 }
 

@@ -59,10 +59,22 @@ int main(int argc, char** argv) {
       "--worker-termination-grace-seconds", config.worker_termination_grace_seconds,
       "Accepted for compatibility; workers are killed at once (their state is discarded)");
   cli.add_option("--sandbox", config.sandbox,
-                 "Worker isolation (bubblewrap is not available in this build)")
-      ->check(CLI::IsMember({"none", "bubblewrap"}));
+                 "Worker isolation. namespaces: every worker in its own PID, mount, network,\n"
+                 "IPC and UTS namespaces, as uid 65534 with no capabilities, a seccomp filter\n"
+                 "and a cgroup; it sees a read-only system, its interpreter and toolkits, and\n"
+                 "its own /work and /tmp. Needs root; the server refuses to start where a part\n"
+                 "cannot be set up. bubblewrap: the same (the reference's name). none: workers\n"
+                 "run with the server's rights")
+      ->check(CLI::IsMember({"namespaces", "bubblewrap", "none"}));
+  cli.add_option("--sandbox-network", config.sandbox_network,
+                 "none: each worker has only its own loopback; host: the host's network")
+      ->check(CLI::IsMember({"none", "host"}));
   cli.add_option("--sandbox-readonly-path", config.sandbox_readonly_paths,
-                 "Read-only path for the sandbox");
+                 "A host path workers may read (repeatable; not with --sandbox none)");
+  cli.add_option("--worker-max-processes", config.worker_max_processes,
+                 "Sandbox: processes and threads one worker and everything it starts may have\n"
+                 "at once (cgroup pids.max); a fork bomb fails to fork past it")
+      ->check(CLI::PositiveNumber);
   cli.add_option("--worker-wait-timeout-seconds", config.worker_wait_timeout_seconds,
                  "How long a request may wait for a worker before 503 busy")
       ->check(CLI::PositiveNumber);
@@ -103,9 +115,10 @@ int main(int argc, char** argv) {
   cli.add_flag("!--no-zygote", config.zygote,
                "Start every worker as a new interpreter instead of forking a prepared one");
   cli.add_option("--worker-memory-limit-mbytes", config.worker_memory_limit_mbytes,
-                 "CPU servers: address-space cap, in MiB, of each worker process and of every\n"
-                 "process it starts (the interpreter itself takes ~200). A program past it\n"
-                 "gets MemoryError instead of driving the host into swap; 0: no cap");
+                 "Host memory, in MiB, one worker and everything it starts may use (a cgroup\n"
+                 "limit with the sandbox; past it the worker is killed and the request FAILS).\n"
+                 "CPU servers also cap each process's address space, so a runaway allocation\n"
+                 "is a MemoryError (the interpreter itself takes ~200). 0: no limit");
   cli.add_option("--parse-threads", config.parse_threads, "Threads for parsing, hashing, responses")
       ->check(CLI::PositiveNumber);
 
@@ -122,9 +135,15 @@ int main(int argc, char** argv) {
     std::cerr << "kcoral server: --gpus must name at least one GPU in GPU mode\n";
     return 2;
   }
-  if (config.device == "gpu" && config.worker_memory_limit_mbytes != 0) {
-    std::cerr << "kcoral server: --worker-memory-limit-mbytes applies to CPU servers only (CUDA "
-                 "reserves far more address space than it uses)\n";
+  if (config.device == "gpu" && config.worker_memory_limit_mbytes != 0 &&
+      config.sandbox == "none") {
+    std::cerr << "kcoral server: --worker-memory-limit-mbytes on a GPU server needs the sandbox's "
+                 "cgroup (CUDA reserves far more address space than it uses, so no address-space "
+                 "cap); drop --sandbox none\n";
+    return 2;
+  }
+  if (config.sandbox == "none" && config.sandbox_network != "none") {
+    std::cerr << "kcoral server: --sandbox-network cannot be combined with --sandbox none\n";
     return 2;
   }
   if (config.device == "gpu" && std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) {
@@ -132,11 +151,9 @@ int main(int argc, char** argv) {
                  "workers are pinned by --gpus\n";
   }
   kc::server::App app(config);
-  if (config.sandbox == "bubblewrap") {
-    app.events().Emit(
-        kc::pool::EventLevel::kWarning, "sandbox_disabled",
-        {{"reason",
-          "bubblewrap isolation is not available in this build; workers run unsandboxed"}});
+  if (config.sandbox == "none") {
+    app.events().Emit(kc::pool::EventLevel::kWarning, "sandbox_disabled",
+                      {{"reason", "--sandbox none: workers run with the server's rights"}});
   }
   return app.Run();
 }

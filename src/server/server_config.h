@@ -19,8 +19,10 @@ struct ServerConfig {
   int standby_workers = -1;  // -1: one per seat
   int max_requests_per_worker = 1;
   double worker_termination_grace_seconds = 5;
-  std::string sandbox = "none";
+  std::string sandbox = "namespaces";  // namespaces (bubblewrap: an alias) | none
+  std::string sandbox_network = "none";  // none | host
   std::vector<std::string> sandbox_readonly_paths;
+  int worker_max_processes = 512;  // cgroup pids limit per worker (threads count too)
   double worker_wait_timeout_seconds = 1800;
   double default_timeout_seconds = 300;
   double max_timeout_seconds = 900;
@@ -38,7 +40,7 @@ struct ServerConfig {
   std::string cpu_execution = "host";       // host | reference
   std::string python = "python3";           // interpreter that runs the workers
   bool zygote = true;                       // fork workers from a prepared process
-  uint64_t worker_memory_limit_mbytes = 0;  // address-space cap per worker (CPU only); 0: none
+  uint64_t worker_memory_limit_mbytes = 0;  // per worker: cgroup memory (+ address space on CPU); 0: none
   int io_threads = 1;
   int parse_threads = 2;
 };

@@ -20,8 +20,11 @@
 
 #include "base/memfd.h"
 #include "ipc/frame.h"
+#include "worker/namespace_init.h"
 #include "worker/output_capture.h"
+#include "worker/pid_namespace.h"
 #include "worker/resource_limits.h"
+#include "worker/sandbox.h"
 
 namespace py = pybind11;
 
@@ -30,6 +33,9 @@ namespace {
 
 // The worker's end of the server socket; set once by Serve().
 int g_socket_fd = -1;
+// Inside a sandbox, the workspace's path there (the server's run frame names
+// the host path); empty when unsandboxed.
+std::string g_sandbox_workspace;
 
 void ThrowIfError(const Status& status) {
   if (!status.ok()) throw std::runtime_error(status.message());
@@ -66,6 +72,7 @@ Status RunOne(ipc::Frame& frame, py::object& engine) {
   const auto& blob_names = header.at("blobs");
   if (frame.fds.size() != 3 + blob_names.size()) return InternalError("run frame: fd count");
   KC_ASSIGN_OR_RETURN(std::string program_json, ReadWholeFd(frame.fds[0].get()));
+  frame.fds[0].Reset();  // user code must not find it open
 
   py::dict blobs;
   for (size_t i = 0; i < blob_names.size(); ++i) {
@@ -77,7 +84,9 @@ Status RunOne(ipc::Frame& frame, py::object& engine) {
   limits["max_response_bytes"] = header.value("max_response_bytes", int64_t{0});
   limits["request_id"] = header.value("request_id", std::string());
 
-  const std::string workspace = header.at("workspace").get<std::string>();
+  const std::string workspace = g_sandbox_workspace.empty()
+                                    ? header.at("workspace").get<std::string>()
+                                    : g_sandbox_workspace;
   if (::chdir(workspace.c_str()) != 0) return InternalError("cannot enter workspace " + workspace);
 
   py::object result;
@@ -120,16 +129,30 @@ void AcquireLease() {
   }
 }
 
+std::string EnterSandboxFromJson(const std::string& spec_json, int socket_fd) {
+  auto json = nlohmann::json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) throw std::runtime_error("sandbox spec: not JSON");
+  auto spec = ParseSandboxSpec(json);
+  ThrowIfError(spec.status());
+  auto workspace = EnterSandbox(*spec, socket_fd);
+  ThrowIfError(workspace.status());
+  g_sandbox_workspace = *workspace;
+  return *workspace;
+}
+
 void Serve(py::object engine) {
   const char* fd_text = std::getenv("KCORAL_WORKER_FD");
   if (fd_text == nullptr) throw std::runtime_error("KCORAL_WORKER_FD is not set");
   g_socket_fd = std::atoi(fd_text);
   ::fcntl(g_socket_fd, F_SETFD, FD_CLOEXEC);  // user subprocesses must not inherit it
-  // The worker dies with the server (STYLE.md §6), even if the server is SIGKILLed.
+  // The worker dies with its parent (the zygote, the sandbox's pid 1, or the
+  // server: STYLE.md §6), even if that is SIGKILLed; if it is already gone,
+  // getppid() no longer names it.
+  const pid_t parent = ::getppid();
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) std::_Exit(0);
   // Orphaned descendants of user code stay below us, where KillTree finds them.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  if (::getppid() == 1) std::_Exit(0);
   const char* cap = std::getenv("KCORAL_WORKER_MEMORY_LIMIT_MBYTES");
   ThrowIfError(LimitResources(cap == nullptr ? 0 : std::strtoull(cap, nullptr, 10)));
 
@@ -165,6 +188,19 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "KCoral worker core: IPC with the server, output capture, workspace switch.";
   m.def("serve", &kc::worker::Serve, py::arg("engine"),
         "Serve programs from the server until it closes the socket.");
+  m.def("enter_sandbox", &kc::worker::EnterSandboxFromJson, py::arg("spec_json"),
+        py::arg("socket_fd"),
+        "Confine this process (worker/sandbox.h); returns the workspace path inside.");
+  m.def(
+      "unshare_pid_namespace",
+      [] { kc::worker::ThrowIfError(kc::worker::UnsharePidNamespaceForNextChild()); },
+      "The next child of this process starts a new PID namespace, as its pid 1.");
+  m.def(
+      "restore_pid_namespace",
+      [] { kc::worker::ThrowIfError(kc::worker::RestorePidNamespace()); },
+      "Children after this one are born in this process's own PID namespace again.");
+  m.def("run_namespace_init", &kc::worker::RunNamespaceInit, py::arg("worker_pid"),
+        "Be the sandbox's pid 1 until the worker exits (worker/namespace_init.h).");
   m.def("lease_acquire", &kc::worker::AcquireLease, "Block until the server grants the GPU lease.");
   m.def(
       "lease_release",

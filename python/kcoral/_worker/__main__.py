@@ -8,9 +8,30 @@ def main() -> None:
     from kcoral._worker.engine import Engine
     from kcoral._worker.runtime import make_runtime
 
-    # Imports that user programs commonly need are done here, before the
-    # worker reports ready, so a request never waits for them.
-    engine = Engine(make_runtime(os.environ.get("KCORAL_WORKER_DEVICE", "cpu")))
+    import json
+
+    from kcoral import _core
+    from kcoral._worker import sandbox
+
+    fd = int(os.environ["KCORAL_WORKER_FD"])
+    spec = json.loads(os.environ.pop("KCORAL_WORKER_SPEC", "{}"))
+    try:
+        if spec.get("sandbox") is not None:
+            # Started without a zygote: this process stays outside as the
+            # server's child and waits; its child is pid 1 of the new namespace.
+            _core.unshare_pid_namespace()
+            child = os.fork()
+            if child != 0:
+                _, status = os.waitpid(child, 0)
+                os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+        if spec:
+            sandbox.enter(spec, fd)
+        # Imports that user programs commonly need are done here, before the
+        # worker reports ready, so a request never waits for them.
+        engine = Engine(make_runtime(os.environ.get("KCORAL_WORKER_DEVICE", "cpu")))
+    except BaseException as error:  # noqa: BLE001 - reported to the server, then exit
+        sandbox.report_failure(fd, error)
+        os._exit(1)
     serve(engine)
 
 

@@ -25,15 +25,12 @@ def _distribution_version(name: str) -> str | None:
 
 class GpuRuntime:
     def __init__(self):
-        import tempfile
-
         import torch  # already imported by the zygote; CUDA is not initialized yet
 
         self.torch = torch
         self.held = False
         self.retire_reason = None
         self._native = None
-        self._library_dir = tempfile.mkdtemp(prefix="kcoral-libraries-")
 
     # -- description and set-up ---------------------------------------------
 
@@ -156,7 +153,7 @@ class GpuRuntime:
             raise InstructionFailure("runtime", f"cannot create the tensor: {type(exc).__name__}: {exc}") from exc
 
     def load_library(self, data, sha256: str, request):
-        return load_library(self._library_dir, data, sha256)
+        return load_library(data, sha256)
 
     def library_function(self, module, name: str):
         return library_function(module, name, "runtime")

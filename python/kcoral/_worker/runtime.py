@@ -47,7 +47,6 @@ class CpuRuntime:
     def __init__(self, host_execution: bool):
         self.host_execution = host_execution
         self._versions = _library_versions()
-        self._library_dir = tempfile.mkdtemp(prefix="kcoral-libraries-")
 
     def target(self) -> dict:
         return {}
@@ -75,7 +74,7 @@ class CpuRuntime:
 
     def load_library(self, data, sha256: str, request):
         self._require_host_execution("library")
-        return load_library(self._library_dir, data, sha256)
+        return load_library(data, sha256)
 
     def library_function(self, module, name: str):
         kind = "runtime" if self.host_execution else "unavailable"
@@ -88,21 +87,23 @@ class CpuRuntime:
         return tensors.export_host_tensor(value)
 
 
-def load_library(directory: str, data, sha256: str):
-    """Loads uploaded library bytes with TVM-FFI (spec/protocol.md §6)."""
+def load_library(data, sha256: str):
+    """Loads uploaded library bytes with TVM-FFI (spec/protocol.md §6).
+
+    The file lives only while it loads, in a directory of the worker's own
+    temporary space (its workspace or sandbox), so nothing is left behind."""
     try:
         import tvm_ffi
     except ImportError:
         raise InstructionFailure("unavailable", "library uploads need apache-tvm-ffi on the server") from None
-    path = os.path.join(directory, f"{sha256}.so")
-    with open(path, "wb") as f:
-        f.write(data)
-    try:
-        return tvm_ffi.load_module(path)
-    except Exception as exc:  # noqa: BLE001 - any loader failure is the upload's fault
-        raise InstructionFailure("compile", f"cannot load the uploaded library: {exc}") from exc
-    finally:
-        os.unlink(path)  # the mapping outlives the file
+    with tempfile.TemporaryDirectory(prefix="kcoral-library-") as directory:
+        path = os.path.join(directory, f"{sha256}.so")
+        with open(path, "wb") as f:
+            f.write(data)
+        try:
+            return tvm_ffi.load_module(path)  # the mapping outlives the file
+        except Exception as exc:  # noqa: BLE001 - any loader failure is the upload's fault
+            raise InstructionFailure("compile", f"cannot load the uploaded library: {exc}") from exc
 
 
 def library_function(module, name: str, not_a_library_kind: str):

@@ -27,6 +27,22 @@ def _reap(signum, frame) -> None:
             return
 
 
+def _serve_forked(socket_fd: int, spec: dict, device: str, Engine, make_runtime) -> None:
+    from kcoral import _core
+    from kcoral._worker import sandbox
+
+    try:
+        os.setsid()
+        os.environ["KCORAL_WORKER_FD"] = str(socket_fd)
+        if spec:
+            sandbox.enter(spec, socket_fd)
+        _core.serve(Engine(make_runtime(device)))
+    except BaseException as error:  # noqa: BLE001 - reported to the server, then exit
+        sandbox.report_failure(socket_fd, error)
+    finally:
+        os._exit(0)  # never run the zygote's exit handlers
+
+
 def main() -> None:
     from kcoral import _core
     from kcoral._worker.engine import Engine
@@ -59,16 +75,20 @@ def main() -> None:
             continue
         if not message or len(fds) != 1:
             return  # the server closed the socket
-        pid = os.fork()
+        spec = json.loads(message).get("worker") or {}
+        sandboxed = spec.get("sandbox") is not None
+        if sandboxed:
+            _core.unshare_pid_namespace()  # the child is pid 1 of a new namespace
+        pid = -1
+        try:
+            pid = os.fork()
+        finally:
+            if sandboxed and pid != 0:
+                _core.restore_pid_namespace()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             control.close()
-            os.setsid()
-            os.environ["KCORAL_WORKER_FD"] = str(fds[0])
-            try:
-                _core.serve(Engine(make_runtime(device)))
-            finally:
-                os._exit(0)  # never run the zygote's exit handlers
+            _serve_forked(fds[0], spec, device, Engine, make_runtime)
         os.close(fds[0])
         control.send(json.dumps({"type": "forked", "pid": pid}).encode())
 

@@ -1,0 +1,22 @@
+// Removing directories that untrusted code could write to while we remove
+// them. Every step is relative to a descriptor opened with O_NOFOLLOW, so a
+// symbolic link planted (or swapped in mid-walk) is unlinked, never followed:
+// nothing outside the tree can be removed (unlike a path-based walk).
+#pragma once
+
+#include <string>
+
+namespace kc {
+
+// Removes everything inside the directory `dir_fd` but the entry named
+// `except` (the directory itself stays). Best effort: what cannot be removed
+// is left, and the result is false.
+bool RemoveContents(int dir_fd, const std::string& except = "");
+
+// Removes the entry `name` of `dir_fd`, a whole tree if it is a directory.
+bool RemoveTreeAt(int dir_fd, const std::string& name);
+
+// Removes `path` and everything below it; a link at `path` is unlinked.
+bool RemoveTree(const std::string& path);
+
+}  // namespace kc

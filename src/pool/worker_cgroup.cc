@@ -1,0 +1,174 @@
+#include "pool/worker_cgroup.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <linux/magic.h>
+
+namespace kc::pool {
+
+namespace {
+
+constexpr const char* kRoot = "/sys/fs/cgroup";
+
+Status WriteValue(const std::string& path, const std::string& value) {
+  std::ofstream file(path);
+  file << value;
+  file.flush();
+  if (!file) {
+    return FailedPreconditionError("cgroup: cannot write '" + value + "' to " + path + ": " +
+                                   std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+std::string ReadValue(const std::string& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+Status MakeDir(const std::string& path) {
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST)
+    return FailedPreconditionError("cgroup: cannot create " + path + ": " + std::strerror(errno));
+  return Status::Ok();
+}
+
+bool HasWord(const std::string& text, const std::string& word) {
+  std::istringstream words(text);
+  for (std::string w; words >> w;) {
+    if (w == word) return true;
+  }
+  return false;
+}
+
+// rmdir succeeds once the last task has been reaped; killed tasks take a moment.
+void RemoveGroupDir(const std::string& dir) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return;
+    if (errno != EBUSY) return;
+    for (const std::string& line : {ReadValue(dir + "/cgroup.procs")}) {
+      std::istringstream pids(line);
+      for (pid_t pid; pids >> pid;) ::kill(pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+WorkerCgroup& WorkerCgroup::operator=(WorkerCgroup&& other) noexcept {
+  if (this != &other) {
+    Remove();
+    dirs_ = std::exchange(other.dirs_, {});
+    v2_ = other.v2_;
+  }
+  return *this;
+}
+
+std::vector<std::string> WorkerCgroup::procs_files() const {
+  std::vector<std::string> files;
+  for (const std::string& dir : dirs_)
+    files.push_back(dir + "/cgroup.procs");
+  return files;
+}
+
+bool WorkerCgroup::oom_killed() const {
+  if (dirs_.empty()) return false;
+  std::istringstream events(ReadValue(dirs_[0] + (v2_ ? "/memory.events" : "/memory.oom_control")));
+  for (std::string key; events >> key;) {
+    long long count = 0;
+    events >> count;
+    if (key == "oom_kill" && count > 0) return true;
+  }
+  return false;
+}
+
+void WorkerCgroup::Remove() {
+  for (const std::string& dir : dirs_) {
+    if (v2_) (void)WriteValue(dir + "/cgroup.kill", "1");  // kernel 5.14+; else the loop below
+    RemoveGroupDir(dir);
+  }
+  dirs_.clear();
+}
+
+StatusOr<std::unique_ptr<CgroupTree>> CgroupTree::Create() {
+  const std::string name = "kcoral-" + std::to_string(::getpid());
+  struct statfs fs;
+  if (::statfs(kRoot, &fs) != 0) {
+    return FailedPreconditionError(std::string("cgroup: ") + kRoot + " is not mounted");
+  }
+  if (fs.f_type == CGROUP2_SUPER_MAGIC) {
+    const std::string controllers = ReadValue(std::string(kRoot) + "/cgroup.controllers");
+    for (const char* controller : {"memory", "pids"}) {
+      if (!HasWord(controllers, controller)) {
+        return FailedPreconditionError(std::string("cgroup: the v2 hierarchy at ") + kRoot +
+                                       " has no " + controller + " controller");
+      }
+    }
+    const std::string subtree = std::string(kRoot) + "/cgroup.subtree_control";
+    if (!HasWord(ReadValue(subtree), "memory") || !HasWord(ReadValue(subtree), "pids"))
+      KC_RETURN_IF_ERROR(WriteValue(subtree, "+memory +pids"));
+    const std::string root = std::string(kRoot) + "/" + name;
+    KC_RETURN_IF_ERROR(MakeDir(root));
+    KC_RETURN_IF_ERROR(WriteValue(root + "/cgroup.subtree_control", "+memory +pids"));
+    return std::unique_ptr<CgroupTree>(new CgroupTree({root}, /*v2=*/true));
+  }
+  std::vector<std::string> roots;
+  for (const char* controller : {"memory", "pids"}) {
+    const std::string hierarchy = std::string(kRoot) + "/" + controller;
+    if (::access((hierarchy + "/cgroup.procs").c_str(), W_OK) != 0) {
+      return FailedPreconditionError("cgroup: neither a v2 hierarchy at " + std::string(kRoot) +
+                                     " nor a writable v1 " + controller + " controller at " +
+                                     hierarchy);
+    }
+    roots.push_back(hierarchy + "/" + name);
+    KC_RETURN_IF_ERROR(MakeDir(roots.back()));
+  }
+  return std::unique_ptr<CgroupTree>(new CgroupTree(std::move(roots), /*v2=*/false));
+}
+
+CgroupTree::~CgroupTree() {
+  for (const std::string& root : roots_)
+    RemoveGroupDir(root);
+}
+
+StatusOr<WorkerCgroup> CgroupTree::NewWorkerGroup(const CgroupLimits& limits) {
+  const std::string name = "w" + std::to_string(next_++);
+  std::vector<std::string> dirs;
+  for (const std::string& root : roots_)
+    dirs.push_back(root + "/" + name);
+  WorkerCgroup group(dirs, v2_);  // removes what was made if a step fails
+  for (const std::string& dir : dirs)
+    KC_RETURN_IF_ERROR(MakeDir(dir));
+  const std::string tasks = std::to_string(limits.max_tasks);
+  const std::string memory = std::to_string(limits.memory_bytes);
+  if (v2_) {
+    KC_RETURN_IF_ERROR(WriteValue(dirs[0] + "/pids.max", tasks));
+    if (limits.memory_bytes > 0) {
+      KC_RETURN_IF_ERROR(WriteValue(dirs[0] + "/memory.max", memory));
+      (void)WriteValue(dirs[0] + "/memory.swap.max", "0");  // absent without swap accounting
+      KC_RETURN_IF_ERROR(WriteValue(dirs[0] + "/memory.oom.group", "1"));
+    }
+  } else {
+    KC_RETURN_IF_ERROR(WriteValue(dirs[1] + "/pids.max", tasks));
+    if (limits.memory_bytes > 0) {
+      KC_RETURN_IF_ERROR(WriteValue(dirs[0] + "/memory.limit_in_bytes", memory));
+      if (::access((dirs[0] + "/memory.memsw.limit_in_bytes").c_str(), F_OK) == 0)
+        (void)WriteValue(dirs[0] + "/memory.memsw.limit_in_bytes", memory);
+    }
+  }
+  return group;
+}
+
+}  // namespace kc::pool

@@ -1,0 +1,25 @@
+// EnterSandbox: confines the calling worker (DESIGN.md "Sandbox"). Called
+// once, right after the zygote's fork, before the worker reports ready, in
+// this order (each step needs the privileges the next one drops):
+//   1. join the worker's cgroups (memory, process count);
+//   2. new mount, IPC, UTS and (unless the network is "host") network
+//      namespaces; the PID namespace already exists (pid_namespace.h);
+//   3. the mount view (mount_view.h), loopback up, hostname "kcoral";
+//   4. drop to the sandbox user: no capabilities, no_new_privs;
+//   5. close every descriptor but the server socket;
+//   6. the seccomp filter.
+// Any failure is returned with the part that failed; the worker then reports
+// it and exits, and a server whose first worker cannot enter refuses to start.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+#include "worker/sandbox_spec.h"
+
+namespace kc::worker {
+
+// Returns the workspace's path inside the sandbox.
+StatusOr<std::string> EnterSandbox(const SandboxSpec& spec, int socket_fd);
+
+}  // namespace kc::worker
