@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import LEAK_TAG, Server, alive, tree_of
+from conftest import LEAK_TAG, Server, alive, describe, processes_tagged, tree_of
 from kcoral import Client, KCoralError, Program
 from wire import TRIVIAL, assert_error, execute as raw_execute, module_program
 
@@ -58,18 +58,37 @@ def load(url: str) -> dict:
     return httpx.get(url + "/health", timeout=5).json()["load"]
 
 
-def read_pid(path: Path, timeout: float = 10) -> int:
-    return wait_for(lambda: path.exists() and path.read_text().strip() and int(path.read_text()), timeout,
-                    f"pid file {path}")
+# Processes a program starts are found from the host by the leak tag and their command line:
+# with the sandbox a program knows only pids of its own PID namespace and cannot write to a
+# host path, so it cannot report a host pid.
+def command_line(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def left_running(server, command: str, grace: float = 2.0) -> str:
+    """'' once no process of `server` runs `command` (polled for `grace`), else who is left."""
+    deadline = time.monotonic() + grace
+    while (left := {p for p in processes_tagged(server.tag) if command_line(p) == command}) \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return describe(left)
+
+
+def routed_pid(server, request_id: str, timeout: float = 10) -> int:
+    """The host pid of the worker the server gave `request_id` to (its request_routed event)."""
+    def find():
+        return next((e["pid"] for e in server.events()
+                     if e["event"] == "request_routed" and e.get("request_id") == request_id), None)
+    return wait_for(find, timeout, f"request {request_id} to reach a worker")
 
 
 SPAWN_SESSION_CHILD_AND_SPIN = (
-    "import os, subprocess\n"
-    "def main(pid_file):\n"
-    "    child = subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
-    "    with open(pid_file + '.tmp', 'w') as f:\n"
-    "        f.write(str(child.pid))\n"
-    "    os.rename(pid_file + '.tmp', pid_file)\n"
+    "import subprocess\n"
+    "def main():\n"
+    "    subprocess.Popen(['sleep', '1000'], start_new_session=True)\n"
     "    while True:\n"
     "        pass\n"
 )
@@ -99,15 +118,14 @@ def test_timeout_raw_body_has_no_output(make_server):
     trivial_ok(server.url)
 
 
-def test_timeout_kills_a_child_in_its_own_session(make_server, tmp_path):
+def test_timeout_kills_a_child_in_its_own_session(make_server):
     server = make_server("--num-workers", "1")
-    pid_file = tmp_path / "child.pid"
     with Client(server.url) as c:
         with pytest.raises(KCoralError) as info:
-            c.execute(call(SPAWN_SESSION_CHILD_AND_SPIN, [str(pid_file)]), timeout_seconds=1.5)
+            c.execute(call(SPAWN_SESSION_CHILD_AND_SPIN), timeout_seconds=1.5)
     assert info.value.status_code == 504 and info.value.kind == "timeout"
-    child = read_pid(pid_file, timeout=1)
-    assert not wait_gone([child], 2.0), f"setsid child {child} survived the timeout"
+    # The program spins only once Popen has returned: the child was running.
+    assert not (left := left_running(server, "sleep 1000")), f"setsid child survived the timeout: {left}"
     trivial_ok(server.url)
 
 
@@ -143,15 +161,26 @@ def test_worker_dying_in_run_is_failed_runtime(make_server, name):
     trivial_ok(server.url)
 
 
+PROCESS_IDENTITY = (  # (pid, start time): a sandboxed worker's pid is the same in every namespace
+    "import os\n"
+    "def main():\n"
+    "    with open('/proc/self/stat') as f:\n"
+    "        return [os.getpid(), int(f.read().rsplit(')', 1)[1].split()[19])]\n"
+)
+
+
 def test_crash_with_worker_reuse_replaces_the_worker(make_server):
     server = make_server("--num-workers", "1", "--max-requests-per-worker", "0")
     with Client(server.url) as c:
-        pid_program = call("import os\ndef main():\n    return os.getpid()\n")
-        before = c.execute(pid_program)["out"]
-        assert c.execute(pid_program)["out"] == before  # reused
+        first = c.execute(call(PROCESS_IDENTITY))
+        second = c.execute(call(PROCESS_IDENTITY))
+        before = routed_pid(server, first.request_id)  # host pids, from the server's events
+        assert second["out"] == first["out"] and routed_pid(server, second.request_id) == before  # reused
         result = c.execute(call(CRASHERS["segfault"]))
         assert result.status == "FAILED" and result.error["kind"] == "runtime"
-        after = c.execute(pid_program)["out"]
+        third = c.execute(call(PROCESS_IDENTITY))
+    assert third["out"] != first["out"]
+    after = routed_pid(server, third.request_id)
     assert after != before
     assert not alive(before)
 
@@ -182,9 +211,11 @@ def test_memory_cap_turns_a_runaway_allocation_into_memory_error(make_server):
     trivial_ok(server.url)
 
 
-def test_memory_cap_is_refused_on_a_gpu_server(tmp_path):
-    with pytest.raises(RuntimeError, match="--worker-memory-limit-mbytes applies to CPU servers only"):
-        Server(tmp_path, "--worker-memory-limit-mbytes", "1024", device="gpu")
+def test_memory_cap_is_refused_on_a_gpu_server_without_the_sandbox(tmp_path):
+    # With the sandbox a GPU server caps a worker's memory with its cgroup; without it there is
+    # no cap that leaves CUDA's address-space reservations alone, so the flag is refused.
+    with pytest.raises(RuntimeError, match="--worker-memory-limit-mbytes"):
+        Server(tmp_path, "--sandbox", "none", "--worker-memory-limit-mbytes", "1024", device="gpu")
 
 
 # --------------------------------------------------------- client hang-up
@@ -196,15 +227,14 @@ GONE_RUNNING = "0b6a3c1e-7f2d-4c59-9e1a-3d5b8f0c2a71"
 GONE_QUEUED = "5e9d2b7a-1c4f-4a83-b6e0-8f3a2d9c1b64"
 
 
-def test_client_hang_up_cancels_its_running_program(make_server, tmp_path):
+def test_client_hang_up_cancels_its_running_program(make_server):
     server = make_server("--num-workers", "1")
-    pid_file = tmp_path / "pid"
-    source = "import os, time\ndef main(path):\n    open(path, 'w').write(str(os.getpid()))\n    time.sleep(60)\n"
-    program = module_program(source, args=[str(pid_file)])
+    source = "import time\ndef main():\n    time.sleep(60)\n"
+    program = module_program(source)
     program["options"] = {"timeout_seconds": 120}
     with pytest.raises(httpx.ReadTimeout):
         raw_execute(server.url, program, timeout=3, headers={"X-Request-ID": GONE_RUNNING})
-    pid = int(wait_for(lambda: pid_file.exists() and pid_file.read_text(), 5, "the program to start"))
+    pid = routed_pid(server, GONE_RUNNING, 5)  # the worker's host pid
     assert not wait_gone([pid], 5.0), "the abandoned program is still running"
     started = time.monotonic()
     trivial_ok(server.url)  # the seat is free again, long before the 60 s sleep would end
@@ -214,20 +244,28 @@ def test_client_hang_up_cancels_its_running_program(make_server, tmp_path):
     assert [e["reason"] for e in retired] == ["cancelled"]
 
 
-def test_client_hang_up_while_queued_skips_the_program(make_server, tmp_path):
+def test_client_hang_up_while_queued_skips_the_program(make_server):
     server = make_server("--num-workers", "1")
-    marker = tmp_path / "ran"
     blocker = module_program(SLEEP, args=[2.5])
     blocker["options"] = {"timeout_seconds": 20}
+    # Were it run, the queued program would keep a `sleep 77.5` child for 3 s, in sight of the
+    # host (a file in a host path, the old evidence, is out of a sandboxed program's reach).
+    queued = module_program("import subprocess, time\ndef main():\n"
+                            "    subprocess.Popen(['sleep', '77.5'])\n    time.sleep(3)\n")
+    seen = set()
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         first = pool.submit(raw_execute, server.url, blocker, timeout=30)
         wait_for(lambda: load(server.url)["requests_in_progress"] == 1, 10, "the blocker to take the only seat")
-        queued = module_program("def main(path):\n    open(path, 'w').write('ran')\n", args=[str(marker)])
         with pytest.raises(httpx.ReadTimeout):
             raw_execute(server.url, queued, timeout=0.5, headers={"X-Request-ID": GONE_QUEUED})
         assert first.result().status_code == 200
+        deadline = time.monotonic() + 2.5
+        while time.monotonic() < deadline:
+            seen |= {p for p in processes_tagged(server.tag) if command_line(p) == "sleep 77.5"}
+            time.sleep(0.05)
     wait_for(lambda: finished_reasons(server).get(GONE_QUEUED) == "cancelled", 5, "the cancelled event")
-    assert not marker.exists(), "a program whose client left while it was queued still ran"
+    assert not seen, "a program whose client left while it was queued still ran"
+    assert not [e for e in server.events() if e["event"] == "request_routed" and e.get("request_id") == GONE_QUEUED]
     trivial_ok(server.url)
 
 
@@ -273,12 +311,15 @@ def test_background_child_is_killed_after_the_response(make_server, tmp_path):
     )
     # Several rounds: a worker that exits on its own before it is killed
     # orphans its children to init, and that race does not lose every time.
+    # The children are looked for by the leak tag: the pids the program returns are pids of
+    # the sandbox's namespace.
     with Client(server.url) as c:
         for _ in range(5):
             result = c.execute(call(source), timeout_seconds=20)
             assert result.status == "COMPLETED", result.error
-            survivors = wait_gone(result["out"], 2.0)
-            assert not survivors, f"background children {survivors} outlived their request"
+            assert len(result["out"]) == 2  # both were started
+            survivors = left_running(server, "sleep 1000")
+            assert not survivors, f"background children outlived their request: {survivors}"
     trivial_ok(server.url)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest
@@ -308,20 +307,55 @@ def _with_uploads(program: Program, source: str) -> Program:
     return program
 
 
-def test_workspace_is_fresh_and_removed_after_the_request(client):
-    source = "import os\ndef main():\n    return [os.getcwd(), sorted(os.listdir('.'))]\n"
+# A workspace seen from inside: its listing without `.kcoral` (the sandbox keeps the worker's
+# HOME and temporary files there), and its directory's device and inode, which are the host's
+# (a sandboxed worker's cwd is /work, a bind mount, so its path says nothing on the host).
+WORKSPACE = (
+    "import os, time\n"
+    "def main(pause):\n"
+    "    time.sleep(pause)\n"
+    "    here = os.stat('.')\n"
+    "    return [sorted(set(os.listdir('.')) - {'.kcoral'}), here.st_dev, here.st_ino]\n"
+)
+
+
+def test_workspace_is_fresh_and_removed_after_the_request(client, shared_server):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conftest import processes_tagged
+
     program = Program()
     program.upload_file(id="a", blob=b"1", path="a.txt")
-    first = client.execute(_with_uploads(program, source))
-    second = client.execute(call(source))
-    cwd1, listing1 = first["out"]
-    cwd2, listing2 = second["out"]
-    assert listing1 == ["a.txt"] and listing2 == []
-    assert cwd1 != cwd2
-    deadline = time.monotonic() + 5
-    while Path(cwd1).exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not Path(cwd1).exists()
+    module = program.upload(id="m", kind="module", source=WORKSPACE)
+    fn = program.get_function(id="f", module=module, name="main")
+    program.return_(key="out", value=program.run(id="r", fn=fn, args=[1.5]))  # time to find its cwd
+    held = []  # directory fds on the cwd of every process of the server while the program runs
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(client.execute, program)
+            deadline = time.monotonic() + 1.2
+            while time.monotonic() < deadline and not running.done():
+                for pid in processes_tagged(shared_server.tag) - {shared_server.process.pid}:
+                    try:
+                        held.append(os.open(f"/proc/{pid}/cwd", os.O_RDONLY | os.O_DIRECTORY))
+                    except OSError:
+                        pass
+                time.sleep(0.1)
+            first = running.result(timeout=60)
+        assert first.status == "COMPLETED", first.error
+        listing, device, inode = first["out"]
+        assert listing == ["a.txt"]
+        workspace = [fd for fd in held if (os.fstat(fd).st_dev, os.fstat(fd).st_ino) == (device, inode)]
+        assert workspace, "no process of the server had the workspace as its cwd"
+        deadline = time.monotonic() + 5
+        while os.fstat(workspace[0]).st_nlink > 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert os.fstat(workspace[0]).st_nlink == 0, "the workspace was not removed after the request"
+    finally:
+        for fd in held:
+            os.close(fd)
+    second = client.execute(call(WORKSPACE, args=[0]))
+    assert second["out"][0] == []
 
 
 # ------------------------------------------------------------------ output
