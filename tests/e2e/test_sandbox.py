@@ -954,7 +954,10 @@ def unprivileged_prefix() -> list[str]:
     """setpriv to uid/gid 65534 without groups; keeps only CAP_DAC_READ_SEARCH where the interpreter
     is out of nobody's reach (here /root is 0700): it reads, it cannot write or set anything up."""
     prefix = ["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups"]
-    probe = subprocess.run([*prefix, sys.executable, "-c", "import kcoral._core"], capture_output=True)
+    # (setpriv may exec the interpreter even where nobody cannot reach its path; the server,
+    # which starts workers by that path, then cannot: ask for the path itself.)
+    probe = subprocess.run([*prefix, sys.executable, "-c", f"import os, kcoral._core; os.stat({sys.executable!r})"],
+                           capture_output=True)
     if probe.returncode != 0:
         prefix += ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
     return prefix
