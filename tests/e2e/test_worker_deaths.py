@@ -265,13 +265,17 @@ def test_dead_zygote_is_restarted_and_requests_keep_being_answered(make_server, 
 
 # ------------------------------------------------------------- /tmp hygiene
 def host_tmp_entries() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("kcoral-*")}
+    """kcoral-* entries of the host /tmp, but servers' workspace roots (kcoral-workspaces-*): each
+    server makes one when it starts and removes it when it stops, and any other server starting on
+    this machine meanwhile (another test run) would add one."""
+    return {p.name for p in Path(tempfile.gettempdir()).glob("kcoral-*")
+            if not p.name.startswith("kcoral-workspaces-")}
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_fresh_workers_leave_nothing_in_the_host_tmp(make_server, sandbox):
     # The host /tmp is shared with anything else running on the machine: an entry that another
-    # kcoral server creates meanwhile would be counted too (the message names every entry).
+    # kcoral server's workers create meanwhile would be counted too (the message names each).
     server = make_server("--num-workers", "2", *sandbox)
     trivial_ok(server)
     wait_for(lambda: len(workers(server)) >= 2, 20, "two stand-by workers")
