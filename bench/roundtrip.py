@@ -1,11 +1,13 @@
 """Round trip and throughput of a trivial program against a local server.
 
     python bench/roundtrip.py [--requests 400] [--workers 8] [--device cpu|gpu]
-                              [--max-requests-per-worker 1|0]
+                              [--max-requests-per-worker 1|0] [--sandbox both|namespaces|none]
 
-Starts its own server on a free loopback port, measures, stops it, and prints
-a table: p50/p99 latency at concurrency 1, requests/s at concurrency 1 and 32,
-and the seed's compile request (nvcc through tvm_ffi.cpp.build_inline).
+Starts its own server on a free loopback port (by default twice: with the
+worker sandbox and without), measures, stops it, and prints a table: p50/p99
+latency and requests/s at concurrency 1 and 32, the sandbox's cost as a ratio,
+and the seed's compile request (nvcc through tvm_ffi.cpp.build_inline), cold
+and repeated.
 """
 
 import argparse
@@ -36,14 +38,15 @@ def trivial_program() -> Program:
     return program
 
 
-def start_server(workers: int, device: str = "cpu", requests_per_worker: int = 1) -> tuple[subprocess.Popen, str]:
+def start_server(workers: int, device: str = "cpu", requests_per_worker: int = 1,
+                 sandbox: str = "namespaces") -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log_dir = tempfile.mkdtemp(prefix="kcoral-bench-")
     process = subprocess.Popen(
         [sys.executable, "-m", "kcoral", "server", "--port", str(port), "--log-dir", log_dir, "--no-log-console",
-         "--max-requests-per-worker", str(requests_per_worker),
+         "--max-requests-per-worker", str(requests_per_worker), "--sandbox", sandbox,
          *(["--device", "cpu", "--num-workers", str(workers)] if device == "cpu"
            else ["--device", "gpu", "--gpus", "0", "--workers-per-gpu", str(workers)])],
         start_new_session=True,
@@ -100,40 +103,51 @@ def main() -> None:
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
     parser.add_argument("--max-requests-per-worker", type=int, default=1,
                         help="1 (the default): a fresh worker process per request; 0: reuse workers")
+    parser.add_argument("--sandbox", choices=["both", "namespaces", "none"], default="both",
+                        help="both (the default): one server with the worker sandbox, one without, in one run")
     args = parser.parse_args()
     # A private TVM-FFI build cache, so the compile request really runs nvcc.
     os.environ["TVM_FFI_CACHE_DIR"] = tempfile.mkdtemp(prefix="kcoral-bench-tvm-ffi-")
-    process, url = start_server(args.workers, args.device, args.max_requests_per_worker)
-    try:
-        run_concurrent(url, 4, 40)  # warm-up
-        rows = []
-        for concurrency in (1, 32):
-            latencies, rate = run_concurrent(url, concurrency, args.requests)
-            rows.append((concurrency, statistics.median(latencies), percentile(latencies, 99), rate))
+    sys.path.insert(0, str(REPO / "examples"))
+    import cpu_compile_gpu_execute as seed
 
-        sys.path.insert(0, str(REPO / "examples"))
-        import cpu_compile_gpu_execute as seed
-
-        compile_ms = None
+    modes = ["namespaces", "none"] if args.sandbox == "both" else [args.sandbox]
+    rows, compiles = [], {}
+    for mode in modes:
+        process, url = start_server(args.workers, args.device, args.max_requests_per_worker, mode)
         try:
-            with Client(url) as client:
-                start = time.perf_counter()
-                compiled = client.execute(seed.compile_program("sm_90a"), timeout_seconds=300)
-                compile_ms = (time.perf_counter() - start) * 1e3 if compiled.completed else None
-        except Exception as exc:  # noqa: BLE001 - report, don't hide the table
-            print(f"compile request failed: {exc}", file=sys.stderr)
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.wait(30)
+            run_concurrent(url, 4, 40)  # warm-up
+            for concurrency in (1, 32):
+                latencies, rate = run_concurrent(url, concurrency, args.requests)
+                rows.append((mode, concurrency, statistics.median(latencies), percentile(latencies, 99), rate))
+            compiles[mode] = []
+            try:
+                with Client(url) as client:
+                    for _ in range(2):  # cold, then the identical request again
+                        start = time.perf_counter()
+                        compiled = client.execute(seed.compile_program("sm_90a"), timeout_seconds=300)
+                        if compiled.completed:
+                            compiles[mode].append(time.perf_counter() - start)
+            except Exception as exc:  # noqa: BLE001 - report, don't hide the table
+                print(f"compile request failed: {exc}", file=sys.stderr)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(30)
 
     print(f"\nKCoral {args.device.upper()} server, {args.workers} workers, {os.cpu_count()} cores, "
           f"{args.requests} requests per row, --max-requests-per-worker {args.max_requests_per_worker}")
-    print(f"{'concurrency':>11} | {'p50 ms':>8} | {'p99 ms':>8} | {'requests/s':>10}")
-    print("-" * 47)
-    for concurrency, p50, p99, rate in rows:
-        print(f"{concurrency:>11} | {p50:>8.2f} | {p99:>8.2f} | {rate:>10.1f}")
-    if compile_ms is not None:
-        print(f"\nseed compile request (nvcc, sm_90a, cold TVM-FFI cache): {compile_ms / 1e3:.2f} s")
+    print(f"{'sandbox':>10} | {'concurrency':>11} | {'p50 ms':>8} | {'p99 ms':>8} | {'requests/s':>10}")
+    print("-" * 60)
+    for mode, concurrency, p50, p99, rate in rows:
+        print(f"{mode:>10} | {concurrency:>11} | {p50:>8.2f} | {p99:>8.2f} | {rate:>10.1f}")
+    if len(modes) == 2:
+        for concurrency in (1, 32):
+            on, off = (r[4] for r in rows if r[1] == concurrency)
+            print(f"requests/s with the sandbox / without, concurrency {concurrency}: {on / off:.2f}")
+    for mode, times in compiles.items():
+        if times:
+            print(f"seed compile request (nvcc, sm_90a), sandbox {mode}: "
+                  + ", then ".join(f"{t:.2f} s" for t in times) + " (cold, then repeated)")
 
 
 if __name__ == "__main__":

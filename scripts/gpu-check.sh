@@ -21,6 +21,11 @@ if compgen -G ".whl/*.whl" >/dev/null; then
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 fi
+if compgen -G ".debs/libseccomp-dev_*.deb" >/dev/null && [ ! -f /usr/include/seccomp.h ]; then
+  note "unpacking the carried libseccomp-dev (its header; the runtime library is the machine's)"
+  dpkg -x .debs/libseccomp-dev_*.deb /tmp/seccomp-dev
+  export KCORAL_SECCOMP_ROOT=/tmp/seccomp-dev
+fi
 nvidia-smi -L
 
 note "building ($(nproc) cores)"
@@ -58,6 +63,8 @@ if ! start gpu 8001 --device gpu --gpus 0 --workers-per-gpu 8; then
   start gpu-nozygote 8001 --device gpu --gpus 0 --workers-per-gpu 8 --no-zygote || exit 1
 fi
 curl -s http://127.0.0.1:8001/health; echo
+sandbox=$("$PY" -c "import httpx; print(httpx.get('http://127.0.0.1:8001/health').json().get('sandbox'))")
+result "GPU server sandbox" "$sandbox"
 
 note "seed example: compile on the CPU server, execute on the GPU server"
 if KCORAL_CPU_URL=http://127.0.0.1:8000 KCORAL_GPU_URL=http://127.0.0.1:8001 "$PY" examples/cpu_compile_gpu_execute.py | tee "$OUT/example.txt"; then

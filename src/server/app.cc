@@ -223,7 +223,7 @@ int App::Run() {
                "refuses to start; --sandbox none runs workers without isolation";
     }
     events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", error}});
-    if (!config_.log_console) std::cerr << "kcoral server: " << error << "\n";
+    std::cerr << "kcoral server: " << error << "\n";  // whole: the console event is cut short
     return 1;
   }
   boost::system::error_code ec;
