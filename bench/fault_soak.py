@@ -317,10 +317,16 @@ def snapshot(pid: int, tag: str) -> dict[str, object]:
             status[key] = value.split()
     tree = {p for p in tree_of(pid) if state(p) != "Z"}
     tmp = os.listdir(tempfile.gettempdir())
-    fds = len(os.listdir(f"/proc/{pid}/fd")) if Path(f"/proc/{pid}").exists() else 0
+    targets = []
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                targets.append(os.readlink(fd))
     return {
         "RSS MiB": round(int(status.get("VmRSS", [0])[0]) / 1024, 1),
-        "open fds": fds,
+        "open fds": len(targets),
+        "  of them memfds": sum(1 for t in targets if t.startswith("/memfd:")),  # the blob cache's, mostly
+        "  of them sockets": sum(1 for t in targets if t.startswith("socket:")),
         "threads": int(status.get("Threads", [0])[0]),
         "processes in its tree": len(tree),
         "host /tmp entries": len(tmp),
