@@ -10,11 +10,10 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "base/memfd.h"
 #include "base/unique_fd.h"
 
 namespace kc::worker {
@@ -61,14 +60,23 @@ Status MakeMountPoint(const std::string& target, bool directory) {
 }
 
 // Mount points at or below `top`, from /proc/self/mountinfo (field 5).
+// Plain reads, no iostreams (see privileges.cc).
 std::vector<std::string> MountsBelow(const std::string& top) {
   std::vector<std::string> found;
-  std::ifstream mountinfo("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(mountinfo, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, device, root, mount_point;
-    fields >> id >> parent >> device >> root >> mount_point;
+  UniqueFd file(::open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC));
+  auto text = file.valid() ? ReadWholeFd(file.get()) : StatusOr<std::string>(InternalError(""));
+  if (!text.ok()) return found;
+  size_t start = 0;
+  while (start < text->size()) {
+    size_t end = text->find('\n', start);
+    if (end == std::string::npos) end = text->size();
+    const std::string_view line(text->data() + start, end - start);
+    start = end + 1;
+    size_t field = 0, begin = 0;
+    for (int i = 0; i < 4 && begin != std::string_view::npos; ++i) begin = line.find(' ', begin) + 1;
+    if (begin == 0 || begin >= line.size()) continue;
+    field = line.find(' ', begin);
+    const std::string mount_point(line.substr(begin, field - begin));
     if (mount_point == top || mount_point.rfind(top + "/", 0) == 0) found.push_back(mount_point);
   }
   return found;

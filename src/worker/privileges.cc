@@ -14,8 +14,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 
+#include "base/memfd.h"
 #include "base/unique_fd.h"
 
 namespace kc::worker {
@@ -26,11 +26,14 @@ Status Failed(const std::string& step) {
   return FailedPreconditionError(step + ": " + std::strerror(errno));
 }
 
+// Plain reads, no iostreams: this runs inside interpreters that may load
+// another libstdc++ than ours, whose locale facets then crash (seen on the
+// GPU machine).
 int LastCapability() {
-  std::ifstream file("/proc/sys/kernel/cap_last_cap");
-  int last = CAP_LAST_CAP;
-  file >> last;
-  return last;
+  UniqueFd file(::open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC));
+  auto text = file.valid() ? ReadWholeFd(file.get()) : StatusOr<std::string>(InternalError(""));
+  const int last = text.ok() ? std::atoi(text->c_str()) : 0;
+  return last > 0 ? last : CAP_LAST_CAP;
 }
 
 }  // namespace

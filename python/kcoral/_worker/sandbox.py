@@ -27,9 +27,15 @@ def interpreter_paths() -> list[str]:
     for variable in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(variable):
             paths.add(os.environ[variable])
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        paths.add(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    # Toolchains that uploaded compile code runs (tvm_ffi's build calls $CXX
+    # or g++, nvcc and ninja): each one's installation root (/opt/gcc for
+    # /opt/gcc/bin/g++; /usr ones are visible already).
+    tools = ["nvcc", "gcc", "g++", "c++", "cc", "clang", "clang++", "ninja"]
+    tools += [os.environ[v].split()[0] for v in ("CC", "CXX", "CUDAHOSTCXX") if os.environ.get(v, "").strip()]
+    for tool in tools:
+        found = shutil.which(tool)
+        if found:
+            paths.add(os.path.dirname(os.path.dirname(os.path.realpath(found))))
     return sorted(os.path.abspath(p) for p in paths)
 
 
