@@ -2,7 +2,7 @@
 
     python bench/fault_soak.py [--requests 10000] [--concurrency 32] [--seed 1]
                                [--time-limit-seconds 900] [--workers 8] [--hostile-fraction 0.1]
-                               [any kcoral server flag, e.g. --sandbox none]
+                               [--private-tmpdir] [--keep-logs] [any kcoral server flag, e.g. --sandbox none]
 
 Starts its own CPU server (`kcoral server --device cpu --num-workers 8` on a
 free loopback port, plus the server flags given), then sends the requests from
@@ -18,12 +18,15 @@ derived from its own random input (checked exactly), and hostile ones:
   deep   returns lists nested 200 deep                                           -> 200, the value
 
 It prints, per kind, requests sent, answered as expected, wrong and lost (no
-answer, or an answer of the wrong kind), p50/p99 latency; requests/s; and the
-server's RSS, open fds, threads, processes in its tree, the host /tmp entries
-and processes that escaped the server's tree, at the start and at the end. It
-stops by itself (all requests sent, or the time limit) and leaves no process
-behind: the server is stopped by pid (SIGTERM, then SIGKILL of its process
-group), and anything else carrying this run's environment tag is killed.
+answer, or an error answer where another was due), p50/p99 latency;
+requests/s; and the server's RSS, open fds (memfds: mostly the blob cache's),
+threads, processes in its tree, the entries of the host /tmp (shared with
+everything else on the machine; --private-tmpdir gives the server a TMPDIR of
+its own to count instead) and processes that escaped the server's tree, at the
+start and at the end. It stops by itself (all requests sent, or the time
+limit) and leaves no process behind: the server is stopped by pid (SIGTERM,
+then SIGKILL of its process group), and anything else carrying this run's
+environment tag is killed.
 Exit status 1 if an answer was wrong or lost or a process leaked.
 """
 
@@ -309,14 +312,14 @@ def tree_of(pid: int) -> set[int]:
     return found
 
 
-def snapshot(pid: int, tag: str) -> dict[str, object]:
+def snapshot(pid: int, tag: str, tmp: str) -> dict[str, object]:
     status = {}
     with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             key, _, value = line.partition(":")
             status[key] = value.split()
     tree = {p for p in tree_of(pid) if state(p) != "Z"}
-    tmp = os.listdir(tempfile.gettempdir())
+    tmp = os.listdir(tmp)
     targets = []
     with contextlib.suppress(OSError):
         for fd in Path(f"/proc/{pid}/fd").iterdir():
@@ -329,13 +332,14 @@ def snapshot(pid: int, tag: str) -> dict[str, object]:
         "  of them sockets": sum(1 for t in targets if t.startswith("socket:")),
         "threads": int(status.get("Threads", [0])[0]),
         "processes in its tree": len(tree),
-        "host /tmp entries": len(tmp),
-        "host /tmp kcoral-*": sum(1 for name in tmp if name.startswith("kcoral-")),
+        "tmp entries": len(tmp),
+        "tmp kcoral-*": sum(1 for name in tmp if name.startswith("kcoral-")),
         "escaped its tree": len(tagged(tag) - tree - {pid}),
     }
 
 
-def start_server(directory: Path, workers: int, extra: list[str], tag: str) -> tuple[subprocess.Popen, str, Path]:
+def start_server(directory: Path, workers: int, extra: list[str], tag: str,
+                 tmpdir: str | None) -> tuple[subprocess.Popen, str, Path]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -347,7 +351,8 @@ def start_server(directory: Path, workers: int, extra: list[str], tag: str) -> t
     stderr_path = directory / "server.stderr"
     with open(stderr_path, "wb") as stderr:
         process = subprocess.Popen([*command, *extra], stdout=subprocess.DEVNULL, stderr=stderr,
-                                   start_new_session=True, env={**os.environ, TAG: tag})
+                                   start_new_session=True,
+                                   env={**os.environ, TAG: tag, **({"TMPDIR": tmpdir} if tmpdir else {})})
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -386,7 +391,7 @@ def kill_leftovers(tag: str, grace: float = 5.0) -> list[str]:
 
 
 # ------------------------------------------------------------------- report
-def print_report(args, extra, rows, sent, seconds, before, after, leftovers) -> bool:
+def print_report(args, extra, rows, sent, seconds, before, after, leftovers, tmp) -> bool:
     print(f"\nKCoral fault soak: {sent} of {args.requests} requests sent, concurrency {args.concurrency}, "
           f"seed {args.seed}, {args.workers} workers, {os.cpu_count()} cores, "
           f"server flags: {' '.join(extra) or '(none)'}")
@@ -407,7 +412,7 @@ def print_report(args, extra, rows, sent, seconds, before, after, leftovers) -> 
     print(f"{'total':<8} | {total.sent:>6} | {total.expected:>8} | {total.wrong:>5} | {total.lost:>5} | "
           f"{percentile(total.latencies_ms, 50):>8.1f} | {percentile(total.latencies_ms, 99):>8.1f}")
     print(f"\n{total.sent / seconds:.1f} requests/s over {seconds:.1f} s")
-    print(f"\n{'server':<24} | {'start':>8} | {'end':>8}")
+    print(f"\n{'server':<24} | {'start':>8} | {'end':>8}    (tmp: {tmp})")
     print("-" * 46)
     for key in before:
         print(f"{key:<24} | {before[key]:>8} | {after[key]:>8}")
@@ -432,23 +437,28 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--hostile-fraction", type=float, default=0.1)
     parser.add_argument("--keep-logs", action="store_true", help="keep the server's log directory")
+    parser.add_argument("--private-tmpdir", action="store_true",
+                        help="give the server its own TMPDIR and count that instead of the host /tmp, which "
+                             "other processes on the machine (another test run) also write to")
     args, extra = parser.parse_known_args()
 
     requests = plan(args.requests, args.seed, args.hostile_fraction)
     tag = uuid.uuid4().hex
     directory = Path(tempfile.mkdtemp(prefix="fault-soak-"))
-    process, url, _ = start_server(directory, args.workers, extra, tag)
-    ok = False
+    tmp = str(directory / "tmp") if args.private_tmpdir else tempfile.gettempdir()
+    if args.private_tmpdir:
+        os.mkdir(tmp)
+    process, url, _ = start_server(directory, args.workers, extra, tag, tmp if args.private_tmpdir else None)
     try:
         time.sleep(2)  # the stand-by workers are up
-        before = snapshot(process.pid, tag)
+        before = snapshot(process.pid, tag, tmp)
         rows, sent, seconds = run(url, requests, args.concurrency, time.monotonic() + args.time_limit_seconds)
         time.sleep(3)  # replacements started, killed trees reaped
-        after = snapshot(process.pid, tag)
+        after = snapshot(process.pid, tag, tmp)
     finally:
         stop_server(process)
         leftovers = kill_leftovers(tag)
-    ok = print_report(args, extra, rows, sent, seconds, before, after, leftovers)
+    ok = print_report(args, extra, rows, sent, seconds, before, after, leftovers, tmp)
     if ok and not args.keep_logs:
         shutil.rmtree(directory, ignore_errors=True)
     else:
