@@ -880,6 +880,7 @@ def test_health_reports_the_sandbox(make_server, args, mode, network):
 
 @sandbox_configuration
 def test_sandbox_none_runs_workers_as_the_server_user(make_server):
+    # Today: the same (there was no sandbox); it guards against `none` still isolating.
     server = make_server("--num-workers", "1", "--sandbox", "none")
     me = report(server, REPORTS_ITS_IDENTITY)
     assert me["uid"][0] == str(os.getuid()) and me["Seccomp"] == "0", me
@@ -929,7 +930,7 @@ def test_readonly_path_is_readable_but_not_writable(start, tmp_path):
 
 @sandbox_configuration
 def test_readonly_path_is_refused_without_the_sandbox(tmp_path):
-    # Today: accepted and ignored.
+    # Today: refused too (the flag was there before the sandbox).
     with pytest.raises(RuntimeError, match="--sandbox-readonly-path"):
         Server(tmp_path, "--num-workers", "1", "--sandbox", "none", "--sandbox-readonly-path", str(tmp_path))
 
