@@ -165,6 +165,10 @@ def answer(server: Server, i: int) -> tuple[int, object]:
 
 
 # -------------------------------------------------------- crash with children
+# Several rounds: whether the children outlive their worker is a race (the same build lost it
+# in one run and won it in the next), and one round does not lose it every time.
+ROUNDS = 3
+
 CRASHES_WITH_CHILDREN = r"""
 import ctypes, os, signal, subprocess, time
 def main(how):
@@ -182,12 +186,14 @@ def main(how):
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_crash_with_children_is_answered_at_once_and_the_children_die(make_server, sandbox, how):
     server = make_server("--num-workers", "1", *sandbox)
-    watch = Watch(server, "sleep 600")
-    elapsed, outcome = timed(server, CRASHES_WITH_CHILDREN, how, timeout=60)
-    children = watch.stop()
-    assert_failed_runtime_at_once(elapsed, outcome, 60)
-    assert len(children) == 2, f"expected to see both sleep children, saw {children}"
-    assert not (left := still_alive(children)), f"children of the crashed worker survived: {describe(left)}"
+    for round_ in range(ROUNDS):
+        watch = Watch(server, "sleep 600")
+        elapsed, outcome = timed(server, CRASHES_WITH_CHILDREN, how, timeout=60)
+        children = watch.stop()
+        assert_failed_runtime_at_once(elapsed, outcome, 60)
+        assert len(children) == 2, f"expected to see both sleep children, saw {children}"
+        assert not (left := still_alive(children)), \
+            f"round {round_}: children of the crashed worker survived: {describe(left)}"
     trivial_ok(server)
 
 
@@ -217,12 +223,13 @@ def test_death_is_answered_while_a_child_holds_the_workers_socket(make_server, s
     # Before the fix: the socket stays open in the child, so nothing saw the death and the
     # request ended as a 504 after its whole timeout.
     server = make_server("--num-workers", "1", *sandbox)
-    watch = Watch(server, "sleep 600.5")
-    elapsed, outcome = timed(server, FORKS_A_SOCKET_HOLDER_THEN_DIES, how, timeout=30)
-    holders = watch.stop()
-    assert_failed_runtime_at_once(elapsed, outcome, 30)
-    assert holders and watch.held_sockets == holders, (holders, watch.held_sockets)  # the scenario was real
-    assert not (left := still_alive(holders)), f"the socket holder survived: {describe(left)}"
+    for round_ in range(ROUNDS):
+        watch = Watch(server, "sleep 600.5")
+        elapsed, outcome = timed(server, FORKS_A_SOCKET_HOLDER_THEN_DIES, how, timeout=30)
+        holders = watch.stop()
+        assert_failed_runtime_at_once(elapsed, outcome, 30)
+        assert holders and watch.held_sockets == holders, (holders, watch.held_sockets)  # the scenario was real
+        assert not (left := still_alive(holders)), f"round {round_}: the socket holder survived: {describe(left)}"
     trivial_ok(server)
 
 
