@@ -284,6 +284,39 @@ def test_a_sibling_is_invisible(sandboxed):
     assert answer == token
 
 
+SEARCHES_WORKSPACES = r"""
+import glob, os
+def main(marker):
+    here = os.getcwd()
+    candidates = set(glob.glob('/tmp/kcoral-workspaces-*/*/' + marker))  # where workspaces lived before
+    for top in {os.path.dirname(here), os.path.dirname(os.path.dirname(here))}:
+        for root, dirs, files in os.walk(top):
+            if root.count(os.sep) - top.count(os.sep) >= 2:
+                dirs[:] = []
+            if marker in files:
+                candidates.add(os.path.join(root, marker))
+    return sorted(p for p in candidates if not p.startswith(here + os.sep))
+"""
+
+@fails_unsandboxed
+def test_other_workspaces_are_not_visible(sandboxed):
+    # Today: the sibling's file is found at /tmp/kcoral-workspaces-XXXXXX/<its request id>/<marker>.
+    marker = f"e2e-marker-{uuid.uuid4().hex}"
+    token = uuid.uuid4().hex
+    sibling_program = Program()
+    sibling_program.upload_file(id="marker", blob=b"the sibling's own file", path=marker)
+    module = sibling_program.upload(id="m", kind="module", source=SLEEPS_THEN_ANSWERS)
+    fn = sibling_program.get_function(id="f", module=module, name="main")
+    sibling_program.return_(key="out", value=sibling_program.run(id="r", fn=fn, args=[4, token]))
+    with concurrent.futures.ThreadPoolExecutor(1) as pool, Client(sandboxed.url) as c:
+        sibling = pool.submit(c.execute, sibling_program, timeout_seconds=30)
+        wait_for(lambda: health(sandboxed)["load"]["requests_in_progress"] >= 1, 10, "the sibling to start")
+        time.sleep(0.3)
+        found = report(sandboxed, SEARCHES_WORKSPACES, marker)
+        assert sibling.result(timeout=60)["out"] == token
+    assert found == [], found
+
+
 KILLS_EVERY_PID = r"""
 import os, signal
 def main():
@@ -817,6 +850,17 @@ def test_each_worker_has_its_own_cgroup_with_the_limits(start):
         assert group.get("memory", ("", ""))[1] == str(512 << 20), groups
         assert group.get("pids", ("", ""))[1] == "64", groups
     assert groups[0]["memory"][0] != groups[1]["memory"][0], groups  # one cgroup per worker
+
+
+@fails_unsandboxed
+def test_default_process_limit_is_512(sandboxed):
+    # Today: no pids limit ('max', or no pids cgroup of its own).
+    request_id = str(uuid.uuid4())
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        running = pool.submit(report, sandboxed, SLEEPS_THEN_ANSWERS, 2, "slept", headers={"X-Request-ID": request_id})
+        group = cgroup_of(routed_pid(sandboxed, request_id))
+        assert running.result(timeout=60) == "slept"
+    assert group.get("pids", ("", ""))[1] == "512", group
 
 
 # ---------------------------------------------------- escaping children
