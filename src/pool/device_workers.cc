@@ -33,9 +33,9 @@ StatusOr<std::unique_ptr<WorkerProcess>> DeviceWorkers::StartWorker() {
     worker = zygote_->Fork(prepared.spec);
     if (!worker.ok()) {
       // A broken zygote is replaced by plain interpreter starts until it is restarted.
-      events_.Emit(EventLevel::kError, "worker_failed",
-                   {{"device", spec_.name}, {"phase", "zygote"},
-                    {"error", worker.status().message()}});
+      events_.Emit(
+          EventLevel::kError, "worker_failed",
+          {{"device", spec_.name}, {"phase", "zygote"}, {"error", worker.status().message()}});
       zygote_.reset();
       next_zygote_start_ = Clock::now() + zygote_backoff_;
     }
@@ -52,8 +52,10 @@ void DeviceWorkers::RestartZygoteIfDue() {
   auto zygote = Zygote::Start(launch_, Clock::now() + spawn_timeout_);
   if (!zygote.ok()) {
     events_.Emit(EventLevel::kWarning, "worker_failed",
-                 {{"device", spec_.name}, {"phase", "zygote"},
-                  {"error", zygote.status().message()}, {"retry_in_s", zygote_backoff_.count()}});
+                 {{"device", spec_.name},
+                  {"phase", "zygote"},
+                  {"error", zygote.status().message()},
+                  {"retry_in_s", zygote_backoff_.count()}});
     next_zygote_start_ = Clock::now() + zygote_backoff_;
     zygote_backoff_ = std::min(zygote_backoff_ * 2, std::chrono::seconds(60));
     return;

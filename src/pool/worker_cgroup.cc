@@ -1,5 +1,6 @@
 #include "pool/worker_cgroup.h"
 
+#include <linux/magic.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -11,8 +12,6 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <linux/magic.h>
 
 namespace kc::pool {
 
@@ -59,7 +58,8 @@ void RemoveGroupDir(const std::string& dir) {
     if (errno != EBUSY) return;
     for (const std::string& line : {ReadValue(dir + "/cgroup.procs")}) {
       std::istringstream pids(line);
-      for (pid_t pid; pids >> pid;) ::kill(pid, SIGKILL);
+      for (pid_t pid; pids >> pid;)
+        ::kill(pid, SIGKILL);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

@@ -26,7 +26,8 @@ struct CgroupLimits {
 class WorkerCgroup {
  public:
   WorkerCgroup() = default;
-  WorkerCgroup(WorkerCgroup&& other) noexcept : dirs_(std::exchange(other.dirs_, {})), v2_(other.v2_) {}
+  WorkerCgroup(WorkerCgroup&& other) noexcept
+      : dirs_(std::exchange(other.dirs_, {})), v2_(other.v2_) {}
   WorkerCgroup& operator=(WorkerCgroup&& other) noexcept;
   // Kills whatever is left in the group and removes it.
   ~WorkerCgroup() { Remove(); }

@@ -134,7 +134,8 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
     result.run = occupant->Run(job.run);
     if (result.run.delivered) break;
     events_.Emit(EventLevel::kWarning, "worker_retired",
-                 {{"worker_id", seat}, {"reason", "died_before_request"},
+                 {{"worker_id", seat},
+                  {"reason", "died_before_request"},
                   {"request_id", job.run.request_id}});
     device.Retire(std::move(occupant));
   }

@@ -43,8 +43,8 @@ Workspace& Workspace::operator=(Workspace&& other) noexcept {
 }
 
 Status Workspace::MakeLayout() {
-  for (const fs::path& dir : {path_, path_ / kLayout[0], path_ / kLayout[1], path_ / kLayout[2],
-                              path_ / kLayout[3]}) {
+  for (const fs::path& dir :
+       {path_, path_ / kLayout[0], path_ / kLayout[1], path_ / kLayout[2], path_ / kLayout[3]}) {
     if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
       return InternalError("cannot create " + dir.string() + ": " + std::strerror(errno));
     if (owner_ != static_cast<uid_t>(-1) && ::lchown(dir.c_str(), owner_, group_) != 0)

@@ -25,8 +25,8 @@ StatusOr<std::unique_ptr<Zygote>> Zygote::Start(const WorkerLaunch& launch,
 StatusOr<std::unique_ptr<WorkerProcess>> Zygote::Fork(const nlohmann::json& spec) {
   UniqueFd server_end, worker_end;
   KC_RETURN_IF_ERROR(ipc::MakeSocketPair(&server_end, &worker_end));
-  KC_RETURN_IF_ERROR(ipc::SendFrame(socket_.get(), {{"type", "fork"}, {"worker", spec}},
-                                    {worker_end.get()}));
+  KC_RETURN_IF_ERROR(
+      ipc::SendFrame(socket_.get(), {{"type", "fork"}, {"worker", spec}}, {worker_end.get()}));
   worker_end.Reset();
   auto forked = ipc::ReceiveFrameBefore(socket_.get(), Clock::now() + kForkTimeout);
   if (!forked.ok()) return forked.status().WithContext("waiting for the zygote to fork");

@@ -219,8 +219,9 @@ int App::Run() {
     std::string error = started.message();
     if (config_.sandbox != "none") {
       // Fail closed (issue 7): never fall back to unsandboxed workers silently.
-      error += " -- the worker sandbox (on by default) could not be set up, so the server "
-               "refuses to start; --sandbox none runs workers without isolation";
+      error +=
+          " -- the worker sandbox (on by default) could not be set up, so the server "
+          "refuses to start; --sandbox none runs workers without isolation";
     }
     events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", error}});
     std::cerr << "kcoral server: " << error << "\n";  // whole: the console event is cut short

@@ -19,7 +19,7 @@ struct ServerConfig {
   int standby_workers = -1;  // -1: one per seat
   int max_requests_per_worker = 1;
   double worker_termination_grace_seconds = 5;
-  std::string sandbox = "namespaces";  // namespaces (bubblewrap: an alias) | none
+  std::string sandbox = "namespaces";    // namespaces (bubblewrap: an alias) | none
   std::string sandbox_network = "none";  // none | host
   std::vector<std::string> sandbox_readonly_paths;
   int worker_max_processes = 512;  // cgroup pids limit per worker (threads count too)
@@ -37,10 +37,11 @@ struct ServerConfig {
   std::string log_dir = "logs";
   bool log_console = true;
   bool log_programs = true;
-  std::string cpu_execution = "host";       // host | reference
-  std::string python = "python3";           // interpreter that runs the workers
-  bool zygote = true;                       // fork workers from a prepared process
-  uint64_t worker_memory_limit_mbytes = 0;  // per worker: cgroup memory (+ address space on CPU); 0: none
+  std::string cpu_execution = "host";  // host | reference
+  std::string python = "python3";      // interpreter that runs the workers
+  bool zygote = true;                  // fork workers from a prepared process
+  uint64_t worker_memory_limit_mbytes =
+      0;  // per worker: cgroup memory (+ address space on CPU); 0: none
   int io_threads = 1;
   int parse_threads = 2;
 };

@@ -84,9 +84,8 @@ Status RunOne(ipc::Frame& frame, py::object& engine) {
   limits["max_response_bytes"] = header.value("max_response_bytes", int64_t{0});
   limits["request_id"] = header.value("request_id", std::string());
 
-  const std::string workspace = g_sandbox_workspace.empty()
-                                    ? header.at("workspace").get<std::string>()
-                                    : g_sandbox_workspace;
+  const std::string workspace =
+      g_sandbox_workspace.empty() ? header.at("workspace").get<std::string>() : g_sandbox_workspace;
   if (::chdir(workspace.c_str()) != 0) return InternalError("cannot enter workspace " + workspace);
 
   py::object result;
@@ -196,8 +195,7 @@ PYBIND11_MODULE(_core, m) {
       [] { kc::worker::ThrowIfError(kc::worker::UnsharePidNamespaceForNextChild()); },
       "The next child of this process starts a new PID namespace, as its pid 1.");
   m.def(
-      "restore_pid_namespace",
-      [] { kc::worker::ThrowIfError(kc::worker::RestorePidNamespace()); },
+      "restore_pid_namespace", [] { kc::worker::ThrowIfError(kc::worker::RestorePidNamespace()); },
       "Children after this one are born in this process's own PID namespace again.");
   m.def("run_namespace_init", &kc::worker::RunNamespaceInit, py::arg("worker_pid"),
         "Be the sandbox's pid 1 until the worker exits (worker/namespace_init.h).");

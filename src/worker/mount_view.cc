@@ -23,15 +23,15 @@ namespace {
 // /etc entries a worker may need (the loader, locale, name service for
 // loopback); passwd, group and hosts are written, not bound (see WriteEtc).
 constexpr const char* kEtcEntries[] = {
-    "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives",
-    "/etc/localtime",   "/etc/nsswitch.conf", "/etc/gai.conf",  "/etc/ssl",
+    "/etc/ld.so.cache",     "/etc/ld.so.conf",    "/etc/ld.so.conf.d", "/etc/alternatives",
+    "/etc/localtime",       "/etc/nsswitch.conf", "/etc/gai.conf",     "/etc/ssl",
     "/etc/ca-certificates", "/etc/mime.types",
 };
 // The system's programs and libraries, and the NVIDIA tools' folder (ncu,
 // compute-sanitizer) where it exists; the interpreter's own paths come in
 // the spec.
-constexpr const char* kSystemPaths[] = {"/usr",  "/bin", "/sbin",   "/lib", "/lib32",
-                                        "/lib64", "/libx32", "/sys", "/opt/nvidia"};
+constexpr const char* kSystemPaths[] = {"/usr",   "/bin",    "/sbin", "/lib",       "/lib32",
+                                        "/lib64", "/libx32", "/sys",  "/opt/nvidia"};
 constexpr const char* kDeviceNodes[] = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random",
                                         "/dev/urandom"};
 
@@ -73,7 +73,8 @@ std::vector<std::string> MountsBelow(const std::string& top) {
     const std::string_view line(text->data() + start, end - start);
     start = end + 1;
     size_t field = 0, begin = 0;
-    for (int i = 0; i < 4 && begin != std::string_view::npos; ++i) begin = line.find(' ', begin) + 1;
+    for (int i = 0; i < 4 && begin != std::string_view::npos; ++i)
+      begin = line.find(' ', begin) + 1;
     if (begin == 0 || begin >= line.size()) continue;
     field = line.find(' ', begin);
     const std::string mount_point(line.substr(begin, field - begin));
@@ -83,9 +84,13 @@ std::vector<std::string> MountsBelow(const std::string& top) {
 }
 
 // A recursive bind remounted read-only, submounts included (a remount
-// changes one mount only), without setuid or device files.
+// changes one mount only), without setuid or device files. /sys alone is
+// bound without its submounts (cgroup, debugfs, bpf, ...): workers read
+// sysfs itself (CPU topology, PCI devices for NVML), and every mount costs
+// each new worker time to copy and to tear down.
 Status BindReadOnly(const std::string& source, const std::string& target) {
-  if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+  const unsigned long recursive = source == "/sys" ? 0 : MS_REC;
+  if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND | recursive, nullptr) != 0)
     return Failed("bind " + source);
   for (const std::string& mount_point : MountsBelow(target)) {
     if (::mount(nullptr, mount_point.c_str(), nullptr,
@@ -146,7 +151,8 @@ Status WriteEtc(const SandboxSpec& spec, const std::string& root) {
   const std::string uid = std::to_string(spec.uid), gid = std::to_string(spec.gid);
   KC_RETURN_IF_ERROR(WriteFile(root + "/etc/passwd",
                                "root:x:0:0:root:/:/usr/sbin/nologin\n"
-                               "kcoral:x:" + uid + ":" + gid +
+                               "kcoral:x:" +
+                                   uid + ":" + gid +
                                    ":KCoral sandbox:/work/.kcoral/home:/usr/sbin/nologin\n"));
   KC_RETURN_IF_ERROR(WriteFile(root + "/etc/group", "root:x:0:\nkcoral:x:" + gid + ":\n"));
   return WriteFile(root + "/etc/hosts", "127.0.0.1 localhost kcoral\n::1 localhost\n");

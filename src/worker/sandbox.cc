@@ -17,8 +17,8 @@ StatusOr<std::string> EnterSandbox(const SandboxSpec& spec, int socket_fd) {
   if (::getpid() != 1) {
     return FailedPreconditionError("pid namespace: the worker is not pid 1 of its own namespace");
   }
-  const int flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-                    (spec.private_network ? CLONE_NEWNET : 0);
+  const int flags =
+      CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | (spec.private_network ? CLONE_NEWNET : 0);
   if (::unshare(flags) != 0) {
     return FailedPreconditionError(std::string("namespaces: unshare mount/ipc/uts/network: ") +
                                    std::strerror(errno));

@@ -16,12 +16,12 @@
 namespace kc::worker {
 
 struct SandboxSpec {
-  std::string workspace;                     // host directory bound at /work
-  std::string new_root;                      // empty host directory the view is built on
-  std::vector<std::string> readonly_paths;   // bound read-only at the same path
-  std::vector<std::string> device_nodes;     // e.g. /dev/nvidia0; /dev/null and friends always
-  std::vector<std::string> cgroup_procs;     // cgroup.procs files the worker joins first
-  bool private_network = true;               // a network namespace with only loopback
+  std::string workspace;                    // host directory bound at /work
+  std::string new_root;                     // empty host directory the view is built on
+  std::vector<std::string> readonly_paths;  // bound read-only at the same path
+  std::vector<std::string> device_nodes;    // e.g. /dev/nvidia0; /dev/null and friends always
+  std::vector<std::string> cgroup_procs;    // cgroup.procs files the worker joins first
+  bool private_network = true;              // a network namespace with only loopback
   uid_t uid = 65534;
   gid_t gid = 65534;
 };

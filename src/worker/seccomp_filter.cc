@@ -1,12 +1,11 @@
 #include "worker/seccomp_filter.h"
 
 #include <sched.h>
+#include <seccomp.h>
 
 #include <cerrno>
 #include <cstring>
 #include <string>
-
-#include <seccomp.h>
 
 namespace kc::worker {
 
@@ -66,9 +65,8 @@ namespace {
 
 // Namespace flags that clone may not carry (0x80 is CLONE_NEWTIME, missing
 // from older headers).
-constexpr uint64_t kNamespaceFlags[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,
-                                        CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET,
-                                        CLONE_NEWCGROUP, 0x80};
+constexpr uint64_t kNamespaceFlags[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,    CLONE_NEWUSER,
+                                        CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP, 0x80};
 
 struct FilterContext {
   scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -94,7 +92,8 @@ Status InstallSeccompFilter() {
   }
   if (int rc = seccomp_rule_add(filter.ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0); rc != 0)
     return Failed("clone3", rc);
-  for (uint64_t flag : kNamespaceFlags) {  // one rule per flag: a rule matches (arg & mask) == value
+  for (uint64_t flag :
+       kNamespaceFlags) {  // one rule per flag: a rule matches (arg & mask) == value
     if (int rc = seccomp_rule_add(filter.ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
                                   SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
         rc != 0) {

@@ -46,7 +46,8 @@ TEST_F(WorkspaceTest, EmptyRemovesWhatARequestLeftAndRestoresTheLayout) {
 
 TEST_F(WorkspaceTest, DestructorRemovesTheDirectory) {
   {
-    auto workspace = Workspace::Create(root_ / "w0", static_cast<uid_t>(-1), static_cast<gid_t>(-1));
+    auto workspace =
+        Workspace::Create(root_ / "w0", static_cast<uid_t>(-1), static_cast<gid_t>(-1));
     ASSERT_TRUE(workspace.ok());
   }
   EXPECT_FALSE(fs::exists(root_ / "w0"));

@@ -2,11 +2,11 @@
 
 #include <sys/socket.h>
 
-#include <gtest/gtest.h>
-
 #include <chrono>
 #include <memory>
 #include <optional>
+
+#include <gtest/gtest.h>
 
 #include "base/unique_fd.h"
 
