@@ -93,6 +93,15 @@ def test_exception_in_module_import_that_cannot_describe_itself(client):
     assert "Hostile" in error["message"]
 
 
+def test_benchmarked_callable_raising_a_hostile_exception(client):
+    source = ("from kcoral.builtins import benchmark\n"
+              "class Hostile(Exception):\n    def __str__(self):\n        return None\n"
+              "def kernel():\n    raise Hostile()\n"
+              "def main():\n    return benchmark(kernel, {'warmup': 0, 'repeat': 1})\n")
+    error = failed(client.execute(call(source)), "runtime")
+    assert error["message"] == "benchmark call failed: Hostile: Hostile()"
+
+
 def test_execution_error_altered_by_the_program_is_engine(client):
     source = ("from kcoral.errors import ExecutionError\ndef main():\n"
               "    e = ExecutionError('runtime', 'x')\n    e.kind = 'bogus'\n    raise e\n")
