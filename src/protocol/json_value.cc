@@ -38,6 +38,14 @@ JsonValue JsonValue::Double(double value) {
   return Number({std::move(text), /*integer=*/false});
 }
 
+JsonValue JsonValue::Array() {
+  return Array(JsonArray());
+}
+
+JsonValue JsonValue::Object() {
+  return Object(JsonObject());
+}
+
 JsonValue JsonValue::Array(JsonArray items) {
   return JsonValue(Storage(std::in_place_type<JsonArray>, std::move(items)));
 }

@@ -41,17 +41,21 @@ class JsonValue {
  public:
   enum class Type { kNull, kBoolean, kNumber, kString, kArray, kObject };
 
-  JsonValue() = default;  // null
-  static JsonValue Boolean(bool value) { return JsonValue(Storage(value)); }
+  // Factories are defined out of line: building a value destroys a Storage,
+  // which needs JsonMember complete (Clang checks where GCC waits).
+  JsonValue();  // null
+  static JsonValue Boolean(bool value);
   static JsonValue Integer(int64_t value);
   static JsonValue Unsigned(uint64_t value);
   // `value` must be finite; written in its shortest round-trip form.
   static JsonValue Double(double value);
   // `number` must be valid JSON number text (json_reader.cc checks the wire's).
-  static JsonValue Number(JsonNumber number) { return JsonValue(Storage(std::move(number))); }
-  static JsonValue String(std::string value) { return JsonValue(Storage(std::move(value))); }
-  static JsonValue Array(JsonArray items = {});
-  static JsonValue Object(JsonObject members = {});
+  static JsonValue Number(JsonNumber number);
+  static JsonValue String(std::string value);
+  static JsonValue Array();
+  static JsonValue Array(JsonArray items);
+  static JsonValue Object();
+  static JsonValue Object(JsonObject members);
 
   Type type() const { return static_cast<Type>(value_.index()); }
   bool is_null() const { return type() == Type::kNull; }
@@ -94,7 +98,7 @@ class JsonValue {
   // Index order matches Type.
   using Storage =
       std::variant<std::monostate, bool, JsonNumber, std::string, JsonArray, JsonObject>;
-  explicit JsonValue(Storage value) : value_(std::move(value)) {}
+  explicit JsonValue(Storage value);
 
   Storage value_;
 };
@@ -106,5 +110,17 @@ struct JsonMember {
 
 bool operator==(const JsonNumber& a, const JsonNumber& b);
 bool operator==(const JsonMember& a, const JsonMember& b);
+
+inline JsonValue::JsonValue() = default;
+inline JsonValue::JsonValue(Storage value) : value_(std::move(value)) {}
+inline JsonValue JsonValue::Boolean(bool value) {
+  return JsonValue(Storage(value));
+}
+inline JsonValue JsonValue::Number(JsonNumber number) {
+  return JsonValue(Storage(std::move(number)));
+}
+inline JsonValue JsonValue::String(std::string value) {
+  return JsonValue(Storage(std::move(value)));
+}
 
 }  // namespace kc::protocol
