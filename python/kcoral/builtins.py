@@ -124,7 +124,9 @@ def benchmark(fn, *rest) -> dict:
     except ExecutionError:
         raise
     except Exception as exc:  # noqa: BLE001 - the callable failed
-        raise ExecutionError("runtime", _short(f"benchmark call failed: {type(exc).__name__}: {exc}")) from exc
+        from kcoral._worker.errors import safe_text, type_name  # the exception is user code's
+
+        raise ExecutionError("runtime", _short(f"benchmark call failed: {type_name(exc)}: {safe_text(exc)}")) from exc
 
 
 def compile_tirx(fn, bindings=None):

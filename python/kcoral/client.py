@@ -25,7 +25,9 @@ def _encode_program(program: Program, options: dict[str, Any]) -> bytes:
     if options:
         envelope["options"] = options
     text = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    return text.encode("utf-8")
+    # A lone surrogate (a str Python allows) is not UTF-8; inside a JSON string
+    # its backslash escape "\\udXXX" is the same value (protocol §4.2).
+    return text.encode("utf-8", "backslashreplace")
 
 
 def _multipart(program_json: bytes, blobs: Iterable[tuple[str, bytes]]) -> tuple[str, list[bytes], int]:

@@ -1,8 +1,8 @@
 // Status and StatusOr<T>: the error vocabulary of every layer in src/.
 //
 // Codes are chosen by what the caller should do (STYLE.md §3). A Status is
-// cheap to copy when OK. The server turns failures into HTTP replies in
-// server/http_reply.cc (ErrorReply) and server/outcome_reply.cc.
+// cheap to copy when OK. The server turns failures into HTTP replies through
+// one table, server/request_ending.h (EndingForStatus, TraitsOf).
 #pragma once
 
 #include <cstdlib>

@@ -17,24 +17,32 @@
 //   {"type":"tensor","dtype":d,"shape":[...],"part":i}
 //   {"type":"file","part":i}
 //   {"type":"folder","files":{path: {"type":"file","part":i}},"directories":[...]}
+//
+// Scalars are left as the worker wrote them: integers of any size keep their
+// digits and strings may hold lone surrogates (json_value.h, §4.2).
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "base/status.h"
+#include "protocol/json_value.h"
 
 namespace kc::protocol {
 
-// `results` is the worker's results object (key -> raw node), rewritten in
-// place. `segments[i]` holds the bytes of part i. Errors are kInternal
-// naming the offending key path (a misbehaving worker, reported as engine).
-Status FinalizeResults(nlohmann::ordered_json& results,
-                       const std::vector<std::string_view>& segments);
+// Python's encoder stops near its recursion limit; the worker refuses values
+// nested deeper than this (values.py), and so does FinalizeResults. A node is
+// two JSON levels (the node and its value), so a worker outcome nests at most
+// kMaxOutcomeDepth deep.
+constexpr int kMaxValueDepth = 1000;
+constexpr size_t kMaxOutcomeDepth = 2 * kMaxValueDepth + 8;
 
-// True if any node in (finalized) `results` refers to a binary part.
-bool HasBinaryParts(const nlohmann::ordered_json& results);
+// `results` is the worker's results object (key -> raw node), rewritten in
+// place. `segments[i]` holds the bytes of part i; every one must be used, so
+// on success the reply carries binary parts exactly when `segments` is not
+// empty. Errors are kInternal naming the offending key path (a misbehaving
+// worker, reported as engine).
+Status FinalizeResults(JsonValue& results, const std::vector<std::string_view>& segments);
 
 }  // namespace kc::protocol

@@ -111,13 +111,13 @@ App::~App() {
 }
 
 HttpReply App::RequestTooLarge(const std::string& request_id, uint64_t declared) {
-  HttpReply reply = ErrorReply(413, "request_too_large",
-                               "request body of " + std::to_string(declared) +
-                                   " bytes exceeds max_request_bytes " +
-                                   std::to_string(config_.max_request_bytes),
-                               request_id);
-  reply.finish_reason = "rejected";
-  metrics_.RecordRequest(reply.status, reply.finish_reason, 0);  // never reaches HandleExecute
+  HttpReply reply = EndingReply(RequestEnding::kRequestTooLarge,
+                                "request body of " + std::to_string(declared) +
+                                    " bytes exceeds max_request_bytes " +
+                                    std::to_string(config_.max_request_bytes),
+                                request_id);
+  // Never reaches HandleExecute.
+  metrics_.RecordRequest(reply.status, std::string(reply.finish_reason()), 0);
   return reply;
 }
 
@@ -174,7 +174,7 @@ net::awaitable<void> Session(App& app, tcp::socket socket) {
           reply = app.HandleMetrics();
         } else if (request.target() == "/execute" || request.target() == "/health" ||
                    request.target() == "/metrics") {
-          reply = ErrorReply(405, "parse", "method not allowed", "");
+          reply = EndingReply(RequestEnding::kMethodNotAllowed, "method not allowed", "");
         } else {
           reply = {404, "application/json", R"({"detail":"Not Found"})", ""};
         }

@@ -67,26 +67,23 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
     double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - received)
             .count();
-    auto level = reply.status == 200 ? pool::EventLevel::kInfo
-                 : reply.status >= 500 && reply.status != 503 && reply.status != 504
-                     ? pool::EventLevel::kError
-                     : pool::EventLevel::kWarning;
+    // Every reply built here carries its ending (request_ending.h).
+    const auto level = reply.ending ? TraitsOf(*reply.ending).level : pool::EventLevel::kError;
     nlohmann::json fields = {{"request_id", request_id},
                              {"http_status", reply.status},
-                             {"finish_reason", reply.finish_reason},
+                             {"finish_reason", reply.finish_reason()},
                              {"total_ms", ms},
                              {"response_bytes", reply.body.size()}};
     if (!reply.error_kind.empty()) fields["error_kind"] = reply.error_kind;
     if (!reply.error_message.empty()) fields["error_message"] = reply.error_message.substr(0, 2048);
     events_.Emit(level, "request_finished", fields);
-    metrics_.RecordRequest(reply.status, reply.finish_reason, ms);
+    metrics_.RecordRequest(reply.status, std::string(reply.finish_reason()), ms);
     return reply;
   };
 
   if (shutting_down_) {
-    HttpReply reply = ErrorReply(503, "busy", "server is shutting down", request_id);
-    reply.finish_reason = "no_worker";
-    co_return finish(std::move(reply));
+    co_return finish(
+        EndingReply(RequestEnding::kShuttingDown, "server is shutting down", request_id));
   }
 
   // Multipart, SHA-256, validation and cache look-ups: on the parse pool.
@@ -96,13 +93,13 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
   // awaitable with state is built into a named variable first.
   auto prepare = [this, body, content_type, request_id]() -> net::awaitable<Prepared> {
     Prepared out;
-    auto reject = [&](const std::string& message) {
-      out.reply = ErrorReply(400, "parse", message, request_id);
-      out.reply->finish_reason = "rejected";
+    auto fail = [&](const Status& status) {
+      out.reply = EndingReply(EndingForStatus(status), status.message(), request_id);
       return out;
     };
+    auto reject = [&](const std::string& message) { return fail(InvalidArgumentError(message)); };
     auto parsed = protocol::ParseExecuteRequest(content_type, *body);
-    if (!parsed.ok()) co_return reject(parsed.status().message());
+    if (!parsed.ok()) co_return fail(parsed.status());
     const auto& options = parsed->program.options;
     if (options.gpu_count && config_.device == "cpu") {
       co_return reject(
@@ -112,14 +109,16 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
       co_return reject(
           "options.gpu_count: multi-GPU programs are not supported by this server yet");
     }
+    // A tensor of the wrong length is the client's 400; a memfd that cannot
+    // be made is ours, a 500 (EndingForStatus).
     auto resolution = blobs_.Resolve(*parsed);
-    if (!resolution.ok()) co_return reject(resolution.status().message());
+    if (!resolution.ok()) co_return fail(resolution.status());
     if (!resolution->missing.empty()) {
       nlohmann::ordered_json miss = {{"status", "CACHE_MISS"},
                                      {"request_id", request_id},
                                      {"missing_blobs", resolution->missing}};
-      out.reply = HttpReply{200, "application/json", DumpJson(miss), request_id};
-      out.reply->finish_reason = "cache_miss";
+      out.reply =
+          BodyReply(RequestEnding::kCacheMiss, "application/json", DumpJson(miss), request_id);
       co_return out;
     }
     Admitted admitted{std::move(*parsed), std::move(*resolution)};
@@ -166,9 +165,7 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
     });
   };
   if (!pool_->Submit(job)) {
-    HttpReply reply = ErrorReply(503, "busy", "server saturated", request_id);
-    reply.finish_reason = "no_worker";
-    co_return finish(std::move(reply));
+    co_return finish(EndingReply(RequestEnding::kSaturated, "server saturated", request_id));
   }
   while (!result->has_value())
     co_await wake->async_wait(net::as_tuple(net::use_awaitable));

@@ -1,11 +1,16 @@
 // HttpReply: what a route answers, before it becomes a Beast response.
-// Routes never touch the socket (STYLE.md §6).
+// Routes never touch the socket (STYLE.md §6). /execute replies are built
+// from a RequestEnding (request_ending.h), which fixes their HTTP status,
+// error kind and Retry-After.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
+
+#include "server/request_ending.h"
 
 namespace kc::server {
 
@@ -15,18 +20,32 @@ struct HttpReply {
   std::string body;
   std::string request_id;  // X-Request-ID; empty for /health
   bool retry_after = false;
-  // For the event log: why it ended (spec/server.md §6 finish_reason).
-  std::string finish_reason;
+  // How an /execute request ended; empty for other routes.
+  std::optional<RequestEnding> ending;
+  // For the event log (spec/server.md §6).
   std::string error_kind;
   std::string error_message;
+
+  // spec/server.md §6 finish_reason; empty outside /execute.
+  std::string_view finish_reason() const {
+    return ending ? TraitsOf(*ending).finish_reason : std::string_view();
+  }
 };
 
+// For bodies that hold only server-made text (/health, CACHE_MISS).
 inline std::string DumpJson(const nlohmann::ordered_json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-// {"status":"ERROR","request_id":...,"error":{"kind":...,"message":...}}
-HttpReply ErrorReply(int status, std::string_view kind, std::string_view message,
-                     const std::string& request_id);
+// The body of a request that ended without an outcome:
+// {"status":"ERROR","request_id":...,"error":{"kind":...,"message":...}},
+// with the ending's HTTP status, kind and Retry-After (§1.6).
+HttpReply EndingReply(RequestEnding ending, std::string_view message,
+                      const std::string& request_id);
+
+// A reply with a body of its own (outcome, CACHE_MISS) for an ending whose
+// HTTP status is 200.
+HttpReply BodyReply(RequestEnding ending, std::string content_type, std::string body,
+                    const std::string& request_id);
 
 }  // namespace kc::server

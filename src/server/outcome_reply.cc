@@ -1,15 +1,20 @@
 #include "server/outcome_reply.h"
 
 #include <set>
+#include <utility>
 
+#include "protocol/json_reader.h"
+#include "protocol/json_writer.h"
 #include "protocol/multipart_writer.h"
+#include "protocol/utf8.h"
 #include "protocol/value_codec.h"
 
 namespace kc::server {
 
 namespace {
 
-using nlohmann::ordered_json;
+using protocol::JsonValue;
+using protocol::JsonWriter;
 
 const char* OpName(protocol::Op op) {
   switch (op) {
@@ -25,132 +30,179 @@ const char* OpName(protocol::Op op) {
   return "run";
 }
 
-// The outcome body in the reference's key order (§4.1).
-ordered_json OutcomeBody(const std::string& status, const std::string& request_id,
-                         const pool::JobResult& result, ordered_json results) {
-  ordered_json body;
-  body["status"] = status;
-  body["request_id"] = request_id;
-  body["queue_ms"] = result.queue_ms;
-  body["elapsed_ms"] = result.elapsed_ms;
-  body["lease_wait_ms"] = result.run.lease_wait_ms;
-  body["lease_held_ms"] = result.run.lease_held_ms;
-  body["stdout"] = result.run.out.head;
-  body["stderr"] = result.run.err.head;
-  body["stdout_truncated"] = result.run.out.truncated;
-  body["stderr_truncated"] = result.run.err.truncated;
-  body["results"] = std::move(results);
-  return body;
+// Writes the outcome body's members up to `results`, in the reference's key
+// order (§4.1); the caller writes results, [error] and closes the object.
+// Output is bytes from the pipes: decoded as UTF-8 with replacement (§4.5).
+void BeginOutcomeBody(JsonWriter& writer, std::string_view status, const std::string& request_id,
+                      const pool::JobResult& result) {
+  writer.BeginObject()
+      .Key("status")
+      .String(status)
+      .Key("request_id")
+      .String(request_id)
+      .Key("queue_ms")
+      .Double(result.queue_ms)
+      .Key("elapsed_ms")
+      .Double(result.elapsed_ms)
+      .Key("lease_wait_ms")
+      .Double(result.run.lease_wait_ms)
+      .Key("lease_held_ms")
+      .Double(result.run.lease_held_ms)
+      .Key("stdout")
+      .String(protocol::ToValidUtf8(result.run.out.head))
+      .Key("stderr")
+      .String(protocol::ToValidUtf8(result.run.err.head))
+      .Key("stdout_truncated")
+      .Bool(result.run.out.truncated)
+      .Key("stderr_truncated")
+      .Bool(result.run.err.truncated);
 }
 
 // A worker that died inside instruction i: 200 FAILED runtime (§10).
 HttpReply CrashedInInstruction(const OutcomeContext& context, const pool::JobResult& result) {
   const auto& instruction = context.program->instructions.at(result.run.instruction_index);
-  ordered_json body = OutcomeBody("FAILED", context.request_id, result, ordered_json::object());
-  body["error"] = {
-      {"kind", "runtime"},
-      {"message", "worker exited while executing the instruction (" + result.run.message + ")"},
-      {"instruction_index", result.run.instruction_index},
-      {"instruction_op", OpName(instruction.op)},
-      {"instruction_id", instruction.op == protocol::Op::kReturn ? ordered_json(nullptr)
-                                                                 : ordered_json(instruction.id)},
-      {"traceback", ""}};
-  HttpReply reply{200, "application/json", DumpJson(body), context.request_id};
-  reply.finish_reason = "crashed";
-  reply.error_kind = "runtime";
+  const std::string message =
+      "worker exited while executing the instruction (" + result.run.message + ")";
+  std::string body;
+  JsonWriter writer(body);
+  BeginOutcomeBody(writer, "FAILED", context.request_id, result);
+  writer.Key("results").BeginObject().EndObject();
+  writer.Key("error")
+      .BeginObject()
+      .Key("kind")
+      .String("runtime")
+      .Key("message")
+      .String(message)
+      .Key("instruction_index")
+      .Int(result.run.instruction_index)
+      .Key("instruction_op")
+      .String(OpName(instruction.op));
+  writer.Key("instruction_id");
+  if (instruction.op == protocol::Op::kReturn) {
+    writer.Null();
+  } else {
+    writer.String(instruction.id);
+  }
+  writer.Key("traceback").String("").EndObject().EndObject();
+  HttpReply reply = BodyReply(RequestEnding::kCrashedInInstruction, "application/json",
+                              std::move(body), context.request_id);
+  reply.error_message = message;
   return reply;
 }
 
 // Checks the shape of the worker's `error` object; the worker is untrusted.
-bool ValidError(const ordered_json& error, size_t instruction_count) {
-  if (!error.is_object() || !error.contains("kind") || !error["kind"].is_string()) return false;
-  if (!error.contains("message") || !error["message"].is_string()) return false;
-  if (!error.contains("instruction_index") || !error["instruction_index"].is_number_integer())
-    return false;
-  int64_t index = error["instruction_index"].get<int64_t>();
-  if (index < 0 || static_cast<size_t>(index) >= instruction_count) return false;
+bool ValidError(const JsonValue& error, size_t instruction_count) {
+  if (!error.is_object()) return false;
+  const JsonValue* kind = error.Find("kind");
+  const JsonValue* message = error.Find("message");
+  const JsonValue* index = error.Find("instruction_index");
+  const JsonValue* traceback = error.Find("traceback");
+  if (!kind || !kind->is_string() || !message || !message->is_string()) return false;
+  if (!index || !traceback || !traceback->is_string()) return false;
+  std::optional<uint64_t> position = index->AsUint64();
+  if (!position || *position >= instruction_count) return false;
   static const std::set<std::string> kKinds = {"parse",       "compile",     "runtime",
                                                "gpu_access",  "correctness", "serialization",
                                                "unavailable", "engine"};
-  if (!kKinds.count(error["kind"].get<std::string>())) return false;
-  size_t expected = error["kind"] == "gpu_access" ? 9 : 6;
-  return error.size() == expected && error.contains("traceback") &&
-         error["traceback"].is_string() && error.contains("instruction_op") &&
-         error.contains("instruction_id");
+  if (!kKinds.count(kind->string())) return false;
+  if (!error.Find("instruction_op") || !error.Find("instruction_id")) return false;
+  if (kind->string() != "gpu_access") return error.size() == 6;
+  return error.size() == 9 && error.Find("cuda_call") && error.Find("location") &&
+         error.Find("interfered_request_id");
 }
 
 HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
   auto engine_error = [&](const std::string& message) {
-    HttpReply reply =
-        ErrorReply(500, "engine", "invalid worker response: " + message, context.request_id);
-    reply.finish_reason = "server_error";
-    return reply;
+    return EndingReply(RequestEnding::kInvalidWorkerResponse, "invalid worker response: " + message,
+                       context.request_id);
   };
-  ordered_json outcome = ordered_json::parse(result.run.outcome_json, nullptr, false);
-  if (!outcome.is_object() || !outcome.contains("results") || !outcome["results"].is_object() ||
-      !outcome.contains("segments") || !outcome["segments"].is_array()) {
+  // The reply holds at least the outcome's results and every binary part
+  // (json_writer.h spells strings as the worker does), so a bigger outcome
+  // can be refused before it is parsed at all.
+  const uint64_t outcome_bytes = result.run.outcome_json.size() + result.run.parts.size();
+  if (outcome_bytes > context.max_response_bytes) {
+    return EndingReply(RequestEnding::kResponseTooLarge,
+                       "the worker's outcome is " + std::to_string(outcome_bytes) +
+                           " bytes, over max_response_bytes " +
+                           std::to_string(context.max_response_bytes),
+                       context.request_id);
+  }
+  StatusOr<JsonValue> parsed = protocol::ReadJson(
+      result.run.outcome_json, protocol::JsonReadOptions{.max_depth = protocol::kMaxOutcomeDepth});
+  if (!parsed.ok()) return engine_error("malformed outcome (" + parsed.status().message() + ")");
+  JsonValue& outcome = *parsed;
+  JsonValue* results = outcome.Find("results");
+  const JsonValue* segment_lengths = outcome.Find("segments");
+  const JsonValue* status_field = outcome.Find("status");
+  JsonValue* error = outcome.Find("error");
+  if (!results || !results->is_object() || !segment_lengths || !segment_lengths->is_array()) {
     return engine_error("malformed outcome");
   }
-  const std::string status = outcome.value("status", "");
-  if (status != "COMPLETED" && status != "FAILED") return engine_error("bad status");
-  if ((status == "FAILED") != outcome.contains("error"))
-    return engine_error("status and error disagree");
-  if (status == "FAILED" && !ValidError(outcome["error"], context.program->instructions.size())) {
+  if (!status_field || !(status_field->IsString("COMPLETED") || status_field->IsString("FAILED"))) {
+    return engine_error("bad status");
+  }
+  const bool failed = status_field->IsString("FAILED");
+  if (failed != (error != nullptr)) return engine_error("status and error disagree");
+  if (failed && !ValidError(*error, context.program->instructions.size())) {
     return engine_error("malformed error object");
   }
 
   // Cut the parts buffer into the segments the worker declared.
   std::vector<std::string_view> segments;
   size_t offset = 0;
-  for (const auto& length : outcome["segments"]) {
-    if (!length.is_number_unsigned() || length.get<uint64_t>() > result.run.parts.size() - offset) {
+  for (const JsonValue& length_field : segment_lengths->array()) {
+    std::optional<uint64_t> length = length_field.AsUint64();
+    if (!length || *length > result.run.parts.size() - offset) {
       return engine_error("segment lengths exceed the data sent");
     }
-    segments.emplace_back(result.run.parts.data() + offset, length.get<size_t>());
-    offset += length.get<size_t>();
+    segments.emplace_back(result.run.parts.data() + offset, *length);
+    offset += *length;
   }
   if (offset != result.run.parts.size()) return engine_error("unused result data");
-  ordered_json results = std::move(outcome["results"]);
-  if (Status s = protocol::FinalizeResults(results, segments); !s.ok())
+  if (Status s = protocol::FinalizeResults(*results, segments); !s.ok()) {
     return engine_error(s.message());
-
-  ordered_json body = OutcomeBody(status, context.request_id, result, std::move(results));
-  HttpReply reply{200, "application/json", "", context.request_id};
-  if (status == "FAILED") {
-    body["error"] = std::move(outcome["error"]);
-    if (body["error"]["kind"] == "gpu_access") {
-      // Who held the GPU when the cpu_only call touched it: known only here.
-      body["error"]["interfered_request_id"] = result.interfered_request_id
-                                                   ? ordered_json(*result.interfered_request_id)
-                                                   : ordered_json(nullptr);
-    }
-    reply.finish_reason = "program_failed";
-    reply.error_kind = body["error"]["kind"];
-    reply.error_message = body["error"]["message"];
-  } else {
-    reply.finish_reason = "completed";
   }
-  const bool binary = protocol::HasBinaryParts(body["results"]);
-  std::string json = DumpJson(body);
-  if (!binary) {
-    reply.body = std::move(json);
+
+  std::string json;
+  json.reserve(result.run.outcome_json.size() + 1024);
+  JsonWriter writer(json);
+  BeginOutcomeBody(writer, status_field->string(), context.request_id, result);
+  writer.Key("results").Value(*results);
+  std::string error_kind, error_message;
+  if (failed) {
+    error_kind = error->Find("kind")->string();
+    error_message = error->Find("message")->string();
+    if (error_kind == "gpu_access") {
+      // Who held the GPU when the cpu_only call touched it: known only here.
+      *error->Find("interfered_request_id") = result.interfered_request_id
+                                                  ? JsonValue::String(*result.interfered_request_id)
+                                                  : JsonValue();
+    }
+    writer.Key("error").Value(*error);
+  }
+  writer.EndObject();
+
+  HttpReply reply;
+  if (segments.empty()) {
+    reply = BodyReply(failed ? RequestEnding::kProgramFailed : RequestEnding::kCompleted,
+                      "application/json", std::move(json), context.request_id);
   } else {
     std::vector<protocol::OutgoingPart> parts = {{"result", "application/json", json}};
     for (size_t k = 0; k < segments.size(); ++k) {
       parts.push_back({"return:" + std::to_string(k), "application/octet-stream", segments[k]});
     }
     auto encoded = protocol::WriteMultipart(parts);
-    reply.content_type = std::move(encoded.content_type);
-    reply.body = std::move(encoded.body);
+    reply = BodyReply(failed ? RequestEnding::kProgramFailed : RequestEnding::kCompleted,
+                      std::move(encoded.content_type), std::move(encoded.body), context.request_id);
   }
+  reply.error_kind = std::move(error_kind);
+  reply.error_message = std::move(error_message);
   if (reply.body.size() > context.max_response_bytes) {
-    HttpReply too_large = ErrorReply(500, "response_too_large",
-                                     "the response is " + std::to_string(reply.body.size()) +
-                                         " bytes, over max_response_bytes " +
-                                         std::to_string(context.max_response_bytes),
-                                     context.request_id);
-    too_large.finish_reason = "server_error";
-    return too_large;
+    return EndingReply(RequestEnding::kResponseTooLarge,
+                       "the response is " + std::to_string(reply.body.size()) +
+                           " bytes, over max_response_bytes " +
+                           std::to_string(context.max_response_bytes),
+                       context.request_id);
   }
   return reply;
 }
@@ -159,51 +211,36 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
 
 HttpReply BuildOutcomeReply(const OutcomeContext& context, pool::JobResult& result) {
   if (result.cancelled) {
-    // Nobody reads it; 499 (nginx's "client closed request") is for the log and metrics.
-    HttpReply reply = ErrorReply(499, "cancelled",
-                                 "the client closed the connection; the "
-                                 "program was cancelled",
-                                 context.request_id);
-    reply.finish_reason = "cancelled";
-    return reply;
+    return EndingReply(RequestEnding::kCancelled,
+                       "the client closed the connection; the program was cancelled",
+                       context.request_id);
   }
-  if (!result.ran) {
-    HttpReply reply = ErrorReply(503, "busy", "server saturated", context.request_id);
-    reply.finish_reason = "no_worker";
-    return reply;
-  }
+  if (!result.ran)
+    return EndingReply(RequestEnding::kSaturated, "server saturated", context.request_id);
   if (context.output_limit_bytes == 0) {
     result.run.out = {};
     result.run.err = {};
   }
   switch (result.run.ending) {
-    case pool::RunResult::Ending::kTimedOut: {
-      HttpReply reply = ErrorReply(504, "timeout", "execution timed out", context.request_id);
-      reply.finish_reason = "timeout";
-      return reply;
-    }
+    case pool::RunResult::Ending::kTimedOut:
+      return EndingReply(RequestEnding::kTimedOut, "execution timed out", context.request_id);
     case pool::RunResult::Ending::kCrashed:
       if (result.run.instruction_index >= 0 && static_cast<size_t>(result.run.instruction_index) <
                                                    context.program->instructions.size()) {
         return CrashedInInstruction(context, result);
-      } else {
-        HttpReply reply = ErrorReply(500, "engine", "worker crashed (" + result.run.message + ")",
-                                     context.request_id);
-        reply.finish_reason = "crashed";
-        return reply;
       }
-    case pool::RunResult::Ending::kBroken: {
-      HttpReply reply = ErrorReply(500, "engine", "invalid worker response: " + result.run.message,
-                                   context.request_id);
-      reply.finish_reason = "server_error";
-      return reply;
-    }
+      return EndingReply(RequestEnding::kCrashed, "worker crashed (" + result.run.message + ")",
+                         context.request_id);
+    case pool::RunResult::Ending::kBroken:
+      return EndingReply(RequestEnding::kInvalidWorkerResponse,
+                         "invalid worker response: " + result.run.message, context.request_id);
     case pool::RunResult::Ending::kOutcome:
       return FromOutcome(context, result);
     case pool::RunResult::Ending::kCancelled:
       break;  // answered above
   }
-  return ErrorReply(500, "engine", "unreachable", context.request_id);
+  return EndingReply(RequestEnding::kInternal, "unreachable: the run ended in no known way",
+                     context.request_id);
 }
 
 }  // namespace kc::server

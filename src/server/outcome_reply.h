@@ -2,6 +2,10 @@
 // (spec/protocol.md §1.6, §4): outcome bodies with exact key order, binary
 // parts numbered and hashed (protocol/value_codec.h), multipart framing,
 // timeouts, crashes and the response size cap.
+//
+// The worker runs untrusted code, so its outcome is read strictly and in
+// time linear in its size (protocol/json_reader.h), and one bigger than
+// max_response_bytes is answered response_too_large without being parsed.
 #pragma once
 
 #include "pool/worker_pool.h"

@@ -221,6 +221,26 @@ def test_program_without_blobs_and_multipart_result():
     assert srv.requests[0].program["options"] == {"output_limit_bytes": 0}
 
 
+def test_lone_surrogates_and_big_ints_in_args_are_sent_as_python_json_reads_them():
+    # A lone surrogate is a str Python allows but UTF-8 cannot carry: the program
+    # carries its JSON escape (protocol §4.2). Integers keep every digit.
+    args = ["\ud800 x \udfff", 2**200, -(2**65), {"\udc00": [2**70]}]
+    p = Program()
+    m = p.upload(kind="module", source="def main(*a):\n    return a\n")
+    f = p.get_function(module=m, name="main")
+    p.run(fn=f, args=args)
+    body = outcome(results={"s": {"type": "string", "value": "\ud800"},
+                            "i": {"type": "integer", "value": -(2**200)}})
+    with FakeServer([json_reply(body)]) as srv:
+        with Client(srv.url) as client:
+            result = client.execute(p)
+    raw = srv.requests[0].program_raw
+    raw.decode("utf-8")  # valid UTF-8 on the wire
+    assert b"\\ud800 x \\udfff" in raw and str(2**200).encode() in raw
+    assert srv.requests[0].program["instructions"][2]["args"] == args
+    assert result["s"] == "\ud800" and result["i"] == -(2**200)
+
+
 def test_error_responses_raise_kcoral_error():
     p, _ = make_program()
     err = {"status": "ERROR", "request_id": "rid-1", "error": {"kind": "parse", "message": "instructions[0]: bad"}}

@@ -47,10 +47,6 @@ def test_value_round_trip(client, value):
     assert type(result["out"]) is type(value)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "server deviation: protocol §4.2 says Python ints are encoded with arbitrary precision, but "
-    "python/kcoral/_worker/values.py rejects ints outside [-2**63, 2**64-1] with FAILED serialization "
-    "'integer outside the 64-bit range'"))
 @pytest.mark.parametrize("value", [2**80, -(2**70)])
 def test_big_int_round_trip(client, value):
     result = client.execute(call(f"def main():\n    return {value}\n"))

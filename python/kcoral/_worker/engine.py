@@ -72,9 +72,54 @@ class Request:
         return self.handles[ref["$ref"]]
 
 
+def encode_outcome(outcome: dict) -> bytes:
+    """The outcome as the server reads it (src/protocol/json_reader.h): compact
+    UTF-8 JSON, spelled as the server writes its reply, so that its size bounds
+    the reply's. A lone surrogate in a string (Python allows them) is not UTF-8;
+    it becomes its JSON escape "\\udXXX", which reads back as the same string."""
+    limit = sys.getrecursionlimit()
+    # The C encoder counts each container against the recursion limit; values
+    # nest at most values.MAX_DEPTH levels, two containers each.
+    sys.setrecursionlimit(max(limit, 2 * values.MAX_DEPTH + 200))
+    try:
+        text = json.dumps(outcome, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+    finally:
+        sys.setrecursionlimit(limit)
+    return text.encode("utf-8", "backslashreplace")
+
+
+def _reconfigure_output() -> None:
+    """print() of a lone surrogate writes its escape instead of failing the
+    program, as Python's own stderr does (errors="backslashreplace")."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):
+            pass  # not a TextIOWrapper, or already closed: nothing to protect
+
+
+def _restore_output(saved: tuple) -> None:
+    """Puts back sys.stdout and sys.stderr as the program found them, so the
+    worker can flush them after the run (src/worker/module.cc) whatever the
+    program did: replaced them (with None, anything), closed them, or left
+    bytes buffered that can no longer be written."""
+    for name, original, fd in (("stdout", saved[0], 1), ("stderr", saved[1], 2)):
+        stream = original
+        try:
+            if stream.closed:
+                raise ValueError("closed")
+            stream.flush()
+        except Exception:  # noqa: BLE001 - closed by the program, or its fd is gone
+            # The standard streams never own their descriptor (closefd=False),
+            # so a new wrapper on the same descriptor works after a close.
+            stream = open(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
+        setattr(sys, name, stream)
+
+
 class Engine:
     def __init__(self, runtime):
         self.runtime = runtime
+        _reconfigure_output()  # before output capture swaps the descriptors
 
     def describe(self) -> dict:
         return {"target": self.runtime.target(), "versions": self.runtime.versions()}
@@ -84,9 +129,10 @@ class Engine:
         self.runtime.initialize()
 
     def run(self, program_json: str, blob_fds: dict, limits: dict, workspace: str):
-        """Runs a program; returns (outcome JSON text, binary segments, frame meta)."""
+        """Runs a program; returns (outcome JSON bytes, binary segments, frame meta)."""
         request = Request(json.loads(program_json), blob_fds, limits, workspace)
         sys.path.insert(0, workspace)  # uploaded .py files are importable (spec/server.md §3.2)
+        output = (sys.stdout, sys.stderr)
         error = None
         try:
             for index, instruction in enumerate(request.instructions):
@@ -106,6 +152,7 @@ class Engine:
                 error = self._error(index, request.instructions[index], cleanup_error)
         finally:
             self._forget(request)
+            _restore_output(output)
         meta = {}
         if self.runtime.retire_reason:
             meta["retire"] = self.runtime.retire_reason
@@ -118,10 +165,23 @@ class Engine:
         }
         if error:
             outcome["error"] = error
-        return json.dumps(outcome, allow_nan=False), request.budget.segments, meta
+        try:
+            return encode_outcome(outcome), request.budget.segments, meta
+        except Exception as exc:  # noqa: BLE001 - a bug here must still give an answer
+            # Every value was checked when its return ran, so this is the
+            # engine's own failure: the program fails, its results are dropped.
+            index = len(request.instructions) - 1
+            failed = {
+                "status": "FAILED",
+                "results": {},
+                "segments": [],
+                "error": self._error(index, request.instructions[index], exc),
+            }
+            return encode_outcome(failed), [], meta
 
     @staticmethod
     def _error(index: int, instruction: dict, exc: BaseException) -> dict:
+        """The error object for `exc` (spec/protocol.md §4.4); never raises."""
         kind, message, extra = describe_exception(exc)
         op = instruction["op"]
         return {

@@ -13,6 +13,7 @@ Messages are shortened to 600 characters, keeping both ends.
 """
 
 from kcoral import builtins
+from kcoral._worker.errors import safe_text, type_name
 from kcoral.errors import ExecutionError
 
 
@@ -39,7 +40,8 @@ def benchmark(fn, args: tuple, cfg: dict) -> dict:
     except ExecutionError:
         raise
     except Exception as exc:  # noqa: BLE001 - the callable raised; _native re-raises it unchanged
-        raise ExecutionError("runtime", builtins._short(f"benchmark call failed: {type(exc).__name__}: {exc}")) from exc
+        message = f"benchmark call failed: {type_name(exc)}: {safe_text(exc)}"  # user code's exception
+        raise ExecutionError("runtime", builtins._short(message)) from exc
 
     result = builtins.summarize(raw["samples_ms"])
     result.update(

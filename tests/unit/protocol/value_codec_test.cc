@@ -5,17 +5,41 @@
 #include <gtest/gtest.h>
 
 #include "base/sha256.h"
+#include "protocol/json_reader.h"
+#include "protocol/json_writer.h"
 
 namespace kc::protocol {
 namespace {
 
-using nlohmann::ordered_json;
-
-ordered_json Parse(std::string_view text) {
-  return ordered_json::parse(text);
+JsonValue Parse(std::string_view text) {
+  StatusOr<JsonValue> parsed = ReadJson(text, {.max_depth = kMaxOutcomeDepth});
+  EXPECT_TRUE(parsed.ok()) << parsed.status().message();
+  return parsed.ok() ? *std::move(parsed) : JsonValue();
 }
 
-void ExpectInternalJson(ordered_json results, const std::vector<std::string_view>& segments,
+// The member at a path of object keys and array indices (as strings of digits).
+const JsonValue& At(const JsonValue& root, std::initializer_list<std::string_view> path) {
+  const JsonValue* node = &root;
+  for (std::string_view step : path) {
+    if (node->is_array()) {
+      node = &node->array().at(std::stoul(std::string(step)));
+    } else {
+      node = node->Find(step);
+      if (node == nullptr) {
+        ADD_FAILURE() << "no member " << step;
+        static const JsonValue kNull;
+        return kNull;
+      }
+    }
+  }
+  return *node;
+}
+
+std::string Dump(const JsonValue& value) {
+  return WriteJson(value);
+}
+
+void ExpectInternalJson(JsonValue results, const std::vector<std::string_view>& segments,
                         std::string_view fragment = "") {
   Status status = FinalizeResults(results, segments);
   ASSERT_FALSE(status.ok());
@@ -36,99 +60,90 @@ TEST(ValueCodec, ScalarNodesPassThroughUnchanged) {
       R"("i":{"type":"integer","value":-12},"u":{"type":"integer","value":18446744073709551615},)"
       R"("x":{"type":"number","value":0.5},"xi":{"type":"number","value":3},)"
       R"("s":{"type":"string","value":"hi"}})";
-  ordered_json results = Parse(text);
+  JsonValue results = Parse(text);
   ASSERT_TRUE(FinalizeResults(results, {}).ok());
   EXPECT_EQ(results, Parse(text));
-  EXPECT_FALSE(HasBinaryParts(results));
 }
 
 TEST(ValueCodec, EmptyResultsAreAccepted) {
-  ordered_json results = ordered_json::object();
+  JsonValue results = JsonValue::Object();
   EXPECT_TRUE(FinalizeResults(results, {}).ok());
-  EXPECT_EQ(results.dump(), "{}");
-  EXPECT_FALSE(HasBinaryParts(results));
+  EXPECT_EQ(Dump(results), "{}");
 }
 
 TEST(ValueCodec, BytesNodeGetsPartNameAndDigest) {
-  ordered_json results = Parse(R"({"k":{"type":"bytes","part":0}})");
+  JsonValue results = Parse(R"({"k":{"type":"bytes","part":0}})");
   ASSERT_TRUE(FinalizeResults(results, {"abc"}).ok());
-  EXPECT_EQ(results.dump(),
+  EXPECT_EQ(Dump(results),
             R"({"k":{"type":"bytes","part":"return:0","sha256":")" + Sha256Hex("abc") + "\"}}");
-  EXPECT_TRUE(HasBinaryParts(results));
 }
 
 TEST(ValueCodec, TensorNodeGetsWireForm) {
-  ordered_json results =
-      Parse(R"({"t":{"type":"tensor","dtype":"float32","shape":[2,2],"part":0}})");
+  JsonValue results = Parse(R"({"t":{"type":"tensor","dtype":"float32","shape":[2,2],"part":0}})");
   std::string bytes(16, '\x01');
   ASSERT_TRUE(FinalizeResults(results, {bytes}).ok());
   EXPECT_EQ(
-      results.dump(),
+      Dump(results),
       R"({"t":{"type":"tensor","dtype":"float32","shape":[2,2],"part":"return:0","sha256":")" +
           Sha256Hex(bytes) + "\"}}");
 }
 
 TEST(ValueCodec, KeyOrderOfRawTensorDoesNotMatter) {
-  ordered_json results = Parse(R"({"t":{"part":0,"shape":[],"dtype":"int64","type":"tensor"}})");
+  JsonValue results = Parse(R"({"t":{"part":0,"shape":[],"dtype":"int64","type":"tensor"}})");
   ASSERT_TRUE(FinalizeResults(results, {std::string(8, '\0')}).ok());
-  EXPECT_EQ(results["t"].begin().key(), "type");
+  EXPECT_EQ(At(results, {"t"}).object().front().key, "type");
 }
 
 TEST(ValueCodec, EmptyTensorHasEmptyPart) {
-  ordered_json results =
-      Parse(R"({"t":{"type":"tensor","dtype":"bfloat16","shape":[3,0],"part":0}})");
+  JsonValue results = Parse(R"({"t":{"type":"tensor","dtype":"bfloat16","shape":[3,0],"part":0}})");
   EXPECT_TRUE(FinalizeResults(results, {""}).ok());
 }
 
 TEST(ValueCodec, FileNodeGetsSize) {
-  ordered_json results = Parse(R"({"f":{"type":"file","part":0}})");
+  JsonValue results = Parse(R"({"f":{"type":"file","part":0}})");
   ASSERT_TRUE(FinalizeResults(results, {"hello"}).ok());
-  EXPECT_EQ(results.dump(), R"({"f":{"type":"file","size":5,"part":"return:0","sha256":")" +
-                                Sha256Hex("hello") + "\"}}");
+  EXPECT_EQ(Dump(results), R"({"f":{"type":"file","size":5,"part":"return:0","sha256":")" +
+                               Sha256Hex("hello") + "\"}}");
 }
 
 TEST(ValueCodec, FolderFilesGetWireFormInOrder) {
-  ordered_json results = Parse(R"({"d":{"type":"folder","files":{"a/x":{"type":"file","part":0},)"
-                               R"("b":{"type":"file","part":1}},)"
-                               R"("directories":["a","a/empty"]}})");
+  JsonValue results = Parse(R"({"d":{"type":"folder","files":{"a/x":{"type":"file","part":0},)"
+                            R"("b":{"type":"file","part":1}},)"
+                            R"("directories":["a","a/empty"]}})");
   ASSERT_TRUE(FinalizeResults(results, {"x", "yy"}).ok());
-  EXPECT_EQ(results["d"]["files"]["a/x"]["part"], "return:0");
-  EXPECT_EQ(results["d"]["files"]["b"]["part"], "return:1");
-  EXPECT_EQ(results["d"]["files"]["b"]["size"], 2);
-  EXPECT_EQ(results["d"]["directories"], Parse(R"(["a","a/empty"])"));
-  EXPECT_TRUE(HasBinaryParts(results));
+  EXPECT_TRUE(At(results, {"d", "files", "a/x", "part"}).IsString("return:0"));
+  EXPECT_TRUE(At(results, {"d", "files", "b", "part"}).IsString("return:1"));
+  EXPECT_EQ(At(results, {"d", "files", "b", "size"}).AsInt64(), 2);
+  EXPECT_EQ(At(results, {"d", "directories"}), Parse(R"(["a","a/empty"])"));
 }
 
 TEST(ValueCodec, EmptyFolderHasNoBinaryParts) {
-  ordered_json results = Parse(R"({"d":{"type":"folder","files":{},"directories":[]}})");
+  JsonValue results = Parse(R"({"d":{"type":"folder","files":{},"directories":[]}})");
   ASSERT_TRUE(FinalizeResults(results, {}).ok());
-  EXPECT_FALSE(HasBinaryParts(results));
 }
 
 TEST(ValueCodec, PartsNumberDepthFirstAcrossResults) {
-  ordered_json results = Parse(R"({"first":{"type":"array","value":[{"type":"bytes","part":0},)"
-                               R"({"type":"object","value":{"z":{"type":"bytes","part":1},)"
-                               R"("a":{"type":"bytes","part":2}}}]},)"
-                               R"("second":{"type":"bytes","part":3}})");
+  JsonValue results = Parse(R"({"first":{"type":"array","value":[{"type":"bytes","part":0},)"
+                            R"({"type":"object","value":{"z":{"type":"bytes","part":1},)"
+                            R"("a":{"type":"bytes","part":2}}}]},)"
+                            R"("second":{"type":"bytes","part":3}})");
   ASSERT_TRUE(FinalizeResults(results, {"0", "1", "2", "3"}).ok());
-  EXPECT_EQ(results["first"]["value"][1]["value"]["z"]["part"], "return:1");
-  EXPECT_EQ(results["first"]["value"][1]["value"]["a"]["part"], "return:2");
-  EXPECT_EQ(results["second"]["part"], "return:3");
-  EXPECT_EQ(results.begin().key(), "first");
+  EXPECT_TRUE(At(results, {"first", "value", "1", "value", "z", "part"}).IsString("return:1"));
+  EXPECT_TRUE(At(results, {"first", "value", "1", "value", "a", "part"}).IsString("return:2"));
+  EXPECT_TRUE(At(results, {"second", "part"}).IsString("return:3"));
+  EXPECT_EQ(results.object().front().key, "first");
 }
 
 TEST(ValueCodec, NestedBinaryIsFoundByHasBinaryParts) {
-  ordered_json results = Parse(R"({"a":{"type":"object","value":{"x":{"type":"array",)"
-                               R"("value":[{"type":"bytes","part":0}]}}}})");
+  JsonValue results = Parse(R"({"a":{"type":"object","value":{"x":{"type":"array",)"
+                            R"("value":[{"type":"bytes","part":0}]}}}})");
   ASSERT_TRUE(FinalizeResults(results, {"q"}).ok());
-  EXPECT_TRUE(HasBinaryParts(results));
 }
 
 TEST(ValueCodec, LiteralLookalikeIsNotBinary) {
-  ordered_json results =
+  JsonValue results =
       Parse(R"({"a":{"type":"object","value":{"type":{"type":"string","value":"bytes"}}}})");
   ASSERT_TRUE(FinalizeResults(results, {}).ok());
-  EXPECT_FALSE(HasBinaryParts(results));
 }
 
 // --- Refused results ------------------------------------------------------------
@@ -185,9 +200,8 @@ TEST(ValueCodec, BoolAsNumberIsInternal) {
   ExpectInternal(R"({"k":{"type":"number","value":false}})");
 }
 
-TEST(ValueCodec, NonFiniteNumberIsInternal) {
-  ordered_json results = {{"k", {{"type", "number"}, {"value", std::nan("")}}}};
-  ExpectInternalJson(results, {});
+TEST(ValueCodec, NonNumberTextAsNumberIsInternal) {
+  ExpectInternal(R"({"k":{"type":"number","value":null}})");
 }
 
 TEST(ValueCodec, NumberAsStringIsInternal) {
@@ -209,11 +223,18 @@ TEST(ValueCodec, BadNestedNodeNamesItsPath) {
 }
 
 TEST(ValueCodec, ExcessiveNestingIsInternal) {
-  ordered_json node = {{"type", "null"}};
+  JsonValue node = Parse(R"({"type":"null"})");
   for (int i = 0; i < 2000; ++i) {
-    node = ordered_json{{"type", "array"}, {"value", ordered_json::array({std::move(node)})}};
+    JsonValue array = JsonValue::Object();
+    array.Add("type", JsonValue::String("array"));
+    JsonArray items;
+    items.push_back(std::move(node));
+    array.Add("value", JsonValue::Array(std::move(items)));
+    node = std::move(array);
   }
-  ExpectInternalJson(ordered_json{{"k", std::move(node)}}, {}, "nested too deeply");
+  JsonValue results = JsonValue::Object();
+  results.Add("k", std::move(node));
+  ExpectInternalJson(std::move(results), {}, "nested too deeply");
 }
 
 TEST(ValueCodec, BytesWithInlineValueIsInternal) {
@@ -357,6 +378,41 @@ TEST(ValueCodec, FolderFileWithExtraKeyIsInternal) {
   ExpectInternal(R"({"d":{"type":"folder","files":{"a":{"type":"file","part":0,"mode":1}},)"
                  R"("directories":[]}})",
                  {"x"}, "extra");
+}
+
+// --- Values the reference carries that nlohmann cannot (§4.2) -------------------
+
+TEST(ValueCodec, IntegersBeyond64BitsKeepTheirDigits) {
+  const char* text = R"({"big":{"type":"integer","value":1180591620717411303424},)"
+                     R"("neg":{"type":"integer","value":-36893488147419103232},)"
+                     R"("huge":{"type":"integer","value":)"
+                     R"(1606938044258990275541962092341162602522202993782792835301376}})";
+  JsonValue results = Parse(text);
+  ASSERT_TRUE(FinalizeResults(results, {}).ok());
+  EXPECT_EQ(Dump(results), text);
+}
+
+TEST(ValueCodec, BigIntegerAsNumberIsAccepted) {
+  JsonValue results = Parse(R"({"x":{"type":"number","value":100000000000000000000000}})");
+  EXPECT_TRUE(FinalizeResults(results, {}).ok());
+}
+
+TEST(ValueCodec, LoneSurrogatesInStringsAndKeysSurvive) {
+  const char* text =
+      R"({"\udc00":{"type":"object","value":{"\ud800":{"type":"string","value":"a\udfffb"}}}})";
+  JsonValue results = Parse(text);
+  ASSERT_TRUE(FinalizeResults(results, {}).ok());
+  EXPECT_EQ(Dump(results), text);
+}
+
+TEST(ValueCodec, BigIntegerPartIsInternal) {
+  ExpectInternal(R"({"k":{"type":"bytes","part":18446744073709551616}})", {"x"}, "part");
+}
+
+TEST(ValueCodec, BigIntegerTensorDimIsInternal) {
+  ExpectInternal(
+      R"({"t":{"type":"tensor","dtype":"uint8","shape":[18446744073709551616],"part":0}})", {"x"},
+      "shape");
 }
 
 }  // namespace
