@@ -138,7 +138,7 @@ def wait_for(predicate, timeout: float, what: str):
         if value:
             return value
         time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    raise TimeoutError(f"timed out waiting for {what}")  # not an AssertionError: never a baseline xfail
 
 
 def cmdline(pid: int) -> str:
