@@ -17,14 +17,40 @@ import socket
 import sys
 
 
+_workers: set[int] = set()  # pids this zygote forked; any other child is an orphan
+
+
 def _reap(signum, frame) -> None:
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return
+            break
         if pid == 0:
-            return
+            break
+        _workers.discard(pid)
+    _kill_orphans()
+
+
+def _kill_orphans() -> None:
+    """The zygote is a child subreaper: what user code started and left behind
+    when its unsandboxed worker died is reparented here, not to init, and
+    killed (a sandboxed worker's PID namespace does this in the kernel). The
+    orphans' own children come back here in turn when they die."""
+    me = str(os.getpid())
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in _workers:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1].decode() == me and fields[0] != b"Z":
+            try:
+                os.kill(int(entry), signal.SIGKILL)
+            except OSError:
+                pass
 
 
 def _serve_forked(socket_fd: int, spec: dict, device: str, Engine, make_runtime) -> None:
@@ -66,6 +92,9 @@ def main() -> None:
     # what DESIGN.md measured (5 ms to the child's first line).
     warnings.filterwarnings("ignore", message=".*use of fork\\(\\) may lead to deadlocks.*")
     control = socket.socket(fileno=int(os.environ["KCORAL_WORKER_FD"]))
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     signal.signal(signal.SIGCHLD, _reap)
     control.send(json.dumps({"type": "ready", "pid": os.getpid()}).encode())
     while True:
@@ -80,6 +109,8 @@ def main() -> None:
         if sandboxed:
             _core.unshare_pid_namespace()  # the child is pid 1 of a new namespace
         pid = -1
+        # Until the new worker is in _workers, _reap must not see it as an orphan.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         try:
             pid = os.fork()
         finally:
@@ -87,8 +118,11 @@ def main() -> None:
                 _core.restore_pid_namespace()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             control.close()
             _serve_forked(fds[0], spec, device, Engine, make_runtime)
+        _workers.add(pid)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         os.close(fds[0])
         control.send(json.dumps({"type": "forked", "pid": pid}).encode())
 
