@@ -182,13 +182,15 @@ double SecondsToRead(const std::string& text) {
 
 // Regression: the outcome was parsed into nlohmann::ordered_json, whose insert
 // scans the keys, so one returned dict of 10^6 keys never got an answer.
-// Four times the keys must cost about four times the time (quadratic: 16x).
+// Sixteen times the keys must cost well under 256 times the time (quadratic).
+// Linear code measures 17-32x here: the larger document no longer fits in the
+// caches. The bound leaves room for that and for a loaded machine.
 TEST(JsonReader, WideObjectParsesInLinearTime) {
-  const std::string small = WideOutcome(50000), large = WideOutcome(200000);
+  const std::string small = WideOutcome(25000), large = WideOutcome(400000);
   const double small_seconds = SecondsToRead(small);
   const double large_seconds = SecondsToRead(large);
-  EXPECT_LT(large_seconds, 8 * small_seconds + 0.05)
-      << "50k keys: " << small_seconds << " s, 200k keys: " << large_seconds << " s";
+  EXPECT_LT(large_seconds, 64 * small_seconds + 0.05)
+      << "25k keys: " << small_seconds << " s, 400k keys: " << large_seconds << " s";
 }
 
 }  // namespace
