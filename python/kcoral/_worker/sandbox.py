@@ -9,6 +9,7 @@ namespace's pid 1 is a reaper and the worker runs as pid 2
 (src/worker/namespace_init.h).
 """
 
+import functools
 import json
 import os
 import shutil
@@ -16,8 +17,12 @@ import sys
 import tempfile
 
 
+@functools.cache
 def interpreter_paths() -> list[str]:
-    """What the interpreter, its packages and the toolkits it calls live in."""
+    """What the interpreter, its packages and the toolkits it calls live in.
+
+    Computed once, in the zygote before it forks (a PATH search per worker
+    cost more than the whole kernel side of the sandbox)."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))}
     cwd = os.getcwd()
     # `python -m` puts the server's working directory first; workers import

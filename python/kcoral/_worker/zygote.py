@@ -91,6 +91,9 @@ def main() -> None:
     # torch's import starts helper threads; forking before any CUDA use is
     # what DESIGN.md measured (5 ms to the child's first line).
     warnings.filterwarnings("ignore", message=".*use of fork\\(\\) may lead to deadlocks.*")
+    from kcoral._worker import sandbox
+
+    sandbox.interpreter_paths()  # once here; every forked worker inherits it
     control = socket.socket(fileno=int(os.environ["KCORAL_WORKER_FD"]))
     import ctypes
 
