@@ -131,6 +131,7 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
                   {"worker_id", seat},
                   {"pid", occupant->pid()},
                   {"queue_ms", result.queue_ms}});
+    if (options_.hooks != nullptr) options_.hooks->BeforeRun(job.run, occupant->workspace());
     result.run = occupant->Run(job.run);
     if (result.run.delivered) break;
     events_.Emit(EventLevel::kWarning, "worker_retired",
@@ -150,9 +151,11 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
                              occupant->requests_served() >= options_.max_requests_per_worker;
   std::string reason = occupant ? RetireReason(result.run, request_limit) : "";
   const std::string request_id = job.run.request_id;
+  const bool answered = result.run.ending == RunResult::Ending::kOutcome;
   // Respond first; retiring and cleaning up happen off the request's path.
   job.done(std::move(result));
   if (!occupant) return;
+  if (options_.hooks != nullptr) options_.hooks->AfterRun(job.run, answered, occupant->workspace());
   if (reason.empty() && !occupant->workspace().Empty()) reason = "sandbox_cleanup";
   if (!reason.empty()) {
     events_.Emit(RetireLevel(reason), "worker_retired",

@@ -24,6 +24,17 @@
 
 namespace kc::pool {
 
+// What the server does with a worker's workspace around a run (its build
+// cache, store/build_cache.h); called on the seat thread, before the run and
+// after the answer went out.
+class WorkspaceHooks {
+ public:
+  virtual ~WorkspaceHooks() = default;
+  virtual void BeforeRun(const RunRequest& run, Workspace& workspace) = 0;
+  // `answered`: the worker sent its outcome (not a crash, timeout or cancellation).
+  virtual void AfterRun(const RunRequest& run, bool answered, Workspace& workspace) = 0;
+};
+
 struct PoolOptions {
   std::vector<DeviceSpec> devices;
   int max_requests_per_worker = 1;  // 0: unlimited reuse
@@ -32,7 +43,8 @@ struct PoolOptions {
   std::chrono::seconds spawn_timeout{60};
   WorkerLaunch launch;
   bool use_zygote = true;  // fork workers from a prepared process (zygote.h)
-  SandboxOptions sandbox;  // worker_setup.h
+  SandboxOptions sandbox;           // worker_setup.h
+  WorkspaceHooks* hooks = nullptr;  // optional; outlives the pool
 };
 
 struct JobResult {

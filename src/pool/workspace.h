@@ -23,7 +23,8 @@ class Workspace {
   static StatusOr<Workspace> Create(std::filesystem::path path, uid_t owner, gid_t group);
 
   Workspace() = default;
-  Workspace(Workspace&& other) noexcept : path_(std::exchange(other.path_, {})) {}
+  Workspace(Workspace&& other) noexcept
+      : path_(std::exchange(other.path_, {})), owner_(other.owner_), group_(other.group_) {}
   Workspace& operator=(Workspace&& other) noexcept;
   ~Workspace() { Remove(); }
 
@@ -32,6 +33,10 @@ class Workspace {
   bool Empty();
 
   const std::filesystem::path& path() const { return path_; }
+  // HOME's caches (.kcoral/cache); the build cache restores into it.
+  std::filesystem::path cache() const { return path_ / ".kcoral" / "cache"; }
+  uid_t owner() const { return owner_; }
+  gid_t group() const { return group_; }
   std::filesystem::path tmp() const { return path_ / ".kcoral" / "tmp"; }
 
  private:

@@ -101,6 +101,9 @@ App::App(ServerConfig config)
     : config_(std::move(config)),
       events_(config_.log_dir, config_.log_console, config_.log_programs),
       blobs_(StoreOptionsFrom(config_)),
+      // Only sandboxed workers need it: unsandboxed ones share the server's HOME.
+      build_cache_(config_.sandbox == "none" ? "" : config_.build_cache_dir,
+                   config_.build_cache_capacity_mbytes << 20),
       cpu_pool_(config_.parse_threads),
       instance_id_(NewUuid()),
       started_at_(FormatUtcNow("%Y-%m-%dT%H:%M:%S", 6)) {}
@@ -214,6 +217,7 @@ int App::Run() {
                  {{"error", options.status().message()}});
     return 1;
   }
+  if (build_cache_.enabled()) options->hooks = &build_cache_hooks_;
   pool_ = std::make_unique<pool::WorkerPool>(std::move(*options), metrics_);
   if (Status started = pool_->Start(); !started.ok()) {
     std::string error = started.message();

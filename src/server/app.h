@@ -18,7 +18,9 @@
 #include "server/http_reply.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
+#include "server/build_cache_hooks.h"
 #include "store/blob_store.h"
+#include "store/build_cache.h"
 
 namespace kc::server {
 
@@ -56,6 +58,8 @@ class App {
   EventLog events_;
   Metrics metrics_{events_};  // the pool's event sink: counts, then logs
   store::BlobStore blobs_;
+  store::BuildCache build_cache_;
+  BuildCacheHooks build_cache_hooks_{build_cache_};
   std::unique_ptr<pool::WorkerPool> pool_;
   net::io_context io_{1};
   net::thread_pool cpu_pool_;

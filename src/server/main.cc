@@ -9,18 +9,19 @@
 
 namespace {
 
-std::string DefaultDiskCacheDir() {
+std::string DefaultCacheDir(const std::string& name) {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/kcoral/files";
+  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/kcoral/" + name;
   const char* home = std::getenv("HOME");
-  return std::string(home != nullptr ? home : "/tmp") + "/.cache/kcoral/files";
+  return std::string(home != nullptr ? home : "/tmp") + "/.cache/kcoral/" + name;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   kc::server::ServerConfig config;
-  config.disk_cache_dir = DefaultDiskCacheDir();
+  config.disk_cache_dir = DefaultCacheDir("files");
+  config.build_cache_dir = DefaultCacheDir("builds");
   if (const char* python = std::getenv("KCORAL_PYTHON")) config.python = python;
 
   CLI::App cli{
@@ -102,6 +103,12 @@ int main(int argc, char** argv) {
                  "Disk blob cache for file uploads ('' disables)");
   cli.add_option("--disk-cache-capacity-mbytes", config.disk_cache_capacity_mbytes,
                  "Disk blob cache budget in MiB (0 disables)");
+  cli.add_option("--build-cache-dir", config.build_cache_dir,
+                 "Sandbox: compile caches (tvm_ffi builds) kept per identical program, so the\n"
+                 "same compile request is fast again; a program reads only what a byte-identical\n"
+                 "program wrote ('' disables)");
+  cli.add_option("--build-cache-capacity-mbytes", config.build_cache_capacity_mbytes,
+                 "Build cache budget in MiB; past it, new entries are not saved");
   cli.add_option("--log-dir", config.log_dir, "Event log directory ('' disables)")
       ->envname("KCORAL_LOG_DIR");
   cli.add_flag("!--no-log-console", config.log_console, "Do not mirror events to stderr");

@@ -33,6 +33,8 @@ struct ServerConfig {
   uint64_t max_queued_requests = 1024;
   uint64_t cache_capacity_bytes = 17179869184ull;
   std::string disk_cache_dir;
+  std::string build_cache_dir;  // compile caches per identical program (sandbox); '' disables
+  uint64_t build_cache_capacity_mbytes = 4096;
   uint64_t disk_cache_capacity_mbytes = 16384;
   std::string log_dir = "logs";
   bool log_console = true;

@@ -44,6 +44,17 @@ TEST_F(WorkspaceTest, EmptyRemovesWhatARequestLeftAndRestoresTheLayout) {
   EXPECT_TRUE(fs::is_directory(root_ / "w0" / ".kcoral" / "tmp"));
 }
 
+TEST_F(WorkspaceTest, AMoveKeepsTheOwner) {
+  auto created = Workspace::Create(root_ / "w0", 65534, 65534);
+  ASSERT_TRUE(created.ok());
+  Workspace moved = std::move(*created);
+  EXPECT_EQ(moved.owner(), 65534u);
+  EXPECT_EQ(moved.group(), 65534u);
+  Workspace assigned;
+  assigned = std::move(moved);
+  EXPECT_EQ(assigned.owner(), 65534u);
+}
+
 TEST_F(WorkspaceTest, DestructorRemovesTheDirectory) {
   {
     auto workspace =
