@@ -38,7 +38,7 @@ class Server:
         cmd = [
             sys.executable, "-m", "kcoral", "server", "--device", device, "--host", "127.0.0.1",
             "--port", str(self.port), "--log-dir", str(self.log_dir),
-            "--disk-cache-dir", str(tmp / "disk-cache"), *args,
+            "--disk-cache-dir", str(tmp / "disk-cache"), "--build-cache-dir", str(tmp / "build-cache"), *args,
         ]
         self.stderr = open(self.stderr_path, "wb")
         self.tag = uuid.uuid4().hex  # inherited as LEAK_TAG by everything the server starts

@@ -24,8 +24,8 @@ def main(tag):
 
 
 @pytest.fixture
-def cached(make_server, tmp_path):
-    return make_server("--num-workers", "1", "--build-cache-dir", str(tmp_path / "builds"))
+def cached(make_server):
+    return make_server("--num-workers", "1")  # conftest gives each server its own --build-cache-dir
 
 
 def test_the_same_program_finds_its_own_build_again(cached):
