@@ -38,6 +38,16 @@ std::optional<std::string> GpuLease::HolderAt(int64_t when_ns) const {
   return std::nullopt;
 }
 
+std::vector<std::string> GpuLease::HoldersBetween(int64_t from_ns, int64_t to_ns) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::string> holders;
+  for (const Tenure& tenure : history_) {
+    if (tenure.end_ns >= from_ns && tenure.start_ns <= to_ns) holders.push_back(tenure.holder);
+  }
+  if (held_ && held_since_ns_ <= to_ns) holders.push_back(holder_);
+  return holders;
+}
+
 int GpuLease::depth() const {
   std::lock_guard lock(mu_);
   return static_cast<int>(waiters_.size()) + (held_ ? 1 : 0);

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kc::pool {
 
@@ -29,6 +30,9 @@ class GpuLease {
 
   // The holder at steady-clock time `when_ns`, or nullopt if the GPU was free.
   std::optional<std::string> HolderAt(int64_t when_ns) const;
+  // Everyone who held the lease at some time in [from_ns, to_ns], in order:
+  // what a waiter waited for (workers' initialize/retire, other requests).
+  std::vector<std::string> HoldersBetween(int64_t from_ns, int64_t to_ns) const;
 
   int gpu_index() const { return gpu_index_; }
   // Holder plus waiters.

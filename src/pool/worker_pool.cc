@@ -141,6 +141,12 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
     device.Retire(std::move(occupant));
   }
   result.elapsed_ms = MillisecondsSince(started);
+  if (!result.run.lease_waited_for.empty()) {  // what a GPU request waited for, and how long
+    events_.Emit(EventLevel::kInfo, "lease_waited",
+                 {{"request_id", job.run.request_id},
+                  {"lease_wait_ms", result.run.lease_wait_ms},
+                  {"holders", result.run.lease_waited_for}});
+  }
   result.cancelled = result.run.ending == RunResult::Ending::kCancelled;
   if (result.run.gpu_access_detected_ns != 0 && device.lease() != nullptr) {
     auto holder = device.lease()->HolderAt(result.run.gpu_access_detected_ns);

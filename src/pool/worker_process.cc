@@ -198,6 +198,15 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
         request.lease->Acquire(request.request_id);
         held = true;
         held_since = Clock::now();
+        if (held_since - asked > std::chrono::milliseconds(1)) {
+          auto ns = [](Clock::time_point t) {
+            return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch())
+                .count();
+          };
+          for (std::string& holder : request.lease->HoldersBetween(ns(asked), ns(held_since))) {
+            if (holder != request.request_id) result.lease_waited_for.push_back(std::move(holder));
+          }
+        }
         deadline += held_since - asked;  // lease waits never consume the budget
         result.lease_wait_ms +=
             std::chrono::duration<double, std::milli>(held_since - asked).count();

@@ -145,7 +145,18 @@ def test_cpu_only_compile_lets_a_neighbour_measure(gpu_server):
     compile_like.join()
     assert results["compile"].completed and results["measure"].completed
     assert results["compile"].elapsed_ms > 1500
-    assert results["measure"].lease_wait_ms < 300
+    # The neighbour never waits for the compile's cpu_only call. It may wait for house-keeping:
+    # the server logs whom it waited for, and on the H200 that was a fresh stand-by creating its
+    # CUDA context under the lease ("initialize", 303 ms) or a retiring worker's teardown
+    # ("retire"): issue 8 found a 419 ms wait and asked what it was.
+    waited = [e for e in gpu_server.events()
+              if e.get("event") == "lease_waited" and e.get("request_id") == results["measure"].request_id]
+    holders = waited[0]["holders"] if waited else []
+    record("neighbour_lease_wait", {"ms": round(results["measure"].lease_wait_ms, 1), "holders": holders})
+    assert results["compile"].request_id not in holders
+    assert set(holders) <= {"initialize", "retire"}, holders
+    if not holders:
+        assert results["measure"].lease_wait_ms < 50
     assert results["compile"].lease_held_ms < 1000  # the 2 s call ran off the lease
 
 
