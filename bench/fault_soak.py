@@ -33,7 +33,6 @@ Exit status 1 if an answer was wrong or lost or a process leaked.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import contextlib
 import hashlib
 import json

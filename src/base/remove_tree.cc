@@ -21,21 +21,27 @@ bool RemoveTreeAt(int dir_fd, const std::string& name) {
   return ::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) == 0 && ok;
 }
 
-bool RemoveContents(int dir_fd, const std::string& except) {
+std::vector<std::string> EntryNames(int dir_fd) {
+  std::vector<std::string> names;
   UniqueFd listing(::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0));
   DIR* dir = listing.valid() ? ::fdopendir(listing.get()) : nullptr;
-  if (dir == nullptr) return false;
+  if (dir == nullptr) return names;
   listing.Release();  // owned by `dir` now
   ::rewinddir(dir);   // the descriptor shares its offset with dir_fd
-  std::vector<std::string> names;
   while (dirent* entry = ::readdir(dir)) {
     const std::string name = entry->d_name;
-    if (name != "." && name != ".." && name != except) names.push_back(name);
+    if (name != "." && name != "..") names.push_back(name);
   }
   ::closedir(dir);
+  return names;
+}
+
+bool RemoveContents(int dir_fd, const std::string& except) {
+  if (::fcntl(dir_fd, F_GETFD) < 0) return false;
   bool ok = true;
-  for (const std::string& name : names)
-    ok = RemoveTreeAt(dir_fd, name) && ok;
+  for (const std::string& name : EntryNames(dir_fd)) {
+    if (name != except) ok = RemoveTreeAt(dir_fd, name) && ok;
+  }
   return ok;
 }
 

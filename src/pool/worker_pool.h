@@ -42,7 +42,7 @@ struct PoolOptions {
   std::chrono::milliseconds worker_wait_timeout{1800 * 1000};
   std::chrono::seconds spawn_timeout{60};
   WorkerLaunch launch;
-  bool use_zygote = true;  // fork workers from a prepared process (zygote.h)
+  bool use_zygote = true;           // fork workers from a prepared process (zygote.h)
   SandboxOptions sandbox;           // worker_setup.h
   WorkspaceHooks* hooks = nullptr;  // optional; outlives the pool
 };

@@ -81,8 +81,8 @@ struct RunResult {
   double lease_wait_ms = 0;  // measured here, in the server
   double lease_held_ms = 0;
   std::vector<std::string> lease_waited_for;  // who held the lease while this run waited
-  std::string retire_reason;           // the worker asks to be retired (poisoned_context)
-  int64_t gpu_access_detected_ns = 0;  // steady clock; 0: no gpu_access violation
+  std::string retire_reason;                  // the worker asks to be retired (poisoned_context)
+  int64_t gpu_access_detected_ns = 0;         // steady clock; 0: no gpu_access violation
 };
 
 class WorkerProcess {

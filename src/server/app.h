@@ -14,11 +14,11 @@
 #include <boost/beast/http.hpp>
 
 #include "pool/worker_pool.h"
+#include "server/build_cache_hooks.h"
 #include "server/event_log.h"
 #include "server/http_reply.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
-#include "server/build_cache_hooks.h"
 #include "store/blob_store.h"
 #include "store/build_cache.h"
 

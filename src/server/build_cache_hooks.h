@@ -14,8 +14,8 @@ class BuildCacheHooks : public pool::WorkspaceHooks {
   explicit BuildCacheHooks(store::BuildCache& cache) : cache_(cache) {}
 
   void BeforeRun(const pool::RunRequest& run, pool::Workspace& workspace) override {
-    cache_.Restore(store::BuildCache::KeyOf(run.program_json), workspace.cache(),
-                   workspace.owner(), workspace.group());
+    cache_.Restore(store::BuildCache::KeyOf(run.program_json), workspace.cache(), workspace.owner(),
+                   workspace.group());
   }
   void AfterRun(const pool::RunRequest& run, bool answered, pool::Workspace& workspace) override {
     if (answered) cache_.Save(store::BuildCache::KeyOf(run.program_json), workspace.cache());

@@ -1,6 +1,5 @@
 #include "store/build_cache.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,21 +25,6 @@ struct CopyOwner {
   uid_t uid = static_cast<uid_t>(-1);
   gid_t gid = static_cast<gid_t>(-1);
 };
-
-std::vector<std::string> Names(int dir_fd) {
-  std::vector<std::string> names;
-  UniqueFd listing(::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0));
-  DIR* dir = listing.valid() ? ::fdopendir(listing.get()) : nullptr;
-  if (dir == nullptr) return names;
-  listing.Release();
-  ::rewinddir(dir);
-  while (dirent* entry = ::readdir(dir)) {
-    const std::string name = entry->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  ::closedir(dir);
-  return names;
-}
 
 bool CopyFile(int from_dir, int to_dir, const std::string& name, const struct stat& st,
               const CopyOwner& owner, uint64_t* budget) {
@@ -68,7 +52,7 @@ bool CopyFile(int from_dir, int to_dir, const std::string& name, const struct st
 bool CopyTree(int from_dir, int to_dir, const CopyOwner& owner, uint64_t* budget, int depth = 0) {
   if (depth > 32) return false;
   bool ok = true;
-  for (const std::string& name : Names(from_dir)) {
+  for (const std::string& name : EntryNames(from_dir)) {
     struct stat st;
     if (::fstatat(from_dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (S_ISREG(st.st_mode)) {
@@ -118,7 +102,7 @@ uint64_t BuildCache::Restore(const std::string& key, const fs::path& cache_dir, 
 void BuildCache::Save(const std::string& key, const fs::path& cache_dir) {
   if (!enabled() || ::access((dir_ / key).c_str(), F_OK) == 0) return;
   UniqueFd from(::open(cache_dir.c_str(), kOpenDir));
-  if (!from.valid() || Names(from.get()).empty()) return;
+  if (!from.valid() || EntryNames(from.get()).empty()) return;
   const fs::path staging =
       dir_ / (".staging-" + key + "-" + std::to_string(std::random_device{}()));
   if (::mkdir(staging.c_str(), 0755) != 0) return;

@@ -158,6 +158,17 @@ def client(shared_server):
         yield c
 
 
+def wait_for(predicate, timeout: float, what: str, error: type = AssertionError):
+    """The predicate's first truthy value within `timeout` seconds; else raises `error`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise error(f"timed out waiting for {what}")
+
+
 def children_of(pid: int) -> set[int]:
     found = set()
     for entry in Path("/proc").iterdir():

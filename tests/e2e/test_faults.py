@@ -7,14 +7,13 @@ import concurrent.futures
 import os
 import signal
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import httpx
 import pytest
 
-from conftest import LEAK_TAG, Server, alive, describe, processes_tagged, tree_of
+from conftest import LEAK_TAG, Server, alive, describe, processes_tagged, tree_of, wait_for
 from kcoral import Client, KCoralError, Program
 from wire import TRIVIAL, assert_error, execute as raw_execute, module_program
 
@@ -44,14 +43,6 @@ def wait_gone(pids, timeout: float = 2.0) -> set[int]:
     return {pid for pid in remaining if alive(pid)}
 
 
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def load(url: str) -> dict:

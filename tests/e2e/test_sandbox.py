@@ -45,6 +45,7 @@ import httpx
 import pytest
 
 from conftest import LEAK_TAG, REPO, Server, describe, free_port, processes_tagged
+from conftest import wait_for as conftest_wait_for
 from kcoral import Client, Program
 
 BASELINE = os.environ.get("KCORAL_SANDBOX_BASELINE") == "1"
@@ -131,14 +132,8 @@ def health(server: Server) -> dict:
     return httpx.get(server.url + "/health", timeout=5).json()
 
 
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise TimeoutError(f"timed out waiting for {what}")  # not an AssertionError: never a baseline xfail
+# Not an AssertionError: a timeout is never counted as a baseline xfail.
+wait_for = functools.partial(conftest_wait_for, error=TimeoutError)
 
 
 def cmdline(pid: int) -> str:

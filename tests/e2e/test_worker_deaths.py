@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Server, alive, describe, processes_tagged
+from conftest import Server, alive, describe, processes_tagged, wait_for
 from kcoral import Client, KCoralError, Program
 from wire import execute as raw_execute, module_program
 
@@ -67,14 +67,6 @@ def trivial_ok(server: Server) -> None:
     assert result.status == "COMPLETED" and result["out"] == "alive", result
 
 
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def still_alive(pids, grace: float = 2.0) -> set[int]:
