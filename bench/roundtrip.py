@@ -47,6 +47,7 @@ def start_server(workers: int, device: str = "cpu", requests_per_worker: int = 1
     process = subprocess.Popen(
         [sys.executable, "-m", "kcoral", "server", "--port", str(port), "--log-dir", log_dir, "--no-log-console",
          "--max-requests-per-worker", str(requests_per_worker), "--sandbox", sandbox,
+         "--build-cache-dir", tempfile.mkdtemp(prefix="kcoral-bench-builds-"),  # a cold first compile
          *(["--device", "cpu", "--num-workers", str(workers)] if device == "cpu"
            else ["--device", "gpu", "--gpus", "0", "--workers-per-gpu", str(workers)])],
         start_new_session=True,

@@ -88,11 +88,14 @@ std::vector<std::string> MountsBelow(const std::string& top) {
 // bound without its submounts (cgroup, debugfs, bpf, ...): workers read
 // sysfs itself (CPU topology, PCI devices for NVML), and every mount costs
 // each new worker time to copy and to tear down.
-Status BindReadOnly(const std::string& source, const std::string& target) {
-  const unsigned long recursive = source == "/sys" ? 0 : MS_REC;
+Status BindReadOnly(const std::string& source, const std::string& target, bool directory) {
+  const unsigned long recursive = source == "/sys" || !directory ? 0 : MS_REC;
   if (::mount(source.c_str(), target.c_str(), nullptr, MS_BIND | recursive, nullptr) != 0)
     return Failed("bind " + source);
-  for (const std::string& mount_point : MountsBelow(target)) {
+  // Only a recursive bind can have brought submounts along.
+  const std::vector<std::string> mounts =
+      recursive != 0 ? MountsBelow(target) : std::vector<std::string>{target};
+  for (const std::string& mount_point : mounts) {
     if (::mount(nullptr, mount_point.c_str(), nullptr,
                 MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, nullptr) != 0) {
       return Failed("remount read-only " + mount_point);
@@ -131,7 +134,7 @@ Status BindReadOnlyPaths(const std::vector<std::string>& paths, const std::strin
     struct stat st;
     if (covered || source == "/" || ::stat(source.c_str(), &st) != 0) continue;
     KC_RETURN_IF_ERROR(MakeMountPoint(root + source, S_ISDIR(st.st_mode)));
-    KC_RETURN_IF_ERROR(BindReadOnly(source, root + source));
+    KC_RETURN_IF_ERROR(BindReadOnly(source, root + source, S_ISDIR(st.st_mode)));
     bound.push_back(source);
   }
   return Status::Ok();

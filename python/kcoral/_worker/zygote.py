@@ -37,20 +37,33 @@ def _kill_orphans() -> None:
     when its unsandboxed worker died is reparented here, not to init, and
     killed (a sandboxed worker's PID namespace does this in the kernel). The
     orphans' own children come back here in turn when they die."""
-    me = str(os.getpid())
+    for pid in _children():
+        if pid not in _workers:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+def _children() -> list[int]:
+    """This process's live children. The kernel lists them per thread, and
+    orphans are reparented to the main thread; /proc is scanned only where
+    that list is missing (kernels without CONFIG_PROC_CHILDREN)."""
+    try:
+        with open(f"/proc/self/task/{os.getpid()}/children") as f:
+            return [int(pid) for pid in f.read().split()]
+    except OSError:
+        pass
+    me, found = str(os.getpid()).encode(), []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) in _workers:
-            continue
         try:
             with open(f"/proc/{entry}/stat", "rb") as f:
                 fields = f.read().rsplit(b")", 1)[1].split()
-        except OSError:
+        except (OSError, IndexError):
             continue
-        if fields[1].decode() == me and fields[0] != b"Z":
-            try:
-                os.kill(int(entry), signal.SIGKILL)
-            except OSError:
-                pass
+        if entry.isdigit() and fields[1] == me and fields[0] != b"Z":
+            found.append(int(entry))
+    return found
 
 
 def _serve_forked(socket_fd: int, spec: dict, device: str, Engine, make_runtime) -> None:
