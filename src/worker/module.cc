@@ -19,6 +19,8 @@
 #include <pybind11/stl.h>
 
 #include "base/memfd.h"
+#include "base/remove_tree.h"
+#include "base/unique_fd.h"
 #include "ipc/frame.h"
 #include "worker/namespace_init.h"
 #include "worker/output_capture.h"
@@ -66,6 +68,15 @@ Status SendOutcome(const std::string& outcome_json, const py::list& segments,
   return ipc::SendFrame(g_socket_fd, header, {outcome_fd.get(), parts_fd.get()});
 }
 
+// A reused sandboxed worker's /tmp and /dev/shm are its own tmpfs: what one
+// request left there must not reach the next. After the answer, off its path.
+void ClearPrivateTemporaries() {
+  for (const char* dir : {"/tmp", "/dev/shm"}) {
+    UniqueFd fd(::open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.valid()) RemoveContents(fd.get());
+  }
+}
+
 // Runs one `run` frame: capture on, cwd = workspace, engine.run, capture off.
 Status RunOne(ipc::Frame& frame, py::object& engine) {
   const auto& header = frame.header;
@@ -101,8 +112,10 @@ Status RunOne(ipc::Frame& frame, py::object& engine) {
   }
   if (::chdir("/") != 0) return InternalError("cannot leave the workspace");
   auto triple = result.cast<py::tuple>();
-  return SendOutcome(triple[0].cast<std::string>(), triple[1].cast<py::list>(),
-                     triple[2].cast<py::dict>());
+  Status sent = SendOutcome(triple[0].cast<std::string>(), triple[1].cast<py::list>(),
+                            triple[2].cast<py::dict>());
+  if (!g_sandbox_workspace.empty()) ClearPrivateTemporaries();  // the server empties the workspace
+  return sent;
 }
 
 // GPU workers create their CUDA context when the server says so (it holds the lease).

@@ -1049,3 +1049,19 @@ def test_unprivileged_server_refuses_to_start_with_the_sandbox():
             stderr
     finally:
         shutil.rmtree(top, ignore_errors=True)
+
+
+LEAVES_A_TEMPORARY = r"""
+import os
+def main():
+    seen = sorted(os.listdir('/tmp')) + sorted(os.listdir('/dev/shm'))
+    open('/tmp/left-behind', 'w').write('x')
+    open('/dev/shm/left-behind', 'w').write('x')
+    return seen
+"""
+
+
+def test_a_reused_worker_starts_each_request_with_empty_temporaries(make_server):
+    # Before the fix, the second request of a reused sandboxed worker saw both files.
+    server = make_server("--num-workers", "1", "--max-requests-per-worker", "0")
+    assert [report(server, LEAVES_A_TEMPORARY) for _ in range(3)] == [[], [], []]
