@@ -56,11 +56,9 @@ void RemoveGroupDir(const std::string& dir) {
   for (int attempt = 0; attempt < 200; ++attempt) {
     if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return;
     if (errno != EBUSY) return;
-    for (const std::string& line : {ReadValue(dir + "/cgroup.procs")}) {
-      std::istringstream pids(line);
-      for (pid_t pid; pids >> pid;)
-        ::kill(pid, SIGKILL);
-    }
+    std::istringstream pids(ReadValue(dir + "/cgroup.procs"));
+    for (pid_t pid; pids >> pid;)
+      ::kill(pid, SIGKILL);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
