@@ -326,6 +326,9 @@ def snapshot(pid: int, tag: str, tmp: str) -> dict[str, object]:
                 targets.append(os.readlink(fd))
     return {
         "RSS MiB": round(int(status.get("VmRSS", [0])[0]) / 1024, 1),
+        # Mapped memfd pages (blobs being served) count as shmem; the heap as anon.
+        "  of it anon MiB": round(int(status.get("RssAnon", [0])[0]) / 1024, 1),
+        "  of it shmem MiB": round(int(status.get("RssShmem", [0])[0]) / 1024, 1),
         "open fds": len(targets),
         "  of them memfds": sum(1 for t in targets if t.startswith("/memfd:")),  # the blob cache's, mostly
         "  of them sockets": sum(1 for t in targets if t.startswith("socket:")),
