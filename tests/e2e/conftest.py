@@ -158,6 +158,17 @@ def client(shared_server):
         yield c
 
 
+def call(source: str, args: list | None = None, name: str = "main"):
+    """A kcoral Program: upload module `m`, get_function `f` = name, run `r` with args, return it as `out`."""
+    from kcoral import Program
+
+    program = Program()
+    module = program.upload(id="m", kind="module", source=source)
+    fn = program.get_function(id="f", module=module, name=name)
+    program.return_(key="out", value=program.run(id="r", fn=fn, args=args or []))
+    return program
+
+
 def wait_for(predicate, timeout: float, what: str, error: type = AssertionError):
     """The predicate's first truthy value within `timeout` seconds; else raises `error`."""
     deadline = time.monotonic() + timeout

@@ -13,18 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import LEAK_TAG, Server, alive, describe, processes_tagged, tree_of, wait_for
+from conftest import LEAK_TAG, Server, alive, call, describe, processes_tagged, tree_of, wait_for
 from kcoral import Client, KCoralError, Program
 from wire import TRIVIAL, assert_error, execute as raw_execute, module_program
-
-
-def call(source: str, args: list | None = None) -> Program:
-    program = Program()
-    module = program.upload(id="m", kind="module", source=source)
-    fn = program.get_function(id="f", module=module, name="main")
-    out = program.run(id="r", fn=fn, args=args or [])
-    program.return_(key="out", value=out)
-    return program
 
 
 def trivial_ok(url: str) -> None:

@@ -16,18 +16,10 @@ import time
 
 import pytest
 
-from kcoral import Client, KCoralError, Program
+from conftest import call
+from kcoral import Client, KCoralError
 from test_reference_client import reference_python
 from wire import execute as raw_execute, module_program
-
-
-def call(source: str, args: list | None = None) -> Program:
-    program = Program()
-    module = program.upload(id="m", kind="module", source=source)
-    fn = program.get_function(id="f", module=module, name="main")
-    result = program.run(id="r", fn=fn, args=args or [])
-    program.return_(key="out", value=result)
-    return program
 
 
 def failed(result, kind: str = "engine") -> dict:

@@ -9,18 +9,9 @@ import uuid
 import httpx
 import pytest
 
+from conftest import call
 from kcoral import Client, Program
 from wire import execute as raw_execute, sha
-
-
-def call(source: str, name: str = "main", args: list | None = None) -> Program:
-    """upload module, get_function name, run with args, return as `out`."""
-    program = Program()
-    module = program.upload(id="m", kind="module", source=source)
-    fn = program.get_function(id="f", module=module, name=name)
-    result = program.run(id="r", fn=fn, args=args or [])
-    program.return_(key="out", value=result)
-    return program
 
 
 def failed(result, kind: str, index: int, op: str) -> dict:

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Server, alive, describe, processes_tagged, wait_for
-from kcoral import Client, KCoralError, Program
+from conftest import Server, alive, call, describe, processes_tagged, wait_for
+from kcoral import Client, KCoralError
 from wire import execute as raw_execute, module_program
 
 SANDBOXES = [pytest.param((), id="sandboxed"), pytest.param(("--sandbox", "none"), id="unsandboxed")]
@@ -33,20 +33,12 @@ ZYGOTE = "kcoral._worker.zygote"
 
 
 # --------------------------------------------------------------- helpers
-def call(source: str, *args) -> Program:
-    program = Program()
-    module = program.upload(id="m", kind="module", source=source)
-    fn = program.get_function(id="f", module=module, name="main")
-    program.return_(key="out", value=program.run(id="r", fn=fn, args=list(args)))
-    return program
-
-
 def timed(server: Server, source: str, *args, timeout: float):
     """(seconds until the answer, the result or the KCoralError of a non-200 answer)."""
     started = time.monotonic()
     try:
         with Client(server.url) as c:
-            outcome = c.execute(call(source, *args), timeout_seconds=timeout)
+            outcome = c.execute(call(source, args=list(args)), timeout_seconds=timeout)
     except KCoralError as error:
         outcome = error
     return time.monotonic() - started, outcome
