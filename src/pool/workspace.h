@@ -37,7 +37,6 @@ class Workspace {
   std::filesystem::path cache() const { return path_ / ".kcoral" / "cache"; }
   uid_t owner() const { return owner_; }
   gid_t group() const { return group_; }
-  std::filesystem::path tmp() const { return path_ / ".kcoral" / "tmp"; }
 
  private:
   explicit Workspace(std::filesystem::path path, uid_t owner, gid_t group)

@@ -1,4 +1,4 @@
-// The file system a sandboxed worker sees (DESIGN.md "Sandbox"): a tmpfs root
+// The file system a sandboxed worker sees (docs/sandbox.md): a tmpfs root
 // holding read-only binds of what workers need (the interpreter and its
 // packages, /usr, an /etc subset, toolkits), the worker's workspace at /work,
 // a private /tmp (tmpfs), a minimal /dev and a /proc of its own PID namespace.

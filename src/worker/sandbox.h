@@ -1,4 +1,4 @@
-// EnterSandbox: confines the calling worker (DESIGN.md "Sandbox"). Called
+// EnterSandbox: confines the calling worker (docs/sandbox.md). Called
 // once, right after the zygote's fork, before the worker reports ready, in
 // this order (each step needs the privileges the next one drops):
 //   1. join the worker's cgroups (memory, process count);

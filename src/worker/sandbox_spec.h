@@ -1,7 +1,7 @@
 // SandboxSpec: what the server asks a worker to confine itself to, sent as
 // JSON in the zygote's fork frame (or KCORAL_SANDBOX_SPEC for workers started
 // without a zygote) and applied by EnterSandbox (sandbox.h) before any user
-// code runs. DESIGN.md "Sandbox" explains the parts.
+// code runs. docs/sandbox.md explains the parts.
 #pragma once
 
 #include <sys/types.h>

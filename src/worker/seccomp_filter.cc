@@ -6,10 +6,18 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <string_view>
 
 namespace kc::worker {
 
-const DeniedSyscall kDeniedSyscalls[] = {
+namespace {
+
+struct DeniedSyscall {
+  std::string_view name;
+  std::string_view why;  // the reason, for the reader: never needed at run time
+};
+
+constexpr DeniedSyscall kDeniedSyscalls[] = {
     {"ptrace", "reads and writes other processes"},
     {"process_vm_readv", "reads another process's memory"},
     {"process_vm_writev", "writes another process's memory"},
@@ -59,9 +67,6 @@ const DeniedSyscall kDeniedSyscalls[] = {
     {"fanotify_init", "watches the file system"},
     {"vhangup", "terminal control"},
 };
-const size_t kDeniedSyscallCount = sizeof kDeniedSyscalls / sizeof kDeniedSyscalls[0];
-
-namespace {
 
 // Namespace flags that clone may not carry (0x80 is CLONE_NEWTIME, missing
 // from older headers).
