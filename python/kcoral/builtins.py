@@ -11,9 +11,12 @@ import time
 
 from kcoral.errors import ExecutionError
 
-__all__ = ["benchmark", "compile_tirx"]
+__all__ = ["benchmark", "benchmark_paired", "compile_tirx"]
 
 _DEFAULTS = {"warmup_ms": 25.0, "repeat_ms": 100.0, "flush_l2": True}
+# Which timer runs is decided once, when the worker imports this module (before any upload),
+# not by the environment at call time, which user code can change.
+_DEVICE = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
 _MAX_ITERATIONS = 1_000_000
 _PERCENTILES = (5, 10, 25, 50, 75, 90, 95, 99)
 
@@ -107,13 +110,18 @@ def benchmark(fn, *rest) -> dict:
     """benchmark(fn, *args, cfg?) -> latency statistics in milliseconds.
 
     cfg keys: warmup_ms (25), repeat_ms (100), warmup, repeat (counts that
-    override the budgets), flush_l2 (True; GPU only).
+    override the budgets), flush_l2 (True; GPU only), and on GPU servers
+    outputs (indices of the output arguments; default: the last tensor
+    argument of a call with two or more) and rotate_inputs (True): each call
+    gets its tensors from a rotation of copies, outputs are poisoned before
+    every call and checked against the first call's after timing. The result
+    carries an `integrity` report, sealed in C++ and verified by the server
+    (docs/benchmark-integrity.md).
     """
     if not callable(fn):
         raise ExecutionError("runtime", "benchmark expects a compiled module handle")
     args, cfg = _split_cfg(rest)
-    device = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
-    if device == "gpu":
+    if _DEVICE == "gpu":
         from kcoral._worker import gpu_benchmark
 
         return gpu_benchmark.benchmark(fn, args, cfg)
@@ -127,6 +135,25 @@ def benchmark(fn, *rest) -> dict:
         from kcoral._worker.errors import safe_text, type_name  # the exception is user code's
 
         raise ExecutionError("runtime", _short(f"benchmark call failed: {type_name(exc)}: {safe_text(exc)}")) from exc
+
+
+def benchmark_paired(candidate, reference, *rest) -> dict:
+    """benchmark_paired(candidate, reference, *args, cfg?) -> a paired comparison (GPU only).
+
+    Both run over the same arguments, interleaved call by call (ABBA), so
+    drift and clocks fall on both alike. The result has the candidate's
+    benchmark keys, "reference" with the reference's, ratio_median
+    (candidate / reference) with ratio_ci95_low/high, speedup_median, and
+    outputs_match_reference. cfg as for benchmark.
+    """
+    if not callable(candidate) or not callable(reference):
+        raise ExecutionError("runtime", "benchmark_paired expects two compiled module handles")
+    args, cfg = _split_cfg(rest)
+    if _DEVICE != "gpu":
+        raise ExecutionError("unavailable", "benchmark_paired needs a GPU server")
+    from kcoral._worker import gpu_benchmark
+
+    return gpu_benchmark.benchmark_paired(candidate, reference, args, cfg)
 
 
 def compile_tirx(fn, bindings=None):

@@ -1,17 +1,15 @@
 // kcoral._native: the CUDA-side pieces of a GPU worker (DESIGN.md src/native): the CUPTI kernel
 // timer behind builtins.benchmark, the cpu_only guard, and the end-of-request device check.
-// This is the only pybind11 file of the module; everything below it returns kc::Status, turned
-// into Python exceptions here (STYLE.md §3):
+// The bindings live here; everything below returns kc::Status, turned into Python exceptions
+// here (STYLE.md §3):
 //   kUnavailable      -> kcoral._native.UnavailableError (CUPTI failed, no activity, no GPU)
 //   kInvalidArgument  -> ValueError
 //   anything else     -> kcoral._native.CallError (CUDA error during warm-up or timing; the
 //                        message starts with the cudaError name)
+//   a failed output check -> kcoral._native.OutputCheckError
 // A Python exception raised by the benchmarked callable is re-raised unchanged (same object and
 // traceback), after the CUPTI session is shut down; it is not wrapped in CallError.
 //
-// Process-wide state (the L2 flush buffer, the CUPTI activity client, the CUPTI subscription)
-// is created on first use and deliberately never destroyed: CUPTI may call back until exit, and
-// freeing device memory from static destructors races the driver's own teardown.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,10 +18,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "native/activity_collector.h"
+#include "native/benchmark_entry.h"
 #include "native/cuda_guard.h"
 #include "native/cuda_status.h"
-#include "native/cupti_timer.h"
 #include "native/device_check.h"
 #include "native/l2_flush.h"
 
@@ -35,6 +32,7 @@ namespace {
 // Strong references, kept for the interpreter's life.
 PyObject* g_unavailable_error = nullptr;
 PyObject* g_call_error = nullptr;
+PyObject* g_output_check_error = nullptr;
 
 [[noreturn]] void Raise(PyObject* type, const std::string& message) {
   PyErr_SetString(type, message.c_str());
@@ -66,45 +64,51 @@ T ValueOrThrow(StatusOr<T> value) {
   return std::move(value).value();
 }
 
-L2Flush& ProcessL2Flush() {
-  static L2Flush* flush = new L2Flush();  // leaked on purpose, see the file comment
-  return *flush;
+// Options shared by benchmark and benchmark_paired; `outputs` None means the default choice.
+BenchmarkRequest Request(std::optional<int64_t> warmup, std::optional<int64_t> repeat,
+                         double warmup_ms, double repeat_ms, bool flush_l2,
+                         std::optional<std::vector<int>> outputs, bool rotate_inputs) {
+  BenchmarkRequest request;
+  request.options = {warmup, repeat, warmup_ms, repeat_ms,
+                     flush_l2 ? FlushMode::kBeforeEveryCall : FlushMode::kNone};
+  request.rotation.rotate = rotate_inputs;
+  request.rotation.outputs = std::move(outputs);
+  return request;
 }
 
-py::dict Benchmark(const py::object& fn, const py::tuple& args, std::optional<int64_t> warmup,
-                   std::optional<int64_t> repeat, double warmup_ms, double repeat_ms,
-                   bool flush_l2) {
-  if (!PyCallable_Check(fn.ptr())) Raise(PyExc_TypeError, "benchmark: fn is not callable");
-  BenchmarkOptions options{warmup, repeat, warmup_ms, repeat_ms,
-                           flush_l2 ? FlushMode::kBeforeEveryCall : FlushMode::kNone};
-
-  // The callable runs with the GIL held (this thread never releases it here). Its exception is
-  // kept on this side and re-raised once the timer has cleaned up.
-  std::optional<py::error_already_set> raised;
-  BenchmarkCall call = [&]() -> Status {
-    try {
-      fn(*args);
-      return Status::Ok();
-    } catch (py::error_already_set& error) {
-      raised.emplace(std::move(error));
-      return Status(StatusCode::kCancelled, "the benchmarked callable raised");
-    }
-  };
-
-  ActivityCollector* collector = ValueOrThrow(ActivityCollector::Get());
-  CuptiTimer timer(*collector, ProcessL2Flush());
-  StatusOr<BenchmarkResult> result = timer.Run(options, call);
-  if (raised) throw std::move(*raised);
+py::object Run(std::vector<py::object> functions, const py::tuple& args,
+               const BenchmarkRequest& request) {
+  for (const py::object& fn : functions) {
+    if (!PyCallable_Check(fn.ptr())) Raise(PyExc_TypeError, "benchmark: fn is not callable");
+  }
+  BenchmarkFailure failure;
+  StatusOr<py::object> result = RunBenchmark(functions, args, request, failure);
+  if (failure.raised) throw std::move(*failure.raised);
+  if (failure.output_check) Raise(g_output_check_error, *failure.output_check);
   ThrowIfError(result.status());
+  return std::move(result).value();
+}
 
-  py::dict out;
-  out["samples_ms"] = py::cast(result->samples_ms);
-  out["activities_stable"] = result->activities_stable;
-  out["warmup"] = result->warmup;
-  out["repeat"] = result->repeat;
-  out["flush_l2"] = result->flush == FlushMode::kBeforeEveryCall;
-  out["estimate_ms"] = result->estimate_ms;
-  return out;
+py::object Benchmark(const py::object& fn, const py::tuple& args, std::optional<int64_t> warmup,
+                     std::optional<int64_t> repeat, double warmup_ms, double repeat_ms,
+                     bool flush_l2, std::optional<std::vector<int>> outputs, bool rotate_inputs) {
+  return Run({fn}, args,
+             Request(warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs),
+                     rotate_inputs));
+}
+
+py::object BenchmarkPaired(const py::object& candidate, const py::object& reference,
+                           const py::tuple& args, std::optional<int64_t> warmup,
+                           std::optional<int64_t> repeat, double warmup_ms, double repeat_ms,
+                           bool flush_l2, std::optional<std::vector<int>> outputs,
+                           bool rotate_inputs) {
+  return Run({candidate, reference}, args,
+             Request(warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs),
+                     rotate_inputs));
+}
+
+void Bind(py::object tensor_type, py::object to_dlpack, py::object from_dlpack) {
+  ThrowIfError(BindWorker(std::move(tensor_type), std::move(to_dlpack), std::move(from_dlpack)));
 }
 
 void WatchBegin() {
@@ -174,13 +178,29 @@ PYBIND11_MODULE(_native, m) {
   m.attr("UnavailableError") = py::reinterpret_borrow<py::object>(native::g_unavailable_error);
   m.attr("CallError") = py::reinterpret_borrow<py::object>(native::g_call_error);
 
+  native::g_output_check_error = PyErr_NewExceptionWithDoc(
+      "kcoral._native.OutputCheckError",
+      "A timed call's outputs differ from the first checked call's (maps to kind `correctness`).",
+      PyExc_Exception, nullptr);
+  if (native::g_output_check_error == nullptr) throw py::error_already_set();
+  m.attr("OutputCheckError") = py::reinterpret_borrow<py::object>(native::g_output_check_error);
+
+  m.def("bind_worker", &native::Bind, py::arg("tensor_type"), py::arg("to_dlpack"),
+        py::arg("from_dlpack"),
+        "Once per worker, before user code: torch.Tensor, torch._C._to_dlpack and\n"
+        "torch._C._from_dlpack, and _core's sealing capsule.");
   m.def("benchmark", &native::Benchmark, py::arg("fn"), py::arg("args"), py::kw_only(),
         py::arg("warmup").none(true), py::arg("repeat").none(true), py::arg("warmup_ms"),
-        py::arg("repeat_ms"), py::arg("flush_l2"),
-        "Times fn(*args) with CUPTI activity records; see src/native/cupti_timer.h.\n"
-        "Returns {samples_ms, activities_stable, warmup, repeat, flush_l2, estimate_ms}\n"
-        "(estimate_ms is -1.0 when both counts were explicit). A Python exception raised by\n"
-        "fn propagates unchanged.");
+        py::arg("repeat_ms"), py::arg("flush_l2"), py::arg("outputs").none(true),
+        py::arg("rotate_inputs"),
+        "Times fn(*args) with CUPTI activity records; see src/native/benchmark_entry.h.\n"
+        "Returns the sealed result dict. A Python exception raised by fn propagates unchanged.");
+  m.def("benchmark_paired", &native::BenchmarkPaired, py::arg("candidate"), py::arg("reference"),
+        py::arg("args"), py::kw_only(), py::arg("warmup").none(true), py::arg("repeat").none(true),
+        py::arg("warmup_ms"), py::arg("repeat_ms"), py::arg("flush_l2"),
+        py::arg("outputs").none(true), py::arg("rotate_inputs"),
+        "Times candidate and reference interleaved (ABBA) over the same arguments; the result\n"
+        "has the candidate's keys, 'reference', and the paired ratio with its 95% interval.");
   m.def("watch_begin", &native::WatchBegin,
         "Starts the cpu_only watch: the first CUDA runtime/driver API entry is recorded.");
   m.def("watch_end", &native::WatchEnd,
