@@ -18,14 +18,18 @@ from kcoral import builtins
 from kcoral._worker.errors import safe_text, type_name
 from kcoral.errors import ExecutionError
 
-_native = None  # bound by bind() at worker start
+# Bound by bind() at worker start: the module, for its exception types, and the two entry
+# points themselves, so that rebinding kcoral._native.benchmark later changes nothing here.
+_native = None
+_benchmark = None
+_benchmark_paired = None
 
 
 def bind(native, torch) -> None:
     """Binds the natives and torch's DLPack exchange, before any upload runs."""
-    global _native
+    global _native, _benchmark, _benchmark_paired
     native.bind_worker(torch.Tensor, torch._C._to_dlpack, torch._C._from_dlpack)
-    _native = native
+    _native, _benchmark, _benchmark_paired = native, native.benchmark, native.benchmark_paired
 
 
 def _options(cfg: dict) -> dict:
@@ -66,17 +70,16 @@ def _run(native_function, leading: tuple, options: dict) -> dict:
         raise ExecutionError("runtime", builtins._short(message)) from exc
 
 
-def _bound():
+def _require_bound() -> None:
     if _native is None:
         raise ExecutionError("unavailable", "benchmark needs kcoral._native (CUPTI), which is not built or bound here")
-    return _native
 
 
 def benchmark(fn, args: tuple, cfg: dict) -> dict:
-    native = _bound()
-    return _run(native.benchmark, (fn, tuple(args)), _options(cfg))
+    _require_bound()
+    return _run(_benchmark, (fn, tuple(args)), _options(cfg))
 
 
 def benchmark_paired(candidate, reference, args: tuple, cfg: dict) -> dict:
-    native = _bound()
-    return _run(native.benchmark_paired, (candidate, reference, tuple(args)), _options(cfg))
+    _require_bound()
+    return _run(_benchmark_paired, (candidate, reference, tuple(args)), _options(cfg))
