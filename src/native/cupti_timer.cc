@@ -104,8 +104,12 @@ Status CuptiTimer::Untimed(int fn, FlushMode flush, const BenchmarkCall& call, C
 Status CuptiTimer::FirstCalls(const BenchmarkOptions& options, const BenchmarkCall& call,
                               CallHooks& hooks) {
   for (int fn = 0; fn < options.functions; ++fn) {
-    const int64_t index = calls_;
-    KC_RETURN_IF_ERROR(Untimed(fn, options.flush, call, hooks));
+    const int64_t index = calls_++;
+    KC_RETURN_IF_ERROR(hooks.BeforeCall(fn, index));
+    KC_RETURN_IF_ERROR(PrepareCache(options.flush));  // allocates the flush buffer on first use
+    // The poison must land before the call, whatever stream the call uses.
+    KC_RETURN_IF_ERROR(Synchronize());
+    KC_RETURN_IF_ERROR(call(fn, index));
     KC_RETURN_IF_ERROR(Synchronize());
     KC_RETURN_IF_ERROR(hooks.AfterFirstCall(fn, index));
   }
