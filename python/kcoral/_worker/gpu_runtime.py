@@ -67,6 +67,9 @@ class GpuRuntime:
             self._native = _native
         except ImportError:
             self._native = None  # benchmark and cpu_only then fail with `unavailable`
+        from kcoral._worker import integrity
+
+        integrity.bind("gpu")  # again: _native and torch's CUDA state exist only now
 
     def native(self):
         if self._native is None:
