@@ -6,9 +6,9 @@
 // kcoral._core exports a PyCapsule named kSealResultCapsule whose pointer is a SealResultFn.
 #pragma once
 
-#include <Python.h>
-
 #include <cstddef>
+
+#include <Python.h>
 
 namespace kc::worker {
 
