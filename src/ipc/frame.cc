@@ -1,6 +1,7 @@
 #include "ipc/frame.h"
 
 #include <poll.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
@@ -26,7 +27,13 @@ Status MakeSocketPair(UniqueFd* a, UniqueFd* b) {
 }
 
 Status SendFrame(int socket_fd, const nlohmann::json& header, const std::vector<int>& fds) {
-  const std::string text = header.dump();
+  std::string text = header.dump();
+  // The ready frame carries the worker's seal key: its text must not stay in freed heap, where
+  // user code could find it through /proc/self/mem. Headers are small; wiping them all is cheap.
+  struct Wipe {
+    std::string& text;
+    ~Wipe() { ::explicit_bzero(text.data(), text.size()); }
+  } wipe{text};
   if (text.size() > kMaxHeaderBytes) return InternalError("frame header too large");
   if (fds.size() > kMaxFds) return InternalError("too many descriptors in one frame");
 

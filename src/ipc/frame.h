@@ -7,7 +7,9 @@
 // pipes passed as descriptors (DESIGN.md "Data path").
 //
 // Message types (header "type"), in the order a request uses them:
-//   W->S ready        {pid, target, versions}                 once, after imports
+//   W->S ready        {pid, describe: {target, versions}, seal_key}   once, after imports;
+//                     seal_key: 64 hex characters, the worker's HMAC key for sealed benchmark
+//                     records (docs/benchmark-integrity.md), made in C++ just before this frame
 //   W->S failed       {error}        instead of ready: the worker cannot serve (sandbox)
 //   S->W run          {request_id, workspace, output_limit_bytes, max_response_bytes,
 //                      blobs:[sha256...]}

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/hmac_sha256.h"
 #include "base/memfd.h"
 #include "ipc/frame.h"
 
@@ -87,6 +88,12 @@ Status WorkerProcess::AwaitReady(Clock::time_point deadline) {
   if (frame.type() != ipc::frame_type::kReady)
     return InternalError("worker sent " + frame.type() + " before ready");
   describe_ = frame.header.value("describe", nlohmann::json::object());
+  // Without its key nothing the worker seals could be checked: a worker that sends none is broken.
+  std::optional<std::string> key = HexDecode(frame.header.value("seal_key", std::string()));
+  if (!key || key->size() != kHmacSha256Bytes) {
+    return InternalError("worker sent no valid seal_key in its ready frame");
+  }
+  seal_key_ = std::move(*key);
   return Status::Ok();
 }
 
@@ -109,6 +116,7 @@ Status WorkerProcess::Initialize(GpuLease& lease, Clock::time_point deadline) {
 
 RunResult WorkerProcess::Run(const RunRequest& request) {
   RunResult result;
+  result.seal_key = seal_key_;
   ++requests_served_;
   // The lease is arbitrated here; whatever ends the run, it is released after
   // the worker is dead or done (a killed holder tears its context down under it).

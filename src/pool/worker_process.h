@@ -83,6 +83,8 @@ struct RunResult {
   std::vector<std::string> lease_waited_for;  // who held the lease while this run waited
   std::string retire_reason;                  // the worker asks to be retired (poisoned_context)
   int64_t gpu_access_detected_ns = 0;         // steady clock; 0: no gpu_access violation
+  // The worker's key for sealed benchmark records (ipc/frame.h ready), to check what it returned.
+  std::string seal_key;
 };
 
 class WorkerProcess {
@@ -115,6 +117,8 @@ class WorkerProcess {
 
   pid_t pid() const { return child_.pid(); }
   const nlohmann::json& describe() const { return describe_; }
+  // 32 bytes from the ready frame (docs/benchmark-integrity.md); empty before AwaitReady.
+  const std::string& seal_key() const { return seal_key_; }
   int socket_fd() const { return socket_.get(); }
   int requests_served() const { return requests_served_; }
 
@@ -125,6 +129,7 @@ class WorkerProcess {
   ChildProcess child_;
   UniqueFd socket_;
   nlohmann::json describe_;
+  std::string seal_key_;
   int requests_served_ = 0;
   WorkerResources resources_;  // last: removed once the tree is dead
 };

@@ -8,6 +8,7 @@
 #include "protocol/multipart_writer.h"
 #include "protocol/utf8.h"
 #include "protocol/value_codec.h"
+#include "server/result_verification.h"
 
 namespace kc::server {
 
@@ -161,6 +162,10 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
   if (offset != result.run.parts.size()) return engine_error("unused result data");
   if (Status s = protocol::FinalizeResults(*results, segments); !s.ok()) {
     return engine_error(s.message());
+  }
+  // Sealed benchmark results are checked here, with the key of the worker that ran this request.
+  if (MayHoldIntegrity(result.run.outcome_json)) {
+    VerifySealedResults(*results, {context.request_id, result.run.seal_key, context.program});
   }
 
   std::string json;

@@ -6,6 +6,7 @@
 // The worker runs untrusted code, so its outcome is read strictly and in
 // time linear in its size (protocol/json_reader.h), and one bigger than
 // max_response_bytes is answered response_too_large without being parsed.
+// Sealed benchmark results are verified on the way (result_verification.h).
 #pragma once
 
 #include "pool/worker_pool.h"

@@ -2,7 +2,8 @@
 // "Workers"). It owns the socket to the server, the frame protocol
 // (ipc/frame.h), output capture and the workspace switch; the Python engine
 // (kcoral/_worker/engine.py) only dispatches instructions to user code and
-// encodes values. This is the only pybind11 file.
+// encodes values. It also seals benchmark results (result_seal.h) and runs the
+// host timer (host_timer.h). This is the only file that binds them to Python.
 //
 // Teardown order: serve() returns when the server closes the socket; the
 // Python entry point then exits the interpreter normally.
@@ -12,7 +13,11 @@
 
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <optional>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <pybind11/pybind11.h>
@@ -22,11 +27,14 @@
 #include "base/remove_tree.h"
 #include "base/unique_fd.h"
 #include "ipc/frame.h"
+#include "worker/host_timer.h"
 #include "worker/namespace_init.h"
 #include "worker/output_capture.h"
 #include "worker/pid_namespace.h"
 #include "worker/resource_limits.h"
+#include "worker/result_seal.h"
 #include "worker/sandbox.h"
+#include "worker/sealed_result_abi.h"
 
 namespace py = pybind11;
 
@@ -41,6 +49,46 @@ std::string g_sandbox_workspace;
 
 void ThrowIfError(const Status& status) {
   if (!status.ok()) throw std::runtime_error(status.message());
+}
+
+// The process's one sealer: the seal capsule is a plain C function and must reach it. Leaked
+// on purpose (result_seal.h: it holds Python references and the key until exit).
+ResultSealer& Sealer() {
+  static ResultSealer* sealer = new ResultSealer();
+  return *sealer;
+}
+
+// The capsule's function (sealed_result_abi.h): kcoral._native hands over its result here.
+PyObject* SealResultFromNative(const char* result_json, size_t length) {
+  try {
+    auto result = nlohmann::ordered_json::parse(result_json, result_json + length, nullptr,
+                                                /*allow_exceptions=*/false);
+    if (result.is_discarded()) {
+      PyErr_SetString(PyExc_ValueError, "seal_result: the result is not JSON");
+      return nullptr;
+    }
+    return Sealer().Seal(std::move(result)).release().ptr();
+  } catch (py::error_already_set& error) {
+    error.restore();
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+  }
+  return nullptr;
+}
+
+static_assert(std::is_same_v<decltype(&SealResultFromNative), SealResultFn>);
+
+py::dict HostBenchmark(const py::object& fn, const py::tuple& args, std::optional<int64_t> warmup,
+                       std::optional<int64_t> repeat, double warmup_ms, double repeat_ms) {
+  std::vector<std::string> flags = ResultSealer::TracingFlags("was set when the timer started");
+  if (Sealer().gpu_worker()) {
+    flags.push_back("the host timer ran on a GPU worker: this is wall time, not device time");
+  }
+  StatusOr<nlohmann::ordered_json> result =
+      RunHostBenchmark(fn, args, {warmup, repeat, warmup_ms, repeat_ms});
+  if (!result.ok()) throw py::value_error(result.status().message());
+  (*result)["integrity"] = {{"defences", {{"sealed", true}}}, {"flags", flags}};
+  return Sealer().Seal(std::move(result).value());
 }
 
 void SendProgress(std::string_view type, int index) {
@@ -94,6 +142,11 @@ Status RunOne(ipc::Frame& frame, py::object& engine) {
   limits["output_limit_bytes"] = header.value("output_limit_bytes", int64_t{0});
   limits["max_response_bytes"] = header.value("max_response_bytes", int64_t{0});
   limits["request_id"] = header.value("request_id", std::string());
+  // Seals made from here on name this request; the binding of "genuine" is frozen.
+  Sealer().RunStarted(header.value("request_id", std::string()));
+  struct RunEnd {
+    ~RunEnd() { Sealer().RunFinished(); }
+  } run_end;
 
   const std::string workspace =
       g_sandbox_workspace.empty() ? header.at("workspace").get<std::string>() : g_sandbox_workspace;
@@ -172,7 +225,15 @@ void Serve(py::object engine) {
   nlohmann::json ready = {{"type", ipc::frame_type::kReady}, {"pid", ::getpid()}};
   ready["describe"] = nlohmann::json::parse(
       py::module_::import("json").attr("dumps")(describe).cast<std::string>());
-  ThrowIfError(ipc::SendFrame(g_socket_fd, ready));
+  // One key per worker process (a forked worker makes its own), known only to C++ and the server.
+  ThrowIfError(Sealer().MakeKey());
+  const char* device = std::getenv("KCORAL_WORKER_DEVICE");
+  Sealer().SetWorkerDevice(device == nullptr ? "cpu" : device);
+  ready["seal_key"] = Sealer().KeyHex();
+  Status sent = ipc::SendFrame(g_socket_fd, ready);
+  std::string& key_hex = ready["seal_key"].get_ref<std::string&>();
+  ::explicit_bzero(key_hex.data(), key_hex.size());  // freed heap must not keep it
+  ThrowIfError(sent);
 
   for (;;) {
     StatusOr<ipc::Frame> frame = [] {
@@ -220,8 +281,26 @@ PYBIND11_MODULE(_core, m) {
             kc::worker::g_socket_fd, {{"type", kc::ipc::frame_type::kLeaseRelease}}));
       },
       "Give the GPU lease back (no round trip).");
-  m.def("instruction_started",
-        [](int index) { kc::worker::SendProgress(kc::ipc::frame_type::kInstruction, index); });
-  m.def("instruction_finished",
-        [](int index) { kc::worker::SendProgress(kc::ipc::frame_type::kInstructionEnd, index); });
+  m.def("instruction_started", [](int index) {
+    kc::worker::ThrowIfError(kc::worker::Sealer().InstructionStarted(index));
+    kc::worker::SendProgress(kc::ipc::frame_type::kInstruction, index);
+  });
+  m.def("instruction_finished", [](int index) {
+    kc::worker::ThrowIfError(kc::worker::Sealer().InstructionFinished(index));
+    kc::worker::SendProgress(kc::ipc::frame_type::kInstructionEnd, index);
+  });
+  m.def(
+      "bind_integrity",
+      [](const std::vector<std::string>& modules, const py::list& call_chain) {
+        kc::worker::ThrowIfError(kc::worker::Sealer().Bind(modules, call_chain));
+      },
+      py::arg("modules"), py::arg("call_chain"),
+      "Snapshot what sealed results compare against (worker/python_facts.h); refused once a "
+      "request has started.");
+  m.def("host_benchmark", &kc::worker::HostBenchmark, py::arg("fn"), py::arg("args"),
+        py::arg("warmup") = py::none(), py::arg("repeat") = py::none(), py::arg("warmup_ms") = 25.0,
+        py::arg("repeat_ms") = 100.0,
+        "Time fn(*args) on the host (worker/host_timer.h); returns the sealed result dict.");
+  m.attr("seal_result") = py::capsule(reinterpret_cast<void*>(&kc::worker::SealResultFromNative),
+                                      kc::worker::kSealResultCapsule);
 }

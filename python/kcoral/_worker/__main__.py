@@ -11,7 +11,7 @@ def main() -> None:
     import json
 
     from kcoral import _core
-    from kcoral._worker import sandbox
+    from kcoral._worker import integrity, sandbox
 
     fd = int(os.environ["KCORAL_WORKER_FD"])
     spec = json.loads(os.environ.pop("KCORAL_WORKER_SPEC", "{}"))
@@ -28,7 +28,9 @@ def main() -> None:
             sandbox.enter(spec, fd)
         # Imports that user programs commonly need are done here, before the
         # worker reports ready, so a request never waits for them.
-        engine = Engine(make_runtime(os.environ.get("KCORAL_WORKER_DEVICE", "cpu")))
+        device = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
+        engine = Engine(make_runtime(device))
+        integrity.bind(device)  # before serve: the first request freezes it
     except BaseException as error:  # noqa: BLE001 - reported to the server, then exit
         sandbox.report_failure(fd, error)
         os._exit(1)

@@ -70,6 +70,9 @@ class GpuRuntime:
 
             gpu_benchmark.bind(_native, torch)  # before any upload is imported
             self._native = _native
+        from kcoral._worker import integrity
+
+        integrity.bind("gpu")  # again: _native and torch's CUDA state exist only now
 
     def native(self):
         if self._native is None:

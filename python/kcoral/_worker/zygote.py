@@ -68,14 +68,16 @@ def _children() -> list[int]:
 
 def _serve_forked(socket_fd: int, spec: dict, device: str, Engine, make_runtime) -> None:
     from kcoral import _core
-    from kcoral._worker import sandbox
+    from kcoral._worker import integrity, sandbox
 
     try:
         os.setsid()
         os.environ["KCORAL_WORKER_FD"] = str(socket_fd)
         if spec:
             sandbox.enter(spec, socket_fd)
-        _core.serve(Engine(make_runtime(device)))
+        engine = Engine(make_runtime(device))
+        integrity.bind(device)  # before serve: the first request freezes it
+        _core.serve(engine)
     except BaseException as error:  # noqa: BLE001 - reported to the server, then exit
         sandbox.report_failure(socket_fd, error)
     finally:
@@ -83,7 +85,9 @@ def _serve_forked(socket_fd: int, spec: dict, device: str, Engine, make_runtime)
 
 
 def main() -> None:
+    import kcoral.builtins  # noqa: F401 - every worker binds it (integrity.py); import it once here
     from kcoral import _core
+    from kcoral._worker import integrity  # noqa: F401
     from kcoral._worker.engine import Engine
     from kcoral._worker.runtime import make_runtime
 

@@ -1,0 +1,231 @@
+#include "worker/python_facts.h"
+
+#include <time.h>
+
+#include <algorithm>
+
+namespace py = pybind11;
+
+namespace kc::worker {
+
+namespace {
+
+// Python strings may hold lone surrogates; the record is UTF-8.
+std::string Utf8(PyObject* text) {
+  if (text == nullptr || !PyUnicode_Check(text)) return "?";
+  PyObject* bytes = PyUnicode_AsEncodedString(text, "utf-8", "backslashreplace");
+  if (bytes == nullptr) {
+    PyErr_Clear();
+    return "?";
+  }
+  std::string out(PyBytes_AS_STRING(bytes), static_cast<size_t>(PyBytes_GET_SIZE(bytes)));
+  Py_DECREF(bytes);
+  return out;
+}
+
+// "file:line name", as tracebacks name a frame.
+std::string DescribeFrame(PyFrameObject* frame, PyCodeObject* code) {
+  return Utf8(code->co_filename) + ":" + std::to_string(PyFrame_GetLineNumber(frame)) + " " +
+         Utf8(code->co_qualname);
+}
+
+double MicrosecondsSince(const timespec& start) {
+  timespec now;
+  ::clock_gettime(CLOCK_MONOTONIC, &now);
+  return static_cast<double>(now.tv_sec - start.tv_sec) * 1e6 +
+         static_cast<double>(now.tv_nsec - start.tv_nsec) / 1e3;
+}
+
+// Module dicts gain and refresh this one on their own whenever a warning is shown.
+bool Ignored(PyObject* key) {
+  return PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "__warningregistry__") == 0;
+}
+
+}  // namespace
+
+void PythonFacts::AddGenuine(PyObject* code, PyObject* globals) {
+  if (!genuine_.emplace(code, globals).second) return;
+  // Nested functions, lambdas and (before 3.12) comprehensions have code objects of their own.
+  PyObject* consts = reinterpret_cast<PyCodeObject*>(code)->co_consts;
+  for (Py_ssize_t i = 0; consts != nullptr && i < PyTuple_GET_SIZE(consts); ++i) {
+    PyObject* item = PyTuple_GET_ITEM(consts, i);
+    if (PyCode_Check(item)) AddGenuine(item, globals);
+  }
+}
+
+void PythonFacts::Bind(const std::vector<std::string>& names, const py::list& chain) {
+  std::vector<Watched> watched;
+  py::dict modules = py::reinterpret_borrow<py::dict>(PyImport_GetModuleDict());
+  for (const std::string& name : names) {
+    Watched entry{name, py::object(), py::object(), {}};
+    if (modules.contains(name)) {
+      entry.module = modules[py::str(name)];
+      if (!py::hasattr(entry.module, "__dict__")) continue;
+      entry.dict = entry.module.attr("__dict__");
+    } else {
+      const size_t dot = name.rfind('.');
+      if (dot == std::string::npos || !modules.contains(name.substr(0, dot))) continue;
+      py::object owner = modules[py::str(name.substr(0, dot))];
+      py::object type = py::getattr(owner, name.substr(dot + 1).c_str(), py::none());
+      if (!PyType_Check(type.ptr())) continue;
+      // The type's own dict, not the read-only mappingproxy that __dict__ gives.
+      entry.dict =
+          py::reinterpret_borrow<py::object>(reinterpret_cast<PyTypeObject*>(type.ptr())->tp_dict);
+    }
+    if (!PyDict_Check(entry.dict.ptr())) continue;
+    PyObject* key;
+    PyObject* value;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(entry.dict.ptr(), &position, &key, &value)) {
+      if (!Ignored(key)) {
+        entry.entries.emplace_back(py::reinterpret_borrow<py::object>(key),
+                                   py::reinterpret_borrow<py::object>(value));
+      }
+    }
+    watched.push_back(std::move(entry));
+  }
+
+  std::unordered_map<PyObject*, PyObject*> previous;
+  genuine_.clear();
+  engine_run_ = nullptr;
+  for (const py::handle& item : chain) {
+    PyObject* code = item.ptr();
+    PyObject* globals = nullptr;
+    if (PyFunction_Check(code)) {
+      globals = PyFunction_GetGlobals(code);
+      code = PyFunction_GetCode(code);
+    }
+    if (!PyCode_Check(code))
+      throw py::type_error("bind_integrity: the chain holds functions or code objects");
+    AddGenuine(code, globals);
+    engine_run_ = code;
+  }
+  chain_ = py::list(chain);
+  watched_ = std::move(watched);
+  py::object sys = py::module_::import("sys");
+  monitoring_get_tool_ = py::hasattr(sys, "monitoring")
+                             ? py::getattr(sys.attr("monitoring"), "get_tool", py::none())
+                             : py::none();
+  bound_ = true;
+}
+
+void PythonFacts::CheckPatched(PythonFindings& found) const {
+  PyObject* modules = PyImport_GetModuleDict();
+  for (const Watched& entry : watched_) {
+    if (entry.module) {
+      PyObject* now = PyDict_GetItemString(modules, entry.name.c_str());  // borrowed
+      if (now != entry.module.ptr()) found.patched.push_back(entry.name + " (in sys.modules)");
+    }
+    for (const auto& [key, value] : entry.entries) {
+      PyObject* now = PyDict_GetItemWithError(entry.dict.ptr(), key.ptr());  // borrowed
+      if (now == value.ptr()) continue;
+      if (now == nullptr) PyErr_Clear();
+      found.patched.push_back(entry.name + "." + Utf8(key.ptr()));
+    }
+  }
+  std::sort(found.patched.begin(), found.patched.end());
+}
+
+void PythonFacts::WalkCallChain(PythonFindings& found) const {
+  bool innermost = true;
+  bool foreign_seen = false;
+  std::string inside;  // a foreign frame with kcoral's own code above it
+  PyFrameObject* frame = PyThreadState_GetFrame(PyThreadState_Get());  // new reference
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);
+    PyObject* globals = PyFrame_GetGlobals(frame);
+    auto it = genuine_.find(reinterpret_cast<PyObject*>(code));
+    // A genuine code object run with other globals (types.FunctionType(code, fake)) is foreign.
+    const bool genuine = it != genuine_.end() && (it->second == nullptr || it->second == globals);
+    if (genuine && it->first == engine_run_) {
+      found.engine_frame = true;
+    } else if (!genuine) {
+      if (!foreign_seen) found.first_foreign_frame = DescribeFrame(frame, code);
+      if (innermost) {
+        found.flags.push_back("call chain: the timer was called by foreign code at " +
+                              found.first_foreign_frame + ", not by kcoral.builtins.benchmark");
+      }
+      foreign_seen = true;
+    } else if (foreign_seen && inside.empty()) {
+      inside = found.first_foreign_frame;
+    }
+    Py_DECREF(code);
+    Py_XDECREF(globals);
+    PyFrameObject* back = found.engine_frame ? nullptr : PyFrame_GetBack(frame);
+    Py_DECREF(frame);
+    frame = back;
+    innermost = false;
+  }
+  if (!inside.empty()) {
+    found.flags.push_back("call chain: foreign code at " + inside +
+                          " runs inside kcoral's benchmark path");
+  }
+  if (!found.engine_frame) {
+    found.flags.push_back(
+        "call chain: no genuine Engine._run frame (the benchmark did not run as a run "
+        "instruction of the engine)");
+  }
+  found.direct = found.engine_frame && !foreign_seen;
+}
+
+std::vector<std::string> PythonFacts::TracingFlags(std::string_view when) {
+  std::vector<std::string> flags;
+  const PyThreadState* state = PyThreadState_Get();
+  if (state->c_tracefunc != nullptr) {
+    flags.push_back("a trace function (sys.settrace or C-level) " + std::string(when));
+  }
+  if (state->c_profilefunc != nullptr) {
+    flags.push_back("a profile function (sys.setprofile or C-level) " + std::string(when));
+  }
+  return flags;
+}
+
+void PythonFacts::CheckMonitoring(PythonFindings& found) const {
+  if (!monitoring_get_tool_ || monitoring_get_tool_.is_none()) return;
+  for (int tool = 0; tool < 6; ++tool) {  // 6 and 7 are sys.settrace's and sys.setprofile's own
+    PyObject* name = PyObject_CallFunction(monitoring_get_tool_.ptr(), "i", tool);
+    if (name == nullptr) {
+      PyErr_Clear();
+      continue;
+    }
+    if (name != Py_None) {
+      found.monitoring_tools.push_back(Utf8(name));
+      found.flags.push_back("a sys.monitoring tool is registered: " + Utf8(name));
+    }
+    Py_DECREF(name);
+  }
+}
+
+PythonFindings PythonFacts::Check() const {
+  timespec start;
+  ::clock_gettime(CLOCK_MONOTONIC, &start);
+  PythonFindings found;
+  found.bound = bound_;
+  if (!bound_) {
+    found.flags.push_back("the worker never bound its genuine benchmark path (bind_integrity)");
+    return found;
+  }
+  CheckPatched(found);
+  for (const std::string& name : found.patched)
+    found.flags.push_back("patched: " + name);
+  WalkCallChain(found);
+  const PyThreadState* state = PyThreadState_Get();
+  found.trace = state->c_tracefunc != nullptr;
+  found.profile = state->c_profilefunc != nullptr;
+  for (std::string& flag : TracingFlags("is set while sealing"))
+    found.flags.push_back(flag);
+  CheckMonitoring(found);
+  found.check_us = MicrosecondsSince(start);
+  return found;
+}
+
+nlohmann::ordered_json PythonFindings::ToJson() const {
+  nlohmann::ordered_json chain = {
+      {"direct", direct}, {"engine_frame", engine_frame}, {"first_foreign_frame", nullptr}};
+  if (!first_foreign_frame.empty()) chain["first_foreign_frame"] = first_foreign_frame;
+  return {{"bound", bound},      {"patched", patched}, {"call_chain", chain},
+          {"trace", trace},      {"profile", profile}, {"monitoring_tools", monitoring_tools},
+          {"check_us", check_us}};
+}
+
+}  // namespace kc::worker
