@@ -1,4 +1,5 @@
-// ReadGpuSnapshot: reads a CUDA device's GpuSnapshot (gpu_snapshot.h) through NVML.
+// ReadGpuSnapshot: reads a CUDA device's GpuSnapshot (gpu_snapshot.h) through NVML
+// (nvml_snapshot.h does the NVML half).
 //
 // The CUDA device is matched to its NVML handle by PCI bus id (cudaDeviceGetPCIBusId, then
 // nvmlDeviceGetHandleByPciBusId_v2): NVML ignores CUDA_VISIBLE_DEVICES, so device ordinals of

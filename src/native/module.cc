@@ -187,14 +187,16 @@ py::object JsonToPython(const nlohmann::json& value) {
       return py::str(value.get_ref<const std::string&>());
     case Type::array: {
       py::list list;
-      for (const nlohmann::json& item : value)
+      for (const nlohmann::json& item : value) {
         list.append(JsonToPython(item));
+      }
       return list;
     }
     case Type::object: {
       py::dict dict;
-      for (const auto& [key, item] : value.items())
+      for (const auto& [key, item] : value.items()) {
         dict[py::str(key)] = JsonToPython(item);
+      }
       return dict;
     }
     case Type::null:

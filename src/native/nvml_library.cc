@@ -13,11 +13,13 @@ bool Resolve(void* handle, const char* symbol, Fn& out) {
   return out != nullptr;
 }
 
-StatusOr<NvmlLibrary> Load() {
-  void* handle = dlopen(kLibraryName, RTLD_NOW | RTLD_LOCAL);
+}  // namespace
+
+StatusOr<NvmlLibrary> NvmlLibrary::Load(const char* path) {
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* why = dlerror();
-    return UnavailableError(std::string("NVML is unavailable: ") + (why ? why : kLibraryName));
+    return UnavailableError(std::string("NVML is unavailable: ") + (why ? why : path));
   }
   // The handle stays open for the process's life.
   NvmlLibrary nvml;
@@ -57,11 +59,9 @@ StatusOr<NvmlLibrary> Load() {
   return nvml;
 }
 
-}  // namespace
-
 StatusOr<const NvmlLibrary*> NvmlLibrary::Get() {
   // Leaked on purpose: NVML stays initialised until exit (see the header).
-  static const StatusOr<NvmlLibrary>* loaded = new StatusOr<NvmlLibrary>(Load());
+  static const StatusOr<NvmlLibrary>* loaded = new StatusOr<NvmlLibrary>(Load(kLibraryName));
   if (!loaded->ok()) return loaded->status();
   return &loaded->value();
 }

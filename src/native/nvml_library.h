@@ -44,6 +44,10 @@ struct NvmlLibrary {
   // Loaded and initialised once; kUnavailable (with the reason) where NVML cannot be used.
   static StatusOr<const NvmlLibrary*> Get();
 
+  // Opens `path` (a soname or a file) and initialises it: Get()'s work, for tests that load a
+  // fake NVML. The library stays loaded.
+  static StatusOr<NvmlLibrary> Load(const char* path);
+
   // "Insufficient Permissions (4)"; never throws, never null-derefs.
   std::string ErrorText(NvmlReturn result) const;
 

@@ -5,6 +5,7 @@ sandboxed worker does (docs/sandbox.md): `unshare --pid --fork --mount-proc sh -
 true'` makes sh pid 1 and python pid 2 (the `; true` keeps sh from exec'ing python). Inside, a
 private tmpfs /dev with a character device named /dev/nvidia0 (the null device's numbers)
 stands in for a GPU, so "holds a GPU" is tested without one. Needs root for the namespaces.
+The last tests run the scan inside real sandboxed (and unsandboxed) CPU-server workers.
 """
 
 from __future__ import annotations
@@ -135,3 +136,59 @@ def test_unreadable_descriptors_are_unknown_and_say_why(namespace_scan):
         assert listed[pids[name]]["holds_gpu"] is None, listed[pids[name]]
         assert "Permission denied" in listed[pids[name]]["fd_error"]
     assert listed[pids["plain"]]["holds_gpu"] is False  # same user, dumpable: readable
+
+
+# ------------------------------------------------- through a real sandboxed worker (CPU server)
+SCANS_BESIDE_HELPERS = r"""
+import ctypes, os, subprocess, time
+
+def main():
+    from kcoral import _native
+    sleeper = subprocess.Popen(["sleep", "30"])
+    read_end, write_end = os.pipe()
+    hidden = os.fork()
+    if hidden == 0:  # a helper that hides its descriptors
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
+        os.write(write_end, b"x")
+        time.sleep(30)
+        os._exit(0)
+    os.read(read_end, 1)
+    try:
+        return {"scan": _native.scan_processes(), "sleeper": sleeper.pid, "hidden": hidden}
+    finally:
+        sleeper.kill()
+        os.kill(hidden, 9)
+        sleeper.wait()
+        os.waitpid(hidden, 0)
+"""
+
+
+def run_on_server(make_server, *flags: str) -> dict:
+    from conftest import call
+    from kcoral import Client
+
+    if os.geteuid() != 0 and "none" not in flags:
+        pytest.skip("the worker sandbox needs a root server")
+    server = make_server("--num-workers", "1", "--max-timeout-seconds", "60", *flags)
+    with Client(server.url) as client:
+        result = client.execute(call(SCANS_BESIDE_HELPERS), timeout_seconds=60)
+    assert result.status == "COMPLETED", (result.error, result.stderr)
+    return result["out"]
+
+
+def test_a_sandboxed_worker_sees_its_helpers(make_server):
+    out = run_on_server(make_server)
+    scan = out["scan"]
+    assert scan["meaningful"] is True, scan["reason_if_not"]
+    listed = by_pid(scan)
+    assert set(listed) == {out["sleeper"], out["hidden"]}, listed  # not the reaper, not itself
+    assert listed[out["sleeper"]]["comm"] == "sleep"
+    assert listed[out["sleeper"]]["holds_gpu"] is False  # a CPU server: no /dev/nvidia* at all
+    assert listed[out["hidden"]]["holds_gpu"] is None
+    assert "Permission denied" in listed[out["hidden"]]["fd_error"]
+
+
+def test_an_unsandboxed_worker_says_the_scan_means_nothing(make_server):
+    scan = run_on_server(make_server, "--sandbox", "none")["scan"]
+    assert scan["meaningful"] is False and scan["processes"] == []
+    assert "not pid 2" in scan["reason_if_not"]
