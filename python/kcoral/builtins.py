@@ -19,7 +19,7 @@ try:
 except ImportError:  # a client install without the worker core: benchmark says so when called
     _host_timer = None
 
-__all__ = ["benchmark", "benchmark_paired", "compile_tirx"]
+__all__ = ["assert_close", "benchmark", "benchmark_paired", "check_close", "compile_tirx"]
 
 # Which timer runs is decided by the worker's environment as it was at import, before any
 # upload ran: an upload that sets KCORAL_WORKER_DEVICE=cpu on a GPU worker gets no host timer.
@@ -124,6 +124,98 @@ def compile_tirx(fn, bindings=None):
     except ImportError:
         raise ExecutionError("unavailable", "compile_tirx needs Apache TVM on the server") from None
     raise ExecutionError("unavailable", "compile_tirx is not supported by this server yet")
+
+
+# -- correctness: check_close / assert_close (spec/benchmark.md §2.3, §10; issue 9) --------------
+#
+# The comparison is kcoral._native's (src/native/tensor_check.h): strict shape and dtype
+# equality, |a-e| <= atol + rtol*|e|, NaN/inf counted, finite statistics only, chunked copies.
+# Its function is captured here, when kcoral.builtins is imported, and check_close/assert_close
+# hold it in closures: uploaded code that rebinds kcoral._native.check_close, torch's DLPack
+# exporters or torch.testing.assert_close afterwards does not reach them. The guarantee is as
+# strong as that import is early: the worker should import kcoral.builtins before any upload.
+
+_CLOSE_DEFAULTS = {"rtol": 1e-2, "atol": 1e-3}
+
+
+def _close_tolerances(cfg) -> tuple[float, float]:
+    if cfg is None:
+        cfg = {}
+    if not isinstance(cfg, dict):
+        raise ExecutionError("runtime", "check_close cfg must be a dict like {'rtol': 1e-2, 'atol': 1e-3}")
+    unknown = sorted(str(key) for key in cfg if key not in _CLOSE_DEFAULTS)
+    if unknown:  # a misspelt tolerance would silently fall back to the default
+        raise ExecutionError("runtime", f"check_close cfg has unknown keys {unknown}; known: rtol, atol")
+    values = []
+    for key in ("rtol", "atol"):
+        value = cfg.get(key, _CLOSE_DEFAULTS[key])
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+            raise ExecutionError("runtime", f"check_close cfg {key!r} must be a finite number >= 0")
+        values.append(float(value))
+    return values[0], values[1]
+
+
+def _make_close_checks():
+    try:
+        from kcoral import _native
+    except ImportError as exc:
+        missing = f"check_close needs kcoral._native, which is not built on this server: {exc}"
+        native_check, native = None, None
+    else:
+        missing = ""
+        native_check, native = _native.check_close, _native
+    unavailable_error = getattr(native, "UnavailableError", ())
+    call_error = getattr(native, "CallError", ())
+    bind_exporters = getattr(native, "bind_exporters", None)
+    exporters_bound = getattr(native, "exporters_bound", None)
+
+    def bind_torch():
+        # torch's exporter, once: now if torch is loaded (the GPU worker's zygote preloads it),
+        # else at the first check after torch was imported.
+        torch = sys.modules.get("torch")
+        if torch is None or bind_exporters is None or exporters_bound():
+            return
+        try:
+            bind_exporters(torch.Tensor, torch._C._to_dlpack)
+        except RuntimeError:
+            pass  # bound meanwhile
+
+    bind_torch()
+
+    def check_close(actual, expected, cfg=None) -> dict:
+        """check_close(actual, expected, cfg?) -> {passed, max_abs_err, max_rel_err, mismatched,
+        total, nonfinite_actual, nonfinite_expected, rtol, atol, first_mismatch, reason}.
+
+        Tensors are torch (CPU or CUDA) or numpy arrays of the same shape and dtype; cfg is
+        {rtol: 1e-2, atol: 1e-3}. A mismatch, of values or of shape and dtype, is data:
+        passed is False and reason says why.
+        """
+        rtol, atol = _close_tolerances(cfg)
+        if native_check is None:
+            raise ExecutionError("unavailable", _short(missing))
+        bind_torch()
+        try:
+            return native_check(actual, expected, rtol, atol)
+        except unavailable_error as exc:
+            raise ExecutionError("unavailable", _short(f"check_close: {exc}")) from None
+        except call_error as exc:
+            raise ExecutionError("runtime", _short(f"check_close failed: {exc}")) from None
+        except (TypeError, ValueError) as exc:
+            raise ExecutionError("runtime", _short(f"check_close: {exc}")) from None
+        except Exception as exc:  # noqa: BLE001 - a producer's export failed (e.g. a sparse tensor)
+            raise ExecutionError("runtime", _short(f"check_close: {type(exc).__name__}: {exc}")) from None
+
+    def assert_close(actual, expected, cfg=None) -> dict:
+        """assert_close(actual, expected, cfg?): check_close, raising `correctness` unless passed."""
+        result = check_close(actual, expected, cfg)
+        if not result["passed"]:
+            raise ExecutionError("correctness", _short(f"outputs differ: {result['reason']}"))
+        return result
+
+    return check_close, assert_close
+
+
+check_close, assert_close = _make_close_checks()
 
 
 class _ReadOnlyModule(types.ModuleType):
