@@ -36,9 +36,9 @@ StatusOr<std::vector<unsigned long long>> ReadCounters(const unsigned long long*
 }
 
 // Exact comparison: inputs must come back bit for bit (NaN matches NaN).
-constexpr Tolerance kExact{0.0f, 0.0f};
+constexpr OutputTolerance kExact{0.0f, 0.0f};
 // A paired benchmark's two functions agree as builtins.assert_close's defaults require.
-constexpr Tolerance kCrossCheck{1e-2f, 1e-3f};
+constexpr OutputTolerance kCrossCheck{1e-2f, 1e-3f};
 
 }  // namespace
 
@@ -175,7 +175,7 @@ Status ArgumentRotation::AfterTimedCall(int fn, int64_t call, int64_t slot) {
     if (!a.output) continue;
     const ExportedTensor& model = *a.per_set[0];
     KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, set), a.reference[fn]->data(),
-                                              model.bytes(), model.type(), Tolerance{},
+                                              model.bytes(), model.type(), OutputTolerance{},
                                               counters_ + fn * timed_calls_ + slot, kStream));
   }
   return Status::Ok();

@@ -7,7 +7,10 @@
 
 #include "native/activity_collector.h"
 #include "native/benchmark_report.h"
+#include "native/clock_events.h"
+#include "native/gpu_telemetry.h"
 #include "native/l2_flush.h"
+#include "native/process_scan.h"
 #include "worker/sealed_result_abi.h"
 
 namespace kc::native {
@@ -21,9 +24,84 @@ L2Flush& ProcessL2Flush() {
   return *flush;
 }
 
+// What the GPU and the worker's PID namespace looked like at one end of the timed loop.
+struct Readings {
+  std::optional<GpuSnapshot> gpu;
+  std::string gpu_error;
+  ProcessScan processes;
+};
+
+Readings Read() {
+  Readings readings;
+  int device = 0;
+  if (cudaGetDevice(&device) == cudaSuccess) {
+    StatusOr<GpuSnapshot> gpu = ReadGpuSnapshot(device);
+    if (gpu.ok()) {
+      readings.gpu = std::move(gpu).value();
+    } else {
+      readings.gpu_error = gpu.status().message();
+    }
+  }
+  readings.processes = ScanNamespaceProcesses();
+  return readings;
+}
+
+// The rotation's hooks, plus the readings at the start of the timed loop.
+class WatchedHooks final : public CallHooks {
+ public:
+  explicit WatchedHooks(CallHooks& inner) : inner_(inner) {}
+  Status BeforeCall(int fn, int64_t call) override { return inner_.BeforeCall(fn, call); }
+  Status AfterFirstCall(int fn, int64_t call) override { return inner_.AfterFirstCall(fn, call); }
+  Status BeginTimed(int64_t repeat) override {
+    start_ = Read();
+    return inner_.BeginTimed(repeat);
+  }
+  Status AfterTimedCall(int fn, int64_t call, int64_t slot) override {
+    return inner_.AfterTimedCall(fn, call, slot);
+  }
+  const Readings& start() const { return start_; }
+
+ private:
+  CallHooks& inner_;
+  Readings start_;
+};
+
+void AddProcessFlags(const ProcessScan& scan, const char* when, nlohmann::json& flags) {
+  for (const OtherProcess& p : scan.processes) {
+    std::string holds = !p.holds_gpu ? "may hold the GPU (its descriptors are hidden)"
+                        : *p.holds_gpu ? "holds the GPU"
+                                       : "does not hold the GPU";
+    flags.push_back("another process ran in the worker's namespace " + std::string(when) +
+                    " the timed calls: pid " + std::to_string(p.pid) + " (" + p.comm + "), " +
+                    holds);
+  }
+}
+
+// integrity.gpu and integrity.processes, with their flags.
+void AddReadings(const Readings& start, const Readings& end, nlohmann::json& integrity,
+                 nlohmann::json& flags) {
+  nlohmann::json gpu = nlohmann::json::object();
+  if (start.gpu && end.gpu) {
+    gpu = {{"uuid", start.gpu->uuid},
+           {"name", start.gpu->name},
+           {"driver_version", start.gpu->driver_version},
+           {"start", ToJson(*start.gpu)},
+           {"end", ToJson(*end.gpu)}};
+    for (const std::string& flag : ClockFlags(*start.gpu, *end.gpu)) flags.push_back(flag);
+  } else {
+    gpu["unavailable"] = start.gpu_error.empty() ? end.gpu_error : start.gpu_error;
+  }
+  integrity["gpu"] = gpu;
+  integrity["processes"] = {{"start", ToJson(start.processes)}, {"end", ToJson(end.processes)}};
+  if (!start.processes.meaningful) return;  // said in processes.start.reason_if_not
+  AddProcessFlags(start.processes, "at the start of", flags);
+  AddProcessFlags(end.processes, "at the end of", flags);
+}
+
 // The result before sealing: spec keys, our statistics, and what the defences saw.
 nlohmann::json BuildResult(const BenchmarkResult& timed, const ArgumentRotation& rotation,
-                           const RotationFindings& findings, const BenchmarkRequest& request) {
+                           const RotationFindings& findings, const Readings& start,
+                           const Readings& end) {
   const bool paired = timed.functions.size() == 2;
   nlohmann::json result = LatencyJson({timed.functions[0].samples_ms,
                                        timed.functions[0].activities_stable});
@@ -61,9 +139,10 @@ nlohmann::json BuildResult(const BenchmarkResult& timed, const ArgumentRotation&
         {"persisting_l2_reset", true},
         {"arguments", rotation.Describe()},
         {"outputs_poisoned_and_checked", true}}},
-      {"flags", flags},
       {"unattributed_activities", timed.unattributed_activities},
   };
+  AddReadings(start, end, result["integrity"], flags);
+  result["integrity"]["flags"] = flags;
   return result;
 }
 
@@ -110,14 +189,16 @@ StatusOr<py::object> RunBenchmark(const std::vector<py::object>& functions, cons
   options.functions = static_cast<int>(functions.size());
   KC_ASSIGN_OR_RETURN(ActivityCollector * collector, ActivityCollector::Get());
   CuptiTimer timer(*collector, ProcessL2Flush());
-  KC_ASSIGN_OR_RETURN(BenchmarkResult timed, timer.Run(options, call, *rotation));
+  WatchedHooks hooks(*rotation);
+  KC_ASSIGN_OR_RETURN(BenchmarkResult timed, timer.Run(options, call, hooks));
+  const Readings end = Read();
   KC_ASSIGN_OR_RETURN(RotationFindings findings, rotation->Finish());
   if (!findings.failures.empty()) {
     failure.output_check = findings.failures.front();
     return FailedPreconditionError("benchmark output check failed");
   }
 
-  const std::string text = BuildResult(timed, *rotation, findings, request).dump();
+  const std::string text = BuildResult(timed, *rotation, findings, hooks.start(), end).dump();
   PyObject* sealed = g_seal(text.data(), text.size());
   if (sealed == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(sealed);

@@ -83,7 +83,7 @@ unsigned Blocks(size_t n) {
 }
 
 template <typename T>
-void LaunchClose(const void* a, const void* e, size_t bytes, Tolerance t,
+void LaunchClose(const void* a, const void* e, size_t bytes, OutputTolerance t,
                  unsigned long long* counter, cudaStream_t stream) {
   size_t n = bytes / sizeof(T);
   CountNotClose<T><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const T*>(a),
@@ -94,7 +94,7 @@ void LaunchClose(const void* a, const void* e, size_t bytes, Tolerance t,
 }  // namespace
 
 Status EnqueueCountMismatches(const void* actual, const void* expected, size_t bytes,
-                              ElementType type, Tolerance tolerance,
+                              ElementType type, OutputTolerance tolerance,
                               unsigned long long* counter, cudaStream_t stream) {
   constexpr uint8_t kFloat = 2, kBfloat = 4;
   if (type.code == kFloat && type.bits == 32) {

@@ -24,7 +24,7 @@ struct ElementType {
   uint8_t bits = 8;
 };
 
-struct Tolerance {
+struct OutputTolerance {
   float rtol = 1e-3f;
   float atol = 1e-5f;
 };
@@ -35,7 +35,7 @@ inline constexpr uint8_t kPoisonByte = 0xFF;
 // Adds to *counter the number of elements of `actual` that do not match `expected`.
 // Both are contiguous device buffers of `bytes` bytes of `type`.
 Status EnqueueCountMismatches(const void* actual, const void* expected, size_t bytes,
-                              ElementType type, Tolerance tolerance,
+                              ElementType type, OutputTolerance tolerance,
                               unsigned long long* counter, cudaStream_t stream);
 
 // Adds to *counter the number of bytes of `data` that are not kPoisonByte.

@@ -234,5 +234,5 @@ def test_gpu_state_is_reported_and_clock_changes_refused(gpu_client):
     assert attempt["lock"] != 0 and attempt["application"] != 0  # NVML_ERROR_NO_PERMISSION (4) or the like
     gpu = result.results["honest"]["integrity"]["gpu"]
     record("gpu_state", {"attempt": attempt, "gpu": gpu})
-    assert gpu["start"]["sm_clock_mhz"] > 0 and gpu["end"]["sm_clock_mhz"] > 0
+    assert gpu["start"]["sm_mhz"] > 0 and gpu["end"]["sm_mhz"] > 0
     assert gpu["uuid"].startswith("GPU-")
