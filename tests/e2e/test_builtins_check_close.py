@@ -175,7 +175,8 @@ def test_what_cannot_be_read_is_a_runtime_error():
 def test_rebinding_names_after_import_does_not_reach_the_checker(monkeypatch):
     actual, expected = np.ones(3, np.float32), np.zeros(3, np.float32)
     monkeypatch.setattr(_native, "check_close", lambda *args: {"passed": True})
-    monkeypatch.setattr(builtins, "check_close", lambda *args, **kwargs: {"passed": True})
+    # kcoral.builtins refuses attribute assignment; its __dict__ is still writable.
+    monkeypatch.setitem(vars(builtins), "check_close", lambda *args, **kwargs: {"passed": True})
     with pytest.raises(ExecutionError, match="3 of 3 elements differ"):
         builtins.assert_close(actual, expected)
 
