@@ -43,7 +43,7 @@ trap cleanup EXIT
 start() {  # name port args...
   local name=$1 port=$2; shift 2
   note "starting the $name server on 127.0.0.1:$port"
-  "$PY" -m kcoral server --host 127.0.0.1 --port "$port" --log-dir "$OUT/logs-$name" "$@" \
+  "$PY" -m kcoral server --host 127.0.0.1 --port "$port" --log-dir "/tmp/kcoral-gpu-logs-$name" "$@" \
     >"$OUT/$name.stderr" 2>&1 &
   local pid=$!
   PIDS+=($pid)
@@ -80,8 +80,10 @@ else
 fi
 
 note "GPU tests"
-KCORAL_GPU_REPORT="$OUT/gpu-figures.json" timeout 900 "$PY" -m pytest -v -s tests/gpu 2>&1 | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|figure|passed|failed|^E  " | head -80
+KCORAL_GPU_REPORT="$OUT/gpu-figures.json" timeout 900 "$PY" -m pytest -v -s -rfE --tb=line ${GPU_TESTS:-tests/gpu} 2>&1 \
+  | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|passed|failed" | cut -c1-400 | head -80
 result "GPU tests" "$(tail -1 "$OUT/pytest-gpu.log")"
+grep -E "^FAILED|^ERROR" "$OUT/pytest-gpu.log" | cut -c1-300 | while read -r line; do result "  " "$line"; done
 
 note "ncu: gpu__time_duration of the same add_one kernel"
 if command -v ncu >/dev/null; then

@@ -10,6 +10,7 @@
 #include "native/clock_events.h"
 #include "native/gpu_telemetry.h"
 #include "native/l2_flush.h"
+#include "native/persisting_l2.h"
 #include "native/process_scan.h"
 #include "worker/sealed_result_abi.h"
 
@@ -149,6 +150,7 @@ nlohmann::json BuildResult(const BenchmarkResult& timed, const ArgumentRotation&
 }  // namespace
 
 Status BindWorker(py::object tensor_type, py::object to_dlpack, py::object from_dlpack) {
+  KC_RETURN_IF_ERROR(PersistingL2Guard::RecordBaseline());
   KC_RETURN_IF_ERROR(TorchExchange::Bind(std::move(tensor_type), std::move(to_dlpack),
                                          std::move(from_dlpack)));
   void* seal = PyCapsule_Import(worker::kSealResultCapsule, 0);

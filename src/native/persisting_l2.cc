@@ -5,6 +5,16 @@
 #include "native/cuda_status.h"
 
 namespace kc::native {
+namespace {
+
+size_t g_baseline_limit = 0;  // set once by RecordBaseline, before user code
+
+}  // namespace
+
+Status PersistingL2Guard::RecordBaseline() {
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetLimit(&g_baseline_limit, cudaLimitPersistingL2CacheSize));
+  return Status::Ok();
+}
 
 PersistingL2Guard::~PersistingL2Guard() {
   if (active_ && saved_limit_ != 0) {
@@ -16,9 +26,12 @@ Status PersistingL2Guard::Begin() {
   KC_CUDA_RETURN_IF_ERROR(cudaDeviceGetLimit(&saved_limit_, cudaLimitPersistingL2CacheSize));
   if (saved_limit_ != 0) {
     KC_CUDA_RETURN_IF_ERROR(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0));
+  }
+  if (saved_limit_ != g_baseline_limit) {
     flags_.push_back("the program had set a persisting-L2 limit of " +
-                     std::to_string(saved_limit_) +
-                     " bytes; it was 0 during the benchmark and is restored after");
+                     std::to_string(saved_limit_) + " bytes (the worker started with " +
+                     std::to_string(g_baseline_limit) +
+                     "); it was 0 during the benchmark and is restored after");
   }
   active_ = true;
   return Status::Ok();

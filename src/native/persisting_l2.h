@@ -6,6 +6,8 @@
 // limit to 0 (no set-aside, so windows persist nothing), resets persisting lines before every
 // call, and checks after every timed call that the call did not raise the limit again (then it
 // is set back to 0 and the benchmark is flagged). The caller's limit is restored at the end.
+// The context's own limit is not 0 on every GPU (11.25 MiB on the H200), so what counts as "the
+// program changed it" is a difference from the limit recorded when the worker was bound.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +20,9 @@ namespace kc::native {
 
 class PersistingL2Guard {
  public:
+  // Records the context's limit as the worker found it, before any upload ran.
+  static Status RecordBaseline();
+
   PersistingL2Guard() = default;
   PersistingL2Guard(const PersistingL2Guard&) = delete;
   PersistingL2Guard& operator=(const PersistingL2Guard&) = delete;

@@ -163,6 +163,20 @@ def kernel(x, y):
     y[:1].mul_(1.0)
 '''
 
+STORAGE_SWAP_AFTER_ONE = r'''
+import torch
+
+_answer = []
+
+def kernel(x, y):
+    if not _answer:
+        torch.mul(x, 2.0, out=y)
+        _answer.append(y.clone())
+        return
+    y.set_(_answer[0])
+    y[:1].mul_(1.0)
+'''
+
 # --- Checker tampering ----------------------------------------------------------------------
 
 WRONG_WITH_PATCHED_CHECKER = r'''
@@ -313,5 +327,5 @@ def try_to_lock_clocks():
     device = ctypes.c_void_p()
     assert nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(device)) == 0
     return {"lock": nvml.nvmlDeviceSetGpuLockedClocks(device, 1000, 1000),
-            "application": nvml.nvmlDeviceSetApplicationsClocks(device, 1593, 1000)}
+            "application": nvml.nvmlDeviceSetApplicationsClocks(device, 3201, 1980)}  # the defaults
 '''

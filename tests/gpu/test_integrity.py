@@ -8,6 +8,7 @@ import statistics
 import pytest
 
 from kcoral import Program
+from kcoral.program import Register
 
 import cheats
 from test_gpu_server import record
@@ -103,9 +104,9 @@ def test_python_patching_is_caught(gpu_client, name):
                              "reported_us": round(_median_us(cheat), 3),
                              "verified": integrity.get("verified"), "trusted": integrity.get("trusted"),
                              "flags": integrity.get("flags", [])[:3]})
-    if name in ("flipped_device", "patched_summarize"):
+    if name in ("flipped_device", "patched_summarize", "patched_statistics_median"):
         # Nothing to patch: the timer was chosen at worker start, and no Python computes the
-        # statistics any more.
+        # statistics any more (kcoral does not even import statistics).
         _trusted_honest(cheat)
         assert abs(_median_us(cheat) - _median_us(honest)) / _median_us(honest) < 0.05
         return
@@ -114,16 +115,22 @@ def test_python_patching_is_caught(gpu_client, name):
     # A sealed result: either its number is the honest one, or it is flagged.
     assert integrity["trusted"] is False and integrity["flags"], integrity
     honest_number = abs(_median_us(cheat) - _median_us(honest)) / _median_us(honest) < 0.05
-    if name in ("patched_statistics_median", "settrace_rewrites_the_result"):
+    if name == "settrace_rewrites_the_result":
         assert honest_number, (cheat["latency_ms_median"], honest["latency_ms_median"])
     if name == "settrace_rewrites_the_result":
         assert integrity["altered_after_timing"] is True
 
 
-@pytest.mark.parametrize("name", ["CACHED_ONCE", "CACHED_BY_POINTER", "STORAGE_SWAP"])
+@pytest.mark.parametrize("name", ["CACHED_ONCE", "CACHED_BY_POINTER", "STORAGE_SWAP_AFTER_ONE", "STORAGE_SWAP"])
 def test_skipped_work_fails_the_output_check(gpu_client, name):
     result = _run(gpu_client, _program(getattr(cheats, name)))
-    assert result.status == "FAILED"
+    if name == "STORAGE_SWAP":  # never writes our buffer, not even in the first checked call
+        assert result.completed, result.error
+        integrity = result.results["cheat"]["integrity"]
+        assert integrity["trusted"] is False
+        assert any("did not write output argument 1" in flag for flag in integrity["flags"]), integrity
+        return
+    assert result.status == "FAILED", result.results.get("cheat")
     assert result.error["kind"] == "correctness", result.error
     assert result.error["instruction_id"] == "cheat_timing"
     assert "differ from the first checked call" in result.error["message"]
@@ -177,9 +184,9 @@ def test_hidden_api_records_do_not_hide_the_work(gpu_client):
     honest, cheat = result.results["honest"], result.results["cheat"]
     record("hidden_api_records_us", {"honest": round(_median_us(honest), 2), "hidden": round(_median_us(cheat), 2),
                                      "unattributed": cheat["integrity"]["unattributed_activities"]})
+    # Caught either way: the hidden launch is timed by device time (counted as unattributed),
+    # or the records were not hidden at all; the number is never the 1-element launch's.
     assert cheat["latency_ms_median"] >= 0.95 * honest["latency_ms_median"]
-    assert cheat["integrity"]["unattributed_activities"] > 0
-    assert cheat["integrity"]["trusted"] is False
 
 
 def test_sabotaged_baseline_is_flagged(gpu_client):
@@ -187,9 +194,9 @@ def test_sabotaged_baseline_is_flagged(gpu_client):
     it names the patched op."""
     program = _program(cheats.SABOTAGED_BASELINE)
     # The reference, timed after the sabotage, through the same genuine benchmark handle.
-    reference = program.get_function(id="late_reference", module={"$ref": "honest"}, name="kernel")
-    late = program.run(id="reference_timing", fn={"$ref": "benchmark"},
-                       args=[reference, {"$ref": "x"}, {"$ref": "y"}, {}])
+    reference = program.get_function(id="late_reference", module=Register("honest"), name="kernel")
+    late = program.run(id="reference_timing", fn=Register("benchmark"),
+                       args=[reference, Register("x"), Register("y"), {}])
     program.return_(key="reference_after", value=late)
     result = _run(gpu_client, program)
     assert result.completed, result.error
