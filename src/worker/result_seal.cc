@@ -135,10 +135,9 @@ py::dict ResultSealer::Seal(nlohmann::ordered_json result) {
   integrity["flags"] = std::move(flags);
   result["integrity"] = std::move(integrity);
 
-  StatusOr<Json> wire = ToWireValue(result);
-  ThrowIfError(wire.status());
-  const std::string record =
-      wire->dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+  std::string record;
+  record.reserve(4096);
+  ThrowIfError(AppendWireValue(result, record));
   const std::string seal = HmacSha256Hex(key_->bytes(), record);
 
   py::dict sealed = ToPython(result);
