@@ -69,11 +69,12 @@ std::string ResultSealer::KeyHex() const {
   return key_ ? HexEncode(key_->bytes()) : std::string();
 }
 
-Status ResultSealer::Bind(const std::vector<std::string>& names, const py::list& chain) {
+Status ResultSealer::Bind(const std::vector<std::string>& names, const py::list& chain,
+                          const py::list& benign_wraps) {
   if (run_started_) {
     return FailedPreconditionError("bind_integrity: refused once the worker has taken a request");
   }
-  facts_.Bind(names, chain);
+  facts_.Bind(names, chain, benign_wraps);
   return Status::Ok();
 }
 

@@ -194,10 +194,10 @@ SWAPS_THE_TIMED_CALLABLE = """
 import kcoral._core
 import kcoral.builtins
 
-def swapped_benchmark(fn, *rest):
+def swapped_bënchmark(fn, *rest):
     return kcoral._core.host_benchmark(lambda *a: None, (), None, 20, 25.0, 100.0)
 
-kcoral.builtins.__dict__["benchmark"] = swapped_benchmark
+kcoral.builtins.__dict__["benchmark"] = swapped_bënchmark
 from kcoral.builtins import benchmark
 """ + KERNEL
 
@@ -205,7 +205,7 @@ from kcoral.builtins import benchmark
 def test_timer_called_by_foreign_code_is_flagged(client):
     found = integrity(completed(client.execute(timed(SWAPS_THE_TIMED_CALLABLE))))
     assert found["verified"] is True and found["trusted"] is False
-    assert any(f.startswith("call chain: the timer was called by foreign code") and "swapped_benchmark" in f
+    assert any(f.startswith("call chain: the timer was called by foreign code") and "swapped_bënchmark" in f
                for f in found["flags"]), found["flags"]
 
 
