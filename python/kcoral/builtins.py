@@ -6,7 +6,6 @@ library (spec/protocol.md §7.5).
 
 import math
 import os
-import statistics
 import sys
 import types
 
@@ -20,7 +19,7 @@ try:
 except ImportError:  # a client install without the worker core: benchmark says so when called
     _host_timer = None
 
-__all__ = ["benchmark", "compile_tirx"]
+__all__ = ["assert_close", "benchmark", "benchmark_paired", "check_close", "compile_tirx"]
 
 # Which timer runs is decided by the worker's environment as it was at import, before any
 # upload ran: an upload that sets KCORAL_WORKER_DEVICE=cpu on a GPU worker gets no host timer.
@@ -28,7 +27,6 @@ _DEVICE = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
 _CPU_EXECUTION = os.environ.get("KCORAL_CPU_EXECUTION", "host")
 
 _DEFAULTS = {"warmup_ms": 25.0, "repeat_ms": 100.0, "flush_l2": True}
-_PERCENTILES = (5, 10, 25, 50, 75, 90, 95, 99)
 
 
 def _split_cfg(rest: tuple) -> tuple[tuple, dict]:
@@ -60,30 +58,6 @@ def _short(text: str, limit: int = 600) -> str:
     return text[:head] + marker + text[-(limit - len(marker) - head):]
 
 
-def summarize(samples_ms: list[float]) -> dict:
-    """Statistics with spread, shared by every timer."""
-    ordered = sorted(samples_ms)
-
-    def percentile(p: float) -> float:
-        # Linear interpolation between closest ranks.
-        position = (len(ordered) - 1) * p / 100
-        low = int(position)
-        high = min(low + 1, len(ordered) - 1)
-        return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-    stats = {
-        "latency_ms_median": statistics.median(ordered),
-        "latency_ms_mean": statistics.fmean(ordered),
-        "latency_ms_min": ordered[0],
-        "latency_ms_max": ordered[-1],
-        "latency_ms_std": statistics.pstdev(ordered) if len(ordered) > 1 else 0.0,
-        "n_samples": len(ordered),
-    }
-    for p in _PERCENTILES:
-        stats[f"latency_ms_p{p}"] = percentile(p)
-    return stats
-
-
 def _host_benchmark(fn, args: tuple, cfg: dict) -> dict:
     """Times host callables with the monotonic clock, one sample per call, in C++."""
     warmup, warmup_ms = _cfg_count(cfg, "warmup", "warmup_ms", 0)
@@ -97,7 +71,13 @@ def benchmark(fn, *rest) -> dict:
     """benchmark(fn, *args, cfg?) -> latency statistics in milliseconds.
 
     cfg keys: warmup_ms (25), repeat_ms (100), warmup, repeat (counts that
-    override the budgets), flush_l2 (True; GPU only).
+    override the budgets), flush_l2 (True; GPU only), and on GPU servers
+    outputs (indices of the output arguments; default: the last tensor
+    argument of a call with two or more) and rotate_inputs (True): each call
+    gets its tensors from a rotation of copies, outputs are poisoned before
+    every call and checked against the first call's after timing. The result
+    carries an `integrity` report, sealed in C++ and verified by the server
+    (docs/benchmark-integrity.md).
     """
     if not callable(fn):
         raise ExecutionError("runtime", "benchmark expects a compiled module handle")
@@ -118,6 +98,25 @@ def benchmark(fn, *rest) -> dict:
         raise ExecutionError("runtime", _short(f"benchmark call failed: {type_name(exc)}: {safe_text(exc)}")) from exc
 
 
+def benchmark_paired(candidate, reference, *rest) -> dict:
+    """benchmark_paired(candidate, reference, *args, cfg?) -> a paired comparison (GPU only).
+
+    Both run over the same arguments, interleaved call by call (ABBA), so
+    drift and clocks fall on both alike. The result has the candidate's
+    benchmark keys, "reference" with the reference's, ratio_median
+    (candidate / reference) with ratio_ci95_low/high, speedup_median, and
+    outputs_match_reference. cfg as for benchmark.
+    """
+    if not callable(candidate) or not callable(reference):
+        raise ExecutionError("runtime", "benchmark_paired expects two compiled module handles")
+    args, cfg = _split_cfg(rest)
+    if _DEVICE != "gpu":
+        raise ExecutionError("unavailable", "benchmark_paired needs a GPU server")
+    from kcoral._worker import gpu_benchmark
+
+    return gpu_benchmark.benchmark_paired(candidate, reference, args, cfg)
+
+
 def compile_tirx(fn, bindings=None):
     """Compiles a TIRx kernel; needs Apache TVM on the server."""
     try:
@@ -125,6 +124,98 @@ def compile_tirx(fn, bindings=None):
     except ImportError:
         raise ExecutionError("unavailable", "compile_tirx needs Apache TVM on the server") from None
     raise ExecutionError("unavailable", "compile_tirx is not supported by this server yet")
+
+
+# -- correctness: check_close / assert_close (spec/benchmark.md §2.3, §10; issue 9) --------------
+#
+# The comparison is kcoral._native's (src/native/tensor_check.h): strict shape and dtype
+# equality, |a-e| <= atol + rtol*|e|, NaN/inf counted, finite statistics only, chunked copies.
+# Its function is captured here, when kcoral.builtins is imported, and check_close/assert_close
+# hold it in closures: uploaded code that rebinds kcoral._native.check_close, torch's DLPack
+# exporters or torch.testing.assert_close afterwards does not reach them. The guarantee is as
+# strong as that import is early: the worker should import kcoral.builtins before any upload.
+
+_CLOSE_DEFAULTS = {"rtol": 1e-2, "atol": 1e-3}
+
+
+def _close_tolerances(cfg) -> tuple[float, float]:
+    if cfg is None:
+        cfg = {}
+    if not isinstance(cfg, dict):
+        raise ExecutionError("runtime", "check_close cfg must be a dict like {'rtol': 1e-2, 'atol': 1e-3}")
+    unknown = sorted(str(key) for key in cfg if key not in _CLOSE_DEFAULTS)
+    if unknown:  # a misspelt tolerance would silently fall back to the default
+        raise ExecutionError("runtime", f"check_close cfg has unknown keys {unknown}; known: rtol, atol")
+    values = []
+    for key in ("rtol", "atol"):
+        value = cfg.get(key, _CLOSE_DEFAULTS[key])
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+            raise ExecutionError("runtime", f"check_close cfg {key!r} must be a finite number >= 0")
+        values.append(float(value))
+    return values[0], values[1]
+
+
+def _make_close_checks():
+    try:
+        from kcoral import _native
+    except ImportError as exc:
+        missing = f"check_close needs kcoral._native, which is not built on this server: {exc}"
+        native_check, native = None, None
+    else:
+        missing = ""
+        native_check, native = _native.check_close, _native
+    unavailable_error = getattr(native, "UnavailableError", ())
+    call_error = getattr(native, "CallError", ())
+    bind_exporters = getattr(native, "bind_exporters", None)
+    exporters_bound = getattr(native, "exporters_bound", None)
+
+    def bind_torch():
+        # torch's exporter, once: now if torch is loaded (the GPU worker's zygote preloads it),
+        # else at the first check after torch was imported.
+        torch = sys.modules.get("torch")
+        if torch is None or bind_exporters is None or exporters_bound():
+            return
+        try:
+            bind_exporters(torch.Tensor, torch._C._to_dlpack)
+        except RuntimeError:
+            pass  # bound meanwhile
+
+    bind_torch()
+
+    def check_close(actual, expected, cfg=None) -> dict:
+        """check_close(actual, expected, cfg?) -> {passed, max_abs_err, max_rel_err, mismatched,
+        total, nonfinite_actual, nonfinite_expected, rtol, atol, first_mismatch, reason}.
+
+        Tensors are torch (CPU or CUDA) or numpy arrays of the same shape and dtype; cfg is
+        {rtol: 1e-2, atol: 1e-3}. A mismatch, of values or of shape and dtype, is data:
+        passed is False and reason says why.
+        """
+        rtol, atol = _close_tolerances(cfg)
+        if native_check is None:
+            raise ExecutionError("unavailable", _short(missing))
+        bind_torch()
+        try:
+            return native_check(actual, expected, rtol, atol)
+        except unavailable_error as exc:
+            raise ExecutionError("unavailable", _short(f"check_close: {exc}")) from None
+        except call_error as exc:
+            raise ExecutionError("runtime", _short(f"check_close failed: {exc}")) from None
+        except (TypeError, ValueError) as exc:
+            raise ExecutionError("runtime", _short(f"check_close: {exc}")) from None
+        except Exception as exc:  # noqa: BLE001 - a producer's export failed (e.g. a sparse tensor)
+            raise ExecutionError("runtime", _short(f"check_close: {type(exc).__name__}: {exc}")) from None
+
+    def assert_close(actual, expected, cfg=None) -> dict:
+        """assert_close(actual, expected, cfg?): check_close, raising `correctness` unless passed."""
+        result = check_close(actual, expected, cfg)
+        if not result["passed"]:
+            raise ExecutionError("correctness", _short(f"outputs differ: {result['reason']}"))
+        return result
+
+    return check_close, assert_close
+
+
+check_close, assert_close = _make_close_checks()
 
 
 class _ReadOnlyModule(types.ModuleType):

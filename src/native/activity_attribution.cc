@@ -37,6 +37,13 @@ struct ByCorrelation {
 
 }  // namespace
 
+bool StableAmong(const Attribution& attribution, const std::vector<size_t>& indices) {
+  for (size_t i : indices) {
+    if (attribution.identities[i] != attribution.identities[indices.front()]) return false;
+  }
+  return true;
+}
+
 StatusOr<Attribution> AttributeToWindows(ActivityRecords records,
                                          const std::vector<HostWindow>& windows) {
   std::sort(records.api.begin(), records.api.end(),
@@ -45,23 +52,43 @@ StatusOr<Attribution> AttributeToWindows(ActivityRecords records,
             [](const DeviceRecord& a, const DeviceRecord& b) {
               return a.correlation_id < b.correlation_id;
             });
+  // Positions into records.device ordered by device start, for the by-time half.
+  std::vector<size_t> by_start(records.device.size());
+  for (size_t i = 0; i < by_start.size(); ++i) by_start[i] = i;
+  std::sort(by_start.begin(), by_start.end(), [&](size_t a, size_t b) {
+    return records.device[a].start_ns < records.device[b].start_ns;
+  });
 
   Attribution result;
   result.spans_ms.reserve(windows.size());
-  std::vector<ActivityIdentity> first_identities;
-  std::vector<ActivityIdentity> identities;
+  result.identities.resize(windows.size());
+  std::vector<size_t> owned;
   for (size_t i = 0; i < windows.size(); ++i) {
-    uint64_t begin = UINT64_MAX;
-    uint64_t end = 0;
-    identities.clear();
-    for (uint32_t id : CorrelationIdsIn(records.api, windows[i])) {
+    const HostWindow& window = windows[i];
+    owned.clear();
+    for (uint32_t id : CorrelationIdsIn(records.api, window)) {
       auto [first, last] =
           std::equal_range(records.device.begin(), records.device.end(), id, ByCorrelation());
-      for (auto it = first; it != last; ++it) {
-        begin = std::min(begin, it->start_ns);
-        end = std::max(end, it->end_ns);
-        identities.push_back(it->identity);
-      }
+      for (auto it = first; it != last; ++it) owned.push_back(it - records.device.begin());
+    }
+    const size_t by_correlation = owned.size();
+    const uint64_t until = std::max(window.end_ns, window.drained_ns);
+    auto from = std::lower_bound(by_start.begin(), by_start.end(), window.begin_ns,
+                                 [&](size_t d, uint64_t ns) { return records.device[d].start_ns < ns; });
+    for (auto it = from; it != by_start.end() && records.device[*it].start_ns <= until; ++it) {
+      owned.push_back(*it);
+    }
+    std::sort(owned.begin(), owned.end());
+    owned.erase(std::unique(owned.begin(), owned.end()), owned.end());
+    result.unattributed_activities += static_cast<int64_t>(owned.size() - std::min(owned.size(), by_correlation));
+
+    uint64_t begin = UINT64_MAX;
+    uint64_t end = 0;
+    std::vector<ActivityIdentity>& identities = result.identities[i];
+    for (size_t d : owned) {
+      begin = std::min(begin, records.device[d].start_ns);
+      end = std::max(end, records.device[d].end_ns);
+      identities.push_back(records.device[d].identity);
     }
     if (identities.empty()) {
       return UnavailableError("CUPTI recorded no GPU activity for benchmark iteration " +
@@ -73,11 +100,6 @@ StatusOr<Attribution> AttributeToWindows(ActivityRecords records,
     }
     result.spans_ms.push_back(static_cast<double>(end - begin) / 1e6);
     std::sort(identities.begin(), identities.end());
-    if (i == 0) {
-      first_identities = identities;
-    } else if (identities != first_identities) {
-      result.activities_stable = false;
-    }
   }
   return result;
 }

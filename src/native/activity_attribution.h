@@ -1,10 +1,15 @@
 // Attribution of CUPTI activity records to benchmark iterations (spec/benchmark.md §1.3 step 5).
 //
 // Pure code: no CUDA, no CUPTI, no threads. An iteration owns the device activities (kernels,
-// memcpys, memsets) whose correlation id belongs to a host API record (runtime or driver) that
-// started inside the iteration's host window [begin_ns, end_ns]. Its sample is the span
-// max(end) - min(start) over those activities, so the L2 flush (launched before begin_ns) and the
-// synchronisations around the call never count.
+// memcpys, memsets)
+//   - whose correlation id belongs to a host API record (runtime or driver) that started inside
+//     the iteration's host window [begin_ns, end_ns], and
+//   - that started on the device inside [begin_ns, drained_ns]: the GPU is idle at both ends of
+//     a drained window, so whatever ran then is the call's, launched by an API record or not.
+//     A program that hides the API records of its launches (cuptiActivityDisable around them,
+//     or a launch from another thread) is still timed; such activities are counted.
+// Its sample is the span max(end) - min(start) over those activities, so the L2 flush (launched
+// and finished before begin_ns) and the checks after drained_ns never count.
 #pragma once
 
 #include <cstdint>
@@ -46,12 +51,19 @@ struct ActivityRecords {
 struct HostWindow {
   uint64_t begin_ns = 0;
   uint64_t end_ns = 0;
+  uint64_t drained_ns = 0;  // after the synchronize that followed the call; >= end_ns
 };
 
 struct Attribution {
-  std::vector<double> spans_ms;   // one per window, in window order
-  bool activities_stable = true;  // every window saw the first window's identity multiset
+  std::vector<double> spans_ms;  // one per window, in window order
+  // Per window, the sorted identities of its activities.
+  std::vector<std::vector<ActivityIdentity>> identities;
+  // Activities owned by time only: no API record inside the window launched them.
+  int64_t unattributed_activities = 0;
 };
+
+// True when the windows `indices` all saw the identity multiset of the first of them.
+bool StableAmong(const Attribution& attribution, const std::vector<size_t>& indices);
 
 // Fails with kUnavailable when a window has no device activity or a non-positive span.
 // Consumes `records` (sorts them in place).

@@ -86,19 +86,46 @@ int64_t IterationCount(std::optional<int64_t> explicit_count, double budget_ms, 
   return std::max(minimum, static_cast<int64_t>(derived));
 }
 
-Status CuptiTimer::MaybeFlush(FlushMode flush) {
+Status CuptiTimer::PrepareCache(FlushMode flush) {
+  KC_RETURN_IF_ERROR(persisting_.BeforeCall());
   if (flush == FlushMode::kNone) return Status::Ok();
   return flush_.Enqueue(kStream);
 }
 
-// `calls` x (flush?, call?) between two events on the legacy stream; ms.
-StatusOr<float> CuptiTimer::TimeWithEvents(int calls, FlushMode flush, const BenchmarkCall* call) {
+Status CuptiTimer::Untimed(int fn, FlushMode flush, const BenchmarkCall& call, CallHooks& hooks) {
+  const int64_t index = calls_++;
+  KC_RETURN_IF_ERROR(hooks.BeforeCall(fn, index));
+  KC_RETURN_IF_ERROR(PrepareCache(flush));
+  return call(fn, index);
+}
+
+// One untimed call of each function, drained: first-use costs are not the kernel's, and its
+// outputs become the reference every timed call is checked against.
+Status CuptiTimer::FirstCalls(const BenchmarkOptions& options, const BenchmarkCall& call,
+                              CallHooks& hooks) {
+  for (int fn = 0; fn < options.functions; ++fn) {
+    const int64_t index = calls_++;
+    KC_RETURN_IF_ERROR(hooks.BeforeCall(fn, index));
+    KC_RETURN_IF_ERROR(PrepareCache(options.flush));  // allocates the flush buffer on first use
+    // The poison must land before the call, whatever stream the call uses.
+    KC_RETURN_IF_ERROR(Synchronize());
+    KC_RETURN_IF_ERROR(call(fn, index));
+    KC_RETURN_IF_ERROR(Synchronize());
+    KC_RETURN_IF_ERROR(hooks.AfterFirstCall(fn, index));
+  }
+  return Status::Ok();
+}
+
+// `rounds` x (each function: flush?, call?) between two events on the legacy stream; ms.
+StatusOr<float> CuptiTimer::TimeWithEvents(int rounds, const BenchmarkOptions& options,
+                                           const BenchmarkCall* call, CallHooks& hooks) {
   KC_ASSIGN_OR_RETURN(CudaEvent start, CudaEvent::Create());
   KC_ASSIGN_OR_RETURN(CudaEvent stop, CudaEvent::Create());
   KC_CUDA_RETURN_IF_ERROR(cudaEventRecord(start.get(), kStream));
-  for (int i = 0; i < calls; ++i) {
-    KC_RETURN_IF_ERROR(MaybeFlush(flush));
-    if (call != nullptr) KC_RETURN_IF_ERROR((*call)());
+  for (int i = 0; i < rounds; ++i) {
+    for (int fn = 0; fn < options.functions; ++fn) {
+      KC_RETURN_IF_ERROR(Untimed(fn, options.flush, *call, hooks));
+    }
   }
   KC_CUDA_RETURN_IF_ERROR(cudaEventRecord(stop.get(), kStream));
   KC_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(stop.get()));
@@ -111,63 +138,91 @@ StatusOr<float> CuptiTimer::TimeWithEvents(int calls, FlushMode flush, const Ben
 // It is the cost of one iteration, flush included, so that warmup_ms and
 // repeat_ms bound the time the loops take (and the lease is held): with the
 // flush left out, a 2 us kernel would get 25x the iterations the budget means.
-StatusOr<double> CuptiTimer::EstimateCallMs(FlushMode flush, const BenchmarkCall& call) {
-  KC_RETURN_IF_ERROR(call());             // one untimed call: first-use costs are not the kernel's
-  KC_RETURN_IF_ERROR(MaybeFlush(flush));  // allocates the flush buffer on first use
-  KC_RETURN_IF_ERROR(Synchronize());
-  KC_ASSIGN_OR_RETURN(float with_calls_ms, TimeWithEvents(kEstimateCalls, flush, &call));
+// A paired benchmark's iteration is one call of each function.
+StatusOr<double> CuptiTimer::EstimateCallMs(const BenchmarkOptions& options,
+                                            const BenchmarkCall& call, CallHooks& hooks) {
+  KC_ASSIGN_OR_RETURN(float with_calls_ms, TimeWithEvents(kEstimateCalls, options, &call, hooks));
   return static_cast<double>(with_calls_ms) / kEstimateCalls;
 }
 
-Status CuptiTimer::WarmUp(int64_t count, FlushMode flush, const BenchmarkCall& call) {
+Status CuptiTimer::WarmUp(int64_t count, const BenchmarkOptions& options,
+                          const BenchmarkCall& call, CallHooks& hooks) {
   for (int64_t i = 0; i < count; ++i) {
-    KC_RETURN_IF_ERROR(MaybeFlush(flush));
-    KC_RETURN_IF_ERROR(call());
+    for (int fn = 0; fn < options.functions; ++fn) {
+      KC_RETURN_IF_ERROR(Untimed(fn, options.flush, call, hooks));
+    }
   }
   return Synchronize();
 }
 
-// Each iteration: flush -> sync -> t0 -> call -> t1 -> sync, so the GPU is idle at both ends
-// and the flush's memset, launched before t0, is never attributed to the call.
-StatusOr<std::vector<HostWindow>> CuptiTimer::TimedLoop(int64_t count, FlushMode flush,
-                                                        const BenchmarkCall& call) {
-  std::vector<HostWindow> windows;
-  windows.reserve(static_cast<size_t>(count));
+// Each call: prepare the cache -> sync -> t0 -> call -> t1 -> sync -> t2, so the GPU is idle at
+// both ends and the flush's memset, launched before t0, is never attributed to the call. A
+// paired benchmark alternates the order (AB, BA, ...) so drift falls on both alike.
+StatusOr<std::vector<CuptiTimer::Window>> CuptiTimer::TimedLoop(int64_t count,
+                                                                const BenchmarkOptions& options,
+                                                                const BenchmarkCall& call,
+                                                                CallHooks& hooks) {
+  std::vector<Window> windows;
+  windows.reserve(static_cast<size_t>(count * options.functions));
   for (int64_t i = 0; i < count; ++i) {
-    KC_RETURN_IF_ERROR(MaybeFlush(flush));
-    KC_RETURN_IF_ERROR(Synchronize());
-    HostWindow window;
-    KC_ASSIGN_OR_RETURN(window.begin_ns, CuptiNow());
-    KC_RETURN_IF_ERROR(call());
-    KC_ASSIGN_OR_RETURN(window.end_ns, CuptiNow());
-    KC_RETURN_IF_ERROR(Synchronize().WithContext("timed iteration " + std::to_string(i)));
-    windows.push_back(window);
+    for (int k = 0; k < options.functions; ++k) {
+      const int fn = (i % 2 == 1) ? options.functions - 1 - k : k;
+      const int64_t index = calls_++;
+      KC_RETURN_IF_ERROR(hooks.BeforeCall(fn, index));
+      KC_RETURN_IF_ERROR(PrepareCache(options.flush));
+      KC_RETURN_IF_ERROR(Synchronize());
+      Window window;
+      window.fn = fn;
+      KC_ASSIGN_OR_RETURN(window.host.begin_ns, CuptiNow());
+      KC_RETURN_IF_ERROR(call(fn, index));
+      KC_ASSIGN_OR_RETURN(window.host.end_ns, CuptiNow());
+      KC_RETURN_IF_ERROR(Synchronize().WithContext("timed iteration " + std::to_string(i)));
+      KC_ASSIGN_OR_RETURN(window.host.drained_ns, CuptiNow());
+      KC_RETURN_IF_ERROR(persisting_.AfterTimedCall());
+      KC_RETURN_IF_ERROR(hooks.AfterTimedCall(fn, index, i));
+      windows.push_back(window);
+    }
   }
   return windows;
 }
 
 StatusOr<BenchmarkResult> CuptiTimer::Run(const BenchmarkOptions& options,
-                                          const BenchmarkCall& call) {
+                                          const BenchmarkCall& call, CallHooks& hooks) {
   KC_RETURN_IF_ERROR(ValidateOptions(options));
   BenchmarkResult result;
   result.flush = options.flush;
+  KC_RETURN_IF_ERROR(persisting_.Begin());
+  KC_RETURN_IF_ERROR(FirstCalls(options, call, hooks).WithContext("first checked call"));
   if (!options.warmup || !options.repeat) {
-    KC_ASSIGN_OR_RETURN(result.estimate_ms, EstimateCallMs(options.flush, call));
+    KC_ASSIGN_OR_RETURN(result.estimate_ms, EstimateCallMs(options, call, hooks));
   }
   result.warmup = IterationCount(options.warmup, options.warmup_ms, result.estimate_ms, 0);
   result.repeat = IterationCount(options.repeat, options.repeat_ms, result.estimate_ms, 1);
-  KC_RETURN_IF_ERROR(WarmUp(result.warmup, options.flush, call).WithContext("warm-up"));
+  KC_RETURN_IF_ERROR(WarmUp(result.warmup, options, call, hooks).WithContext("warm-up"));
+  KC_RETURN_IF_ERROR(hooks.BeginTimed(result.repeat));
 
   KC_RETURN_IF_ERROR(collector_.Start());
   AbortOnExit abort_on_exit(collector_);
-  KC_ASSIGN_OR_RETURN(std::vector<HostWindow> windows,
-                      TimedLoop(result.repeat, options.flush, call));
+  KC_ASSIGN_OR_RETURN(std::vector<Window> windows, TimedLoop(result.repeat, options, call, hooks));
+  KC_RETURN_IF_ERROR(Synchronize());  // the last checks, launched after the last window
   abort_on_exit.Dismiss();
   KC_ASSIGN_OR_RETURN(ActivityRecords records, collector_.Stop());
 
-  KC_ASSIGN_OR_RETURN(Attribution attribution, AttributeToWindows(std::move(records), windows));
-  result.samples_ms = std::move(attribution.spans_ms);
-  result.activities_stable = attribution.activities_stable;
+  std::vector<HostWindow> host_windows;
+  host_windows.reserve(windows.size());
+  for (const Window& w : windows) host_windows.push_back(w.host);
+  KC_ASSIGN_OR_RETURN(Attribution attribution,
+                      AttributeToWindows(std::move(records), host_windows));
+  result.functions.resize(options.functions);
+  std::vector<std::vector<size_t>> by_fn(options.functions);
+  for (size_t i = 0; i < windows.size(); ++i) by_fn[windows[i].fn].push_back(i);
+  for (int fn = 0; fn < options.functions; ++fn) {
+    FunctionSamples& samples = result.functions[fn];
+    for (size_t i : by_fn[fn]) samples.samples_ms.push_back(attribution.spans_ms[i]);
+    samples.activities_stable = StableAmong(attribution, by_fn[fn]);
+  }
+  result.unattributed_activities = attribution.unattributed_activities;
+  result.flags = persisting_.flags();
   return result;
 }
 

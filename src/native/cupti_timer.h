@@ -2,15 +2,21 @@
 //
 // Differences from the reference, all deliberate:
 //   - the L2 flush buffer is persistent (L2Flush) and CUPTI stays registered (ActivityCollector);
-//   - the per-call estimate excludes the flush: events around 5 x (flush + call) minus events
-//     around 5 x flush, divided by 5 (§1.7 last bullet);
+//   - the estimate times 5 x (flush + call) with events, as the reference does, so the budgets
+//     bound the wall time the loops take (and the lease is held);
+//   - attribution also takes device work by time (activity_attribution.h), so hiding the API
+//     records of a launch does not hide the launch;
 //   - counts are capped at kMaxIterations.
 // The timed loop is "drained" (flush -> sync -> t0 -> call -> t1 -> sync) and timed only by
 // CUPTI activity records; there is no silent fallback to events.
 //
+// Before the warm-up, each function gets one untimed "first checked call" whose outputs are the
+// reference of the argument rotation (argument_rotation.h). Every call is preceded by the
+// persisting-L2 reset (persisting_l2.h) and the flush.
+//
 // Usage:
 //   CuptiTimer timer(*collector, flush);
-//   StatusOr<BenchmarkResult> result = timer.Run(options, [&] { return CallUserFunction(); });
+//   StatusOr<BenchmarkResult> result = timer.Run(options, call, hooks);
 //
 // Not thread-safe; one benchmark at a time per process.
 #pragma once
@@ -18,11 +24,13 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "base/status.h"
 #include "native/activity_collector.h"
 #include "native/l2_flush.h"
+#include "native/persisting_l2.h"
 
 namespace kc::native {
 
@@ -39,21 +47,42 @@ struct BenchmarkOptions {
   double warmup_ms = 25.0;
   double repeat_ms = 100.0;
   FlushMode flush = FlushMode::kBeforeEveryCall;
+  int functions = 1;  // 2: a paired benchmark, calls interleaved (ABBA)
+};
+
+struct FunctionSamples {
+  std::vector<double> samples_ms;  // one CUPTI span per timed call
+  bool activities_stable = true;
 };
 
 struct BenchmarkResult {
-  std::vector<double> samples_ms;  // one CUPTI span per timed iteration
-  bool activities_stable = true;
+  std::vector<FunctionSamples> functions;  // options.functions entries
   int64_t warmup = 0;
   int64_t repeat = 0;
   FlushMode flush = FlushMode::kNone;
   // Per-call estimate (flush excluded) that derived the counts; -1 when both were explicit.
   double estimate_ms = -1.0;
+  // Device activities inside a timed window that no API record in the window launched.
+  int64_t unattributed_activities = 0;
+  std::vector<std::string> flags;  // from the persisting-L2 guard
 };
 
-// The benchmarked call. A non-OK status stops the benchmark and is returned unchanged; the
-// caller keeps whatever detail it needs (e.g. a Python exception) on its side.
-using BenchmarkCall = std::function<Status()>;
+// Calls function `fn` of the benchmark; `call` counts every call of the benchmark from 0, so
+// the caller can pick that call's arguments. A non-OK status stops the benchmark and is
+// returned unchanged; the caller keeps whatever detail it needs (a Python exception).
+using BenchmarkCall = std::function<Status(int fn, int64_t call)>;
+
+// What runs around the calls, outside the timed spans (the argument rotation).
+class CallHooks {
+ public:
+  virtual ~CallHooks() = default;
+  virtual Status BeforeCall(int fn, int64_t call) = 0;
+  // After the first call of `fn`, drained: its outputs are the reference.
+  virtual Status AfterFirstCall(int fn, int64_t call) = 0;
+  virtual Status BeginTimed(int64_t repeat) = 0;
+  // After timed call number `slot` of `fn`, drained.
+  virtual Status AfterTimedCall(int fn, int64_t call, int64_t slot) = 0;
+};
 
 // count = explicit value, or max(minimum, int(budget_ms / estimate_ms)); capped at
 // kMaxIterations, and the cap itself when estimate_ms <= 0.
@@ -64,18 +93,32 @@ class CuptiTimer {
  public:
   CuptiTimer(ActivityCollector& collector, L2Flush& flush) : collector_(collector), flush_(flush) {}
 
-  StatusOr<BenchmarkResult> Run(const BenchmarkOptions& options, const BenchmarkCall& call);
+  StatusOr<BenchmarkResult> Run(const BenchmarkOptions& options, const BenchmarkCall& call,
+                                CallHooks& hooks);
 
  private:
-  StatusOr<double> EstimateCallMs(FlushMode flush, const BenchmarkCall& call);
-  StatusOr<float> TimeWithEvents(int calls, FlushMode flush, const BenchmarkCall* call);
-  Status WarmUp(int64_t count, FlushMode flush, const BenchmarkCall& call);
-  StatusOr<std::vector<HostWindow>> TimedLoop(int64_t count, FlushMode flush,
-                                              const BenchmarkCall& call);
-  Status MaybeFlush(FlushMode flush);
+  struct Window {
+    HostWindow host;
+    int fn = 0;
+  };
+
+  // One untimed call of fn, everything around it included.
+  Status Untimed(int fn, FlushMode flush, const BenchmarkCall& call, CallHooks& hooks);
+  Status FirstCalls(const BenchmarkOptions& options, const BenchmarkCall& call, CallHooks& hooks);
+  StatusOr<double> EstimateCallMs(const BenchmarkOptions& options, const BenchmarkCall& call,
+                                  CallHooks& hooks);
+  StatusOr<float> TimeWithEvents(int rounds, const BenchmarkOptions& options,
+                                 const BenchmarkCall* call, CallHooks& hooks);
+  Status WarmUp(int64_t count, const BenchmarkOptions& options, const BenchmarkCall& call,
+                CallHooks& hooks);
+  StatusOr<std::vector<Window>> TimedLoop(int64_t count, const BenchmarkOptions& options,
+                                          const BenchmarkCall& call, CallHooks& hooks);
+  Status PrepareCache(FlushMode flush);
 
   ActivityCollector& collector_;
   L2Flush& flush_;
+  PersistingL2Guard persisting_;
+  int64_t calls_ = 0;  // every call so far, untimed ones included
 };
 
 }  // namespace kc::native

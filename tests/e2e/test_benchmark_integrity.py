@@ -154,24 +154,32 @@ def test_editing_without_patching_anything_is_restored_too(client):
 
 
 # ------------------------------------------------------------ patched names
-PATCHES_STATISTICS_AND_SUMMARIZE = f"""
+# kcoral.builtins.summarize (the Python statistics) is gone: both timers compute them in C++.
+# Its checker is the builtin an upload would patch now ("checker tampering").
+PATCHES_STATISTICS_AND_CHECKER = f"""
 import statistics
 import kcoral.builtins
 
 statistics.median = lambda data: {FAKE_MEDIAN}
-kcoral.builtins.__dict__["summarize"] = lambda samples: {{"latency_ms_median": {FAKE_MEDIAN}}}
+kcoral.builtins.__dict__["check_close"] = lambda *args, **kwargs: {{"ok": True}}
 from kcoral.builtins import benchmark
 """ + KERNEL
 
 
-def test_patched_statistics_and_summarize_change_no_number_and_are_flagged(client):
-    out = completed(client.execute(timed(PATCHES_STATISTICS_AND_SUMMARIZE)))
+def test_patched_statistics_and_checker_change_no_number_and_are_flagged(client):
+    out = completed(client.execute(timed(PATCHES_STATISTICS_AND_CHECKER)))
     found = integrity(out)
     assert found["verified"] is True and found["trusted"] is False
     assert out["latency_ms_median"] != FAKE_MEDIAN  # the statistics are C++
     assert "patched: statistics.median" in found["flags"]
-    assert "patched: kcoral.builtins.summarize" in found["flags"]
-    assert {"statistics.median", "kcoral.builtins.summarize"} <= set(found["python"]["patched"])
+    assert "patched: kcoral.builtins.check_close" in found["flags"]
+    assert {"statistics.median", "kcoral.builtins.check_close"} <= set(found["python"]["patched"])
+
+
+def test_a_name_added_to_kcoral_builtins_is_not_a_patch(client):
+    source = ("import kcoral.builtins\nkcoral.builtins.__dict__['summarize'] = print\n"
+              "from kcoral.builtins import benchmark\n" + KERNEL)
+    verified_and_trusted(completed(client.execute(timed(source))))
 
 
 def test_assigning_to_kcoral_builtins_is_refused(client):

@@ -1,14 +1,16 @@
-"""`kcoral.builtins.benchmark` on GPU workers: the CUPTI timer of kcoral._native.
+"""`kcoral.builtins.benchmark` and `benchmark_paired` on GPU workers: kcoral._native.
 
-builtins.benchmark dispatches here when KCORAL_WORKER_DEVICE=gpu. The cfg is checked exactly as
-the host timer checks it (builtins._cfg_count); the counts, the estimate, the L2 flush and the
-CUPTI timed loop live in C++ (src/native/cupti_timer.h), out of reach of user monkeypatching
-(spec/benchmark.md §9.8).
+builtins dispatches here on GPU workers. The cfg is checked as the host timer checks it
+(builtins._cfg_count); everything else lives in C++ (src/native/benchmark_entry.h): the counts,
+the argument rotation and output checks, the L2 flush and persisting-L2 reset, the CUPTI timed
+loop, the statistics, and the sealed integrity record (docs/benchmark-integrity.md). The native
+functions are bound when the worker initializes, before any upload is imported.
 
 Failure kinds (spec/benchmark.md §1.6):
   - `unavailable`: kcoral._native is missing, CUPTI failed, an iteration had no GPU activity or
     a non-positive span, or the process has no usable GPU;
-  - `runtime`: the callable raised, or a CUDA error surfaced during warm-up or timing.
+  - `runtime`: the callable raised, or a CUDA error surfaced during warm-up or timing;
+  - `correctness`: a timed call's outputs differ from the first checked call's.
 Messages are shortened to 600 characters, keeping both ends.
 """
 
@@ -16,39 +18,70 @@ from kcoral import builtins
 from kcoral._worker.errors import safe_text, type_name
 from kcoral.errors import ExecutionError
 
+# Bound by bind() at worker start: the module, for its exception types, and the two entry
+# points themselves, so that rebinding kcoral._native.benchmark later changes nothing here.
+_native = None
+_benchmark = None
+_benchmark_paired = None
 
-def benchmark(fn, args: tuple, cfg: dict) -> dict:
+
+def bind(native, torch) -> None:
+    """Binds the natives and torch's DLPack exchange, before any upload runs."""
+    global _native, _benchmark, _benchmark_paired
+    native.bind_worker(torch.Tensor, torch._C._to_dlpack, torch._C._from_dlpack)
+    if not native.exporters_bound():  # check_close's exporter (builtins binds it when it can)
+        native.bind_exporters(torch.Tensor, torch._C._to_dlpack)
+    _native, _benchmark, _benchmark_paired = native, native.benchmark, native.benchmark_paired
+
+
+def _options(cfg: dict) -> dict:
     warmup, warmup_ms = builtins._cfg_count(cfg, "warmup", "warmup_ms", 0)
     repeat, repeat_ms = builtins._cfg_count(cfg, "repeat", "repeat_ms", 1)
-    flush_l2 = bool(cfg.get("flush_l2", builtins._DEFAULTS["flush_l2"]))
+    outputs = cfg.get("outputs")
+    if outputs is not None and (
+        not isinstance(outputs, (list, tuple))
+        or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in outputs)
+    ):
+        raise ExecutionError("runtime", "benchmark cfg 'outputs' must be a list of argument indices (>= 0)")
+    return {
+        "warmup": warmup,
+        "repeat": repeat,
+        "warmup_ms": warmup_ms,
+        "repeat_ms": repeat_ms,
+        "flush_l2": bool(cfg.get("flush_l2", builtins._DEFAULTS["flush_l2"])),
+        "outputs": None if outputs is None else list(outputs),
+        "rotate_inputs": bool(cfg.get("rotate_inputs", True)),
+    }
 
-    try:
-        from kcoral import _native
-    except ImportError as exc:
-        raise ExecutionError(
-            "unavailable", builtins._short(f"benchmark needs kcoral._native (CUPTI), which is not built here: {exc}")
-        ) from None
 
+def _run(native_function, leading: tuple, options: dict) -> dict:
     try:
-        raw = _native.benchmark(
-            fn, tuple(args), warmup=warmup, repeat=repeat, warmup_ms=warmup_ms, repeat_ms=repeat_ms, flush_l2=flush_l2
-        )
+        return native_function(*leading, **options)
     except _native.UnavailableError as exc:
         raise ExecutionError("unavailable", builtins._short(f"CUPTI benchmark unavailable: {exc}")) from exc
     except _native.CallError as exc:
         raise ExecutionError("runtime", builtins._short(f"benchmark failed: {exc}")) from exc
+    except _native.OutputCheckError as exc:
+        raise ExecutionError("correctness", builtins._short(f"benchmark output check failed: {exc}")) from exc
+    except ValueError as exc:
+        raise ExecutionError("runtime", builtins._short(f"benchmark: {exc}")) from exc
     except ExecutionError:
         raise
     except Exception as exc:  # noqa: BLE001 - the callable raised; _native re-raises it unchanged
         message = f"benchmark call failed: {type_name(exc)}: {safe_text(exc)}"  # user code's exception
         raise ExecutionError("runtime", builtins._short(message)) from exc
 
-    result = builtins.summarize(raw["samples_ms"])
-    result.update(
-        activities_stable=raw["activities_stable"],
-        flush_l2=raw["flush_l2"],
-        warmup=raw["warmup"],
-        repeat=raw["repeat"],
-        timer="cupti",
-    )
-    return result
+
+def _require_bound() -> None:
+    if _native is None:
+        raise ExecutionError("unavailable", "benchmark needs kcoral._native (CUPTI), which is not built or bound here")
+
+
+def benchmark(fn, args: tuple, cfg: dict) -> dict:
+    _require_bound()
+    return _run(_benchmark, (fn, tuple(args)), _options(cfg))
+
+
+def benchmark_paired(candidate, reference, args: tuple, cfg: dict) -> dict:
+    _require_bound()
+    return _run(_benchmark_paired, (candidate, reference, tuple(args)), _options(cfg))

@@ -63,10 +63,13 @@ class GpuRuntime:
             pass
         try:
             from kcoral import _native
-
-            self._native = _native
         except ImportError:
             self._native = None  # benchmark and cpu_only then fail with `unavailable`
+        else:
+            from kcoral._worker import gpu_benchmark
+
+            gpu_benchmark.bind(_native, torch)  # before any upload is imported
+            self._native = _native
         from kcoral._worker import integrity
 
         integrity.bind("gpu")  # again: _native and torch's CUDA state exist only now

@@ -9,7 +9,10 @@ refuses to bind again, so user code cannot redefine what is genuine
 (docs/benchmark-integrity.md "Sealed results").
 """
 
+import math  # noqa: F401 - watched: imported here, so that the snapshot holds them (the zygote
+import statistics  # noqa: F401   imports this module before it forks, so workers pay nothing)
 import sys
+import time  # noqa: F401
 import types
 
 from kcoral import _core

@@ -1,0 +1,263 @@
+#include "native/argument_rotation.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "native/cuda_status.h"
+
+namespace kc::native {
+namespace py = pybind11;
+namespace {
+
+constexpr cudaStream_t kStream = 0;  // the timer's stream (cupti_timer.cc)
+
+StatusOr<std::shared_ptr<DeviceBuffer>> Allocate(size_t bytes) {
+  int device = 0;
+  KC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  void* data = nullptr;
+  KC_CUDA_RETURN_IF_ERROR(cudaMalloc(&data, bytes == 0 ? 1 : bytes));
+  return std::make_shared<DeviceBuffer>(device, data, bytes);
+}
+
+// Device counters, zeroed; freed with the rotation.
+StatusOr<unsigned long long*> AllocateCounters(size_t count) {
+  void* data = nullptr;
+  KC_CUDA_RETURN_IF_ERROR(cudaMalloc(&data, count * sizeof(unsigned long long)));
+  KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(data, 0, count * sizeof(unsigned long long), kStream));
+  return static_cast<unsigned long long*>(data);
+}
+
+StatusOr<std::vector<unsigned long long>> ReadCounters(const unsigned long long* device,
+                                                       size_t count) {
+  std::vector<unsigned long long> host(count);
+  KC_CUDA_RETURN_IF_ERROR(cudaMemcpy(host.data(), device, count * sizeof(unsigned long long),
+                                     cudaMemcpyDeviceToHost));
+  return host;
+}
+
+// Exact comparison: inputs must come back bit for bit (NaN matches NaN).
+constexpr OutputTolerance kExact{0.0f, 0.0f};
+// A paired benchmark's two functions agree as builtins.assert_close's defaults require.
+constexpr OutputTolerance kCrossCheck{1e-2f, 1e-3f};
+
+}  // namespace
+
+ArgumentRotation::~ArgumentRotation() {
+  if (counters_ != nullptr) static_cast<void>(cudaFree(counters_));
+}
+
+void* ArgumentRotation::DataOf(const Argument& a, int set) const {
+  return set == 0 ? a.per_set[0]->data() : a.copies[set - 1]->data();
+}
+
+StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::tuple& args,
+                                                                     const RotationPlan& plan,
+                                                                     int functions) {
+  std::unique_ptr<ArgumentRotation> rotation(new ArgumentRotation());
+  rotation->functions_ = functions;
+  const int n = static_cast<int>(args.size());
+  size_t set_bytes = 0;
+  std::vector<int> tensor_indices;
+  for (int i = 0; i < n; ++i) {
+    if (!TorchExchange::IsTensor(args[i])) continue;
+    KC_ASSIGN_OR_RETURN(std::unique_ptr<ExportedTensor> exported, TorchExchange::Export(args[i]));
+    if (!exported->on_cuda() || !exported->contiguous()) {
+      rotation->not_rotated_.push_back(i);
+      continue;
+    }
+    Argument argument;
+    argument.index = i;
+    set_bytes += exported->bytes();
+    argument.per_set.push_back(std::move(exported));
+    rotation->tensors_.push_back(std::move(argument));
+    tensor_indices.push_back(i);
+  }
+
+  // Outputs: as declared, else the last tensor argument of a call with two or more
+  // (destination-passing style, as the seed's add_one(x, y)).
+  std::vector<int> outputs;
+  if (plan.outputs) {
+    outputs = *plan.outputs;
+    for (int index : outputs) {
+      if (std::find(tensor_indices.begin(), tensor_indices.end(), index) == tensor_indices.end()) {
+        return InvalidArgumentError("benchmark cfg 'outputs': argument " + std::to_string(index) +
+                                    " is not a contiguous CUDA torch.Tensor");
+      }
+    }
+  } else if (tensor_indices.size() >= 2) {
+    outputs = {tensor_indices.back()};
+  }
+  for (Argument& a : rotation->tensors_) {
+    a.output = std::find(outputs.begin(), outputs.end(), a.index) != outputs.end();
+  }
+
+  int sets = 1;
+  if (plan.rotate && set_bytes > 0) {
+    const size_t wanted = std::max<size_t>(2, (plan.target_bytes + set_bytes - 1) / set_bytes);
+    const size_t affordable = 1 + static_cast<size_t>(plan.max_copy_bytes) / set_bytes;
+    sets = static_cast<int>(std::min({wanted, affordable, static_cast<size_t>(plan.max_sets)}));
+    if (sets < 2) {
+      rotation->notes_.push_back("inputs not rotated: one copy of the arguments (" +
+                                 std::to_string(set_bytes) + " bytes) exceeds the copy budget");
+    }
+  }
+
+  for (Argument& a : rotation->tensors_) {
+    const ExportedTensor& original = *a.per_set[0];
+    for (int s = 1; s < sets; ++s) {
+      KC_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBuffer> copy, Allocate(original.bytes()));
+      KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(copy->data(), original.data(), original.bytes(),
+                                              cudaMemcpyDeviceToDevice, kStream));
+      a.copies.push_back(std::move(copy));
+    }
+    if (a.output) {
+      for (int f = 0; f < functions; ++f) {
+        KC_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBuffer> reference, Allocate(original.bytes()));
+        a.reference.push_back(std::move(reference));
+      }
+    }
+  }
+
+  // The Python argument tuples, one per set; set 0 is the caller's own.
+  rotation->sets_.push_back(args);
+  for (int s = 1; s < sets; ++s) {
+    py::tuple tuple(n);
+    size_t next = 0;
+    for (int i = 0; i < n; ++i) {
+      if (next < rotation->tensors_.size() && rotation->tensors_[next].index == i) {
+        const Argument& a = rotation->tensors_[next++];
+        KC_ASSIGN_OR_RETURN(py::object wrapped, TorchExchange::Wrap(a.copies[s - 1], *a.per_set[0]));
+        tuple[i] = std::move(wrapped);
+      } else {
+        tuple[i] = args[i];
+      }
+    }
+    rotation->sets_.push_back(std::move(tuple));
+  }
+  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(kStream));
+  return rotation;
+}
+
+Status ArgumentRotation::BeforeCall(int /*fn*/, int64_t call) {
+  const int set = SetOf(call);
+  for (const Argument& a : tensors_) {
+    if (!a.output) continue;
+    KC_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(DataOf(a, set), kPoisonByte, a.per_set[0]->bytes(), kStream));
+  }
+  return Status::Ok();
+}
+
+Status ArgumentRotation::AfterFirstCall(int fn, int64_t call) {
+  const int set = SetOf(call);
+  for (Argument& a : tensors_) {
+    if (!a.output) continue;
+    KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(a.reference[fn]->data(), DataOf(a, set),
+                                            a.per_set[0]->bytes(), cudaMemcpyDeviceToDevice,
+                                            kStream));
+  }
+  return Status::Ok();
+}
+
+Status ArgumentRotation::BeginTimed(int64_t timed_calls) {
+  timed_calls_ = timed_calls;
+  // [fn][slot] for the timed calls, then per (fn, output) the reference's unpoisoned bytes,
+  // per (set, input) the input mismatches, and one cross-check counter.
+  const size_t count = functions_ * timed_calls + functions_ * tensors_.size() +
+                       sets_.size() * tensors_.size() + 1;
+  KC_ASSIGN_OR_RETURN(counters_, AllocateCounters(count));
+  return Status::Ok();
+}
+
+Status ArgumentRotation::AfterTimedCall(int fn, int64_t call, int64_t slot) {
+  const int set = SetOf(call);
+  for (const Argument& a : tensors_) {
+    if (!a.output) continue;
+    const ExportedTensor& model = *a.per_set[0];
+    KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, set), a.reference[fn]->data(),
+                                              model.bytes(), model.type(), OutputTolerance{},
+                                              counters_ + fn * timed_calls_ + slot, kStream));
+  }
+  return Status::Ok();
+}
+
+StatusOr<RotationFindings> ArgumentRotation::Finish() {
+  RotationFindings findings;
+  if (counters_ == nullptr) return findings;
+  unsigned long long* unpoisoned = counters_ + functions_ * timed_calls_;
+  unsigned long long* input_mismatch = unpoisoned + functions_ * tensors_.size();
+  unsigned long long* cross = input_mismatch + sets_.size() * tensors_.size();
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    const Argument& a = tensors_[t];
+    const ExportedTensor& model = *a.per_set[0];
+    if (a.output) {
+      for (int f = 0; f < functions_; ++f) {
+        KC_RETURN_IF_ERROR(EnqueueCountUnpoisoned(a.reference[f]->data(), model.bytes(),
+                                                  unpoisoned + f * tensors_.size() + t, kStream));
+      }
+      if (functions_ == 2) {
+        KC_RETURN_IF_ERROR(EnqueueCountMismatches(a.reference[1]->data(), a.reference[0]->data(),
+                                                  model.bytes(), model.type(), kCrossCheck, cross,
+                                                  kStream));
+      }
+      continue;
+    }
+    for (int s = 1; s < sets(); ++s) {  // each copy against the caller's tensor
+      KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, s), DataOf(a, 0), model.bytes(),
+                                                model.type(), kExact,
+                                                input_mismatch + s * tensors_.size() + t, kStream));
+    }
+  }
+  const size_t total = functions_ * timed_calls_ + functions_ * tensors_.size() +
+                       sets_.size() * tensors_.size() + 1;
+  KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> counts, ReadCounters(counters_, total));
+
+  const char* names[2] = {"", "reference "};
+  for (int f = 0; f < functions_; ++f) {
+    const std::string who = functions_ == 2 ? names[f] : "";
+    for (int64_t slot = 0; slot < timed_calls_; ++slot) {
+      unsigned long long bad = counts[f * timed_calls_ + slot];
+      if (bad == 0) continue;
+      findings.failures.push_back(
+          "timed " + who + "call " + std::to_string(slot) + " wrote outputs that differ from the "
+          "first checked call's in " + std::to_string(bad) + " elements (result caching, a "
+          "skipped or lazy computation, or a swapped output storage)");
+      break;  // the first is enough to say what happened
+    }
+    for (size_t t = 0; t < tensors_.size(); ++t) {
+      if (!tensors_[t].output) continue;
+      if (counts[functions_ * timed_calls_ + f * tensors_.size() + t] == 0) {
+        findings.flags.push_back("the first checked " + who + "call did not write output argument " +
+                                 std::to_string(tensors_[t].index) + " at all");
+      }
+    }
+  }
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    for (int s = 1; s < sets(); ++s) {
+      if (counts[functions_ * timed_calls_ + functions_ * tensors_.size() + s * tensors_.size() + t] != 0) {
+        findings.flags.push_back("the benchmarked call changed its input argument " +
+                                 std::to_string(tensors_[t].index));
+        break;
+      }
+    }
+  }
+  if (functions_ == 2) findings.cross_mismatches = counts.back();
+  return findings;
+}
+
+nlohmann::json ArgumentRotation::Describe() const {
+  nlohmann::json outputs = nlohmann::json::array();
+  nlohmann::json rotated = nlohmann::json::array();
+  for (const Argument& a : tensors_) {
+    rotated.push_back(a.index);
+    if (a.output) outputs.push_back(a.index);
+  }
+  nlohmann::json out = {{"argument_sets", sets()},
+                        {"rotated_arguments", rotated},
+                        {"checked_outputs", outputs},
+                        {"not_rotated_arguments", not_rotated_}};
+  if (!notes_.empty()) out["notes"] = notes_;
+  return out;
+}
+
+}  // namespace kc::native
