@@ -291,10 +291,11 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def(
       "bind_integrity",
-      [](const std::vector<std::string>& modules, const py::list& call_chain) {
-        kc::worker::ThrowIfError(kc::worker::Sealer().Bind(modules, call_chain));
+      [](const std::vector<std::string>& modules, const py::list& call_chain,
+         const py::list& benign_wraps) {
+        kc::worker::ThrowIfError(kc::worker::Sealer().Bind(modules, call_chain, benign_wraps));
       },
-      py::arg("modules"), py::arg("call_chain"),
+      py::arg("modules"), py::arg("call_chain"), py::arg("benign_wraps") = py::list(),
       "Snapshot what sealed results compare against (worker/python_facts.h); refused once a "
       "request has started.");
   m.def("host_benchmark", &kc::worker::HostBenchmark, py::arg("fn"), py::arg("args"),

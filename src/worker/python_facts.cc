@@ -37,8 +37,23 @@ double MicrosecondsSince(const timespec& start) {
 }
 
 // Module dicts gain and refresh this one on their own whenever a warning is shown.
+// (The length test first: this runs for every watched name at every seal.)
 bool Ignored(PyObject* key) {
-  return PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, "__warningregistry__") == 0;
+  constexpr Py_ssize_t kLength = sizeof("__warningregistry__") - 1;
+  return PyUnicode_Check(key) && PyUnicode_GET_LENGTH(key) == kLength &&
+         PyUnicode_CompareWithASCIIString(key, "__warningregistry__") == 0;
+}
+
+bool IsScalar(PyObject* value) {
+  return value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
+         PyFloat_CheckExact(value);
+}
+
+// A private module-level number or flag: libraries keep caches and state there that change on
+// their own (torch.cuda._cached_device_count is filled in on first use, _initialized flips).
+bool PrivateScalar(PyObject* key, PyObject* value) {
+  return PyUnicode_Check(key) && PyUnicode_GET_LENGTH(key) > 0 &&
+         PyUnicode_READ_CHAR(key, 0) == '_' && IsScalar(value);
 }
 
 }  // namespace
@@ -53,7 +68,8 @@ void PythonFacts::AddGenuine(PyObject* code, PyObject* globals) {
   }
 }
 
-void PythonFacts::Bind(const std::vector<std::string>& names, const py::list& chain) {
+void PythonFacts::Bind(const std::vector<std::string>& names, const py::list& chain,
+                       const py::list& benign_wraps) {
   std::vector<Watched> watched;
   py::dict modules = py::reinterpret_borrow<py::dict>(PyImport_GetModuleDict());
   for (const std::string& name : names) {
@@ -78,14 +94,23 @@ void PythonFacts::Bind(const std::vector<std::string>& names, const py::list& ch
     Py_ssize_t position = 0;
     while (PyDict_Next(entry.dict.ptr(), &position, &key, &value)) {
       if (!Ignored(key)) {
-        entry.entries.emplace_back(py::reinterpret_borrow<py::object>(key),
-                                   py::reinterpret_borrow<py::object>(value));
+        entry.entries.push_back({py::reinterpret_borrow<py::object>(key),
+                                 py::reinterpret_borrow<py::object>(value),
+                                 PrivateScalar(key, value)});
       }
     }
     watched.push_back(std::move(entry));
   }
 
-  std::unordered_map<PyObject*, PyObject*> previous;
+  benign_.clear();
+  for (const py::handle& item : benign_wraps) {
+    auto pair = item.cast<py::tuple>();
+    if (pair.size() != 2 || !PyCode_Check(pair[1].ptr())) {
+      throw py::type_error("bind_integrity: benign_wraps holds (name, code object) pairs");
+    }
+    benign_.emplace(pair[0].cast<std::string>(), pair[1].ptr());
+  }
+  benign_refs_ = py::list(benign_wraps);
   genuine_.clear();
   engine_run_ = nullptr;
   for (const py::handle& item : chain) {
@@ -109,18 +134,48 @@ void PythonFacts::Bind(const std::vector<std::string>& names, const py::list& ch
   bound_ = true;
 }
 
+bool PythonFacts::Changed(const Watched& watched, const Entry& entry, PyObject* now) const {
+  if (now == entry.value.ptr()) return false;
+  if (entry.private_scalar && (now == nullptr || IsScalar(now))) return false;
+  if (now == nullptr || !PyFunction_Check(now) || benign_.empty()) return true;
+  // A wrapper that a library is known to put around this very name, around the original.
+  auto allowed = benign_.find(watched.name + "." + Utf8(entry.key.ptr()));
+  if (allowed == benign_.end() || PyFunction_GetCode(now) != allowed->second) return true;
+  PyObject* wrapped = PyObject_GetAttrString(now, "__wrapped__");
+  if (wrapped == nullptr) PyErr_Clear();
+  Py_XDECREF(wrapped);  // only its identity is compared
+  return wrapped != entry.value.ptr();
+}
+
 void PythonFacts::CheckPatched(PythonFindings& found) const {
   PyObject* modules = PyImport_GetModuleDict();
-  for (const Watched& entry : watched_) {
-    if (entry.module) {
-      PyObject* now = PyDict_GetItemString(modules, entry.name.c_str());  // borrowed
-      if (now != entry.module.ptr()) found.patched.push_back(entry.name + " (in sys.modules)");
+  auto report = [&](const Watched& watched, const Entry& entry) {
+    found.patched.push_back(watched.name + "." + Utf8(entry.key.ptr()));
+  };
+  for (const Watched& watched : watched_) {
+    if (watched.module) {
+      PyObject* now = PyDict_GetItemString(modules, watched.name.c_str());  // borrowed
+      if (now != watched.module.ptr()) found.patched.push_back(watched.name + " (in sys.modules)");
     }
-    for (const auto& [key, value] : entry.entries) {
-      PyObject* now = PyDict_GetItemWithError(entry.dict.ptr(), key.ptr());  // borrowed
-      if (now == value.ptr()) continue;
+    // Fast path: a dict keeps insertion order, and replacing a value keeps its place, so the
+    // snapshot is walked beside the dict, comparing pointers (a hash lookup per name costs
+    // ~20 ns, too much for torch's thousands). The first key out of place (a name deleted, or
+    // deleted and added again) sends the rest to lookups.
+    const auto& entries = watched.entries;
+    size_t next = 0;
+    PyObject* key;
+    PyObject* value;
+    Py_ssize_t position = 0;
+    while (next < entries.size() && PyDict_Next(watched.dict.ptr(), &position, &key, &value)) {
+      if (Ignored(key)) continue;
+      if (key != entries[next].key.ptr()) break;
+      if (Changed(watched, entries[next], value)) report(watched, entries[next]);
+      ++next;
+    }
+    for (; next < entries.size(); ++next) {
+      PyObject* now = PyDict_GetItemWithError(watched.dict.ptr(), entries[next].key.ptr());
       if (now == nullptr) PyErr_Clear();
-      found.patched.push_back(entry.name + "." + Utf8(key.ptr()));
+      if (Changed(watched, entries[next], now)) report(watched, entries[next]);
     }
   }
   std::sort(found.patched.begin(), found.patched.end());

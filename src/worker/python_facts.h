@@ -9,8 +9,9 @@
 // Bind snapshots every attribute of each named module that is already imported (a name that is
 // no module but "module.Type" snapshots that type's dict), holding strong references, and keeps
 // the code objects of kcoral's benchmark path. Check reports:
-//   - patched: "module.attr" whose object changed or disappeared (added names are not reported),
-//     and modules replaced in sys.modules;
+//   - patched: "module.attr" whose object changed or disappeared (added names are not reported,
+//     nor a private number or flag changing to another, nor a library's known wrapper around
+//     the original: see Bind), and modules replaced in sys.modules;
 //   - the call chain: the Python frames of this thread from the innermost outward, up to the
 //     engine's genuine Engine._run frame. The timer's own Python caller must be kcoral code
 //     (kcoral.builtins.benchmark); callers in the uploaded module above it are normal and only
@@ -54,8 +55,12 @@ class PythonFacts {
  public:
   // `names`: modules, or "module.Type" for a type's dict. `chain`: functions (code and globals
   // are both checked) or code objects of kcoral's benchmark path; the last one is the engine's
-  // Engine._run, where the walk stops. Replaces any earlier binding.
-  void Bind(const std::vector<std::string>& names, const pybind11::list& chain);
+  // Engine._run, where the walk stops. `benign_wraps`: ("module.attr", code) pairs: that name
+  // may be replaced by a function with that code whose __wrapped__ is the original (a library's
+  // own behaviour-preserving wrapper, e.g. torch._dynamo's around torch.manual_seed). Replaces
+  // any earlier binding.
+  void Bind(const std::vector<std::string>& names, const pybind11::list& chain,
+            const pybind11::list& benign_wraps);
 
   PythonFindings Check() const;
 
@@ -63,24 +68,35 @@ class PythonFacts {
   static std::vector<std::string> TracingFlags(std::string_view when);
 
  private:
+  struct Entry {
+    pybind11::object key;
+    pybind11::object value;
+    // A private number or flag (a library's cache or state): a change to another such value is
+    // not reported.
+    bool private_scalar;
+  };
   struct Watched {
     std::string name;
     pybind11::object module;  // null for a type's dict
     pybind11::object dict;
-    std::vector<std::pair<pybind11::object, pybind11::object>> entries;  // key, value
+    std::vector<Entry> entries;  // in the dict's order at bind time
   };
 
   void AddGenuine(PyObject* code, PyObject* globals);
+  // Whether `now` (null: the name is gone) counts as a change of `entry`.
+  bool Changed(const Watched& watched, const Entry& entry, PyObject* now) const;
   void CheckPatched(PythonFindings& found) const;
   void WalkCallChain(PythonFindings& found) const;
   void CheckMonitoring(PythonFindings& found) const;
 
   bool bound_ = false;
   std::vector<Watched> watched_;
-  std::unordered_map<PyObject*, PyObject*> genuine_;  // code -> its globals (nullptr: any)
-  PyObject* engine_run_ = nullptr;                    // a code object in genuine_
-  pybind11::list chain_;                              // owns the references above
-  pybind11::object monitoring_get_tool_;              // sys.monitoring.get_tool, as bound
+  std::unordered_map<PyObject*, PyObject*> genuine_;   // code -> its globals (nullptr: any)
+  PyObject* engine_run_ = nullptr;                     // a code object in genuine_
+  pybind11::list chain_;                               // owns the references above
+  std::unordered_map<std::string, PyObject*> benign_;  // "module.attr" -> allowed wrapper code
+  pybind11::list benign_refs_;                         // owns those code objects
+  pybind11::object monitoring_get_tool_;               // sys.monitoring.get_tool, as bound
 };
 
 }  // namespace kc::worker

@@ -69,11 +69,12 @@ std::string ResultSealer::KeyHex() const {
   return key_ ? HexEncode(key_->bytes()) : std::string();
 }
 
-Status ResultSealer::Bind(const std::vector<std::string>& names, const py::list& chain) {
+Status ResultSealer::Bind(const std::vector<std::string>& names, const py::list& chain,
+                          const py::list& benign_wraps) {
   if (run_started_) {
     return FailedPreconditionError("bind_integrity: refused once the worker has taken a request");
   }
-  facts_.Bind(names, chain);
+  facts_.Bind(names, chain, benign_wraps);
   return Status::Ok();
 }
 
@@ -135,10 +136,9 @@ py::dict ResultSealer::Seal(nlohmann::ordered_json result) {
   integrity["flags"] = std::move(flags);
   result["integrity"] = std::move(integrity);
 
-  StatusOr<Json> wire = ToWireValue(result);
-  ThrowIfError(wire.status());
-  const std::string record =
-      wire->dump(-1, ' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+  std::string record;
+  record.reserve(4096);
+  ThrowIfError(AppendWireValue(result, record));
   const std::string seal = HmacSha256Hex(key_->bytes(), record);
 
   py::dict sealed = ToPython(result);

@@ -37,7 +37,8 @@ class ResultSealer {
   std::string KeyHex() const;
 
   // kFailedPrecondition once a request has started: user code must not redefine "genuine".
-  Status Bind(const std::vector<std::string>& names, const pybind11::list& chain);
+  Status Bind(const std::vector<std::string>& names, const pybind11::list& chain,
+              const pybind11::list& benign_wraps);
 
   // KCORAL_WORKER_DEVICE as Serve() found it, before any upload could change the environment.
   void SetWorkerDevice(std::string device) { device_ = std::move(device); }

@@ -1,5 +1,5 @@
 // The wire value encoding (spec/protocol.md §4.2, python/kcoral/_worker/values.py) of a plain
-// JSON document, done in C++ for sealed benchmark records: the record is the result exactly as
+// JSON document, written in C++ for sealed benchmark records: the record is the result exactly as
 // the server reads a returned value, so the server can put it in place of what user code
 // returned without decoding anything else (docs/benchmark-integrity.md).
 //
@@ -7,7 +7,12 @@
 //   3    -> {"type":"integer","value":3}  0.5 -> {"type":"number","value":0.5}
 //   "s"  -> {"type":"string","value":"s"}
 //   [..] -> {"type":"array","value":[nodes]}  {..} -> {"type":"object","value":{k: node}}
+//
+// Written straight as compact JSON text (no tree of nodes is built: a seal is on the path of
+// every benchmark call); scalars are spelled as nlohmann's dump spells them.
 #pragma once
+
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -15,7 +20,8 @@
 
 namespace kc::worker {
 
-// kInvalidArgument for a non-finite number, which no returned value may hold.
-StatusOr<nlohmann::ordered_json> ToWireValue(const nlohmann::ordered_json& value);
+// Appends the encoding of `value` to `out`. kInvalidArgument for a non-finite number, which no
+// returned value may hold.
+Status AppendWireValue(const nlohmann::ordered_json& value, std::string& out);
 
 }  // namespace kc::worker

@@ -9,7 +9,10 @@ refuses to bind again, so user code cannot redefine what is genuine
 (docs/benchmark-integrity.md "Sealed results").
 """
 
+import math  # noqa: F401 - watched: imported here, so that the snapshot holds them (the zygote
+import statistics  # noqa: F401   imports this module before it forks, so workers pay nothing)
 import sys
+import time  # noqa: F401
 import types
 
 from kcoral import _core
@@ -49,6 +52,17 @@ def _functions(module: types.ModuleType) -> list:
     return found
 
 
+def _benign_wraps() -> list:
+    """Library patches that keep behaviour: importing torch._dynamo (torch.compile does) replaces
+    torch.manual_seed by torch._disable_dynamo(torch.manual_seed), a wrapper that only keeps
+    dynamo from tracing it. Allowed for that name only, with that wrapper, around the original."""
+    disable = getattr(sys.modules.get("torch"), "_disable_dynamo", None)
+    code = getattr(disable, "__code__", None)
+    if code is None:
+        return []
+    return [("torch.manual_seed", c) for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == "inner"]
+
+
 def bind(device: str) -> None:
     import kcoral.builtins  # noqa: F401 - resolved now, before any upload can patch it
 
@@ -58,4 +72,4 @@ def bind(device: str) -> None:
 
     chain = [f for name in TIMER_MODULES if name in sys.modules for f in _functions(sys.modules[name])]
     chain.append(Engine._run)  # last: where the walk up from the timer stops
-    _core.bind_integrity(list(WATCHED), chain)
+    _core.bind_integrity(list(WATCHED), chain, _benign_wraps())
