@@ -9,17 +9,20 @@ double Percentile(const std::vector<double>& ascending, double p) {
   double position = static_cast<double>(ascending.size() - 1) * p / 100.0;
   size_t low = static_cast<size_t>(position);
   size_t high = std::min(low + 1, ascending.size() - 1);
-  return ascending[low] + (ascending[high] - ascending[low]) * (position - static_cast<double>(low));
+  return ascending[low] +
+         (ascending[high] - ascending[low]) * (position - static_cast<double>(low));
 }
 
 LatencyFields SummarizeLatencies(std::vector<double> samples_ms) {
   std::sort(samples_ms.begin(), samples_ms.end());
   const double n = static_cast<double>(samples_ms.size());
   double sum = 0;
-  for (double s : samples_ms) sum += s;
+  for (double s : samples_ms)
+    sum += s;
   const double mean = sum / n;
   double squares = 0;
-  for (double s : samples_ms) squares += (s - mean) * (s - mean);
+  for (double s : samples_ms)
+    squares += (s - mean) * (s - mean);
   LatencyFields fields = {
       {"latency_ms_median", Percentile(samples_ms, 50)},
       {"latency_ms_mean", mean},

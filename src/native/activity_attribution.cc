@@ -54,7 +54,8 @@ StatusOr<Attribution> AttributeToWindows(ActivityRecords records,
             });
   // Positions into records.device ordered by device start, for the by-time half.
   std::vector<size_t> by_start(records.device.size());
-  for (size_t i = 0; i < by_start.size(); ++i) by_start[i] = i;
+  for (size_t i = 0; i < by_start.size(); ++i)
+    by_start[i] = i;
   std::sort(by_start.begin(), by_start.end(), [&](size_t a, size_t b) {
     return records.device[a].start_ns < records.device[b].start_ns;
   });
@@ -69,18 +70,21 @@ StatusOr<Attribution> AttributeToWindows(ActivityRecords records,
     for (uint32_t id : CorrelationIdsIn(records.api, window)) {
       auto [first, last] =
           std::equal_range(records.device.begin(), records.device.end(), id, ByCorrelation());
-      for (auto it = first; it != last; ++it) owned.push_back(it - records.device.begin());
+      for (auto it = first; it != last; ++it)
+        owned.push_back(it - records.device.begin());
     }
     const size_t by_correlation = owned.size();
     const uint64_t until = std::max(window.end_ns, window.drained_ns);
-    auto from = std::lower_bound(by_start.begin(), by_start.end(), window.begin_ns,
-                                 [&](size_t d, uint64_t ns) { return records.device[d].start_ns < ns; });
+    auto from =
+        std::lower_bound(by_start.begin(), by_start.end(), window.begin_ns,
+                         [&](size_t d, uint64_t ns) { return records.device[d].start_ns < ns; });
     for (auto it = from; it != by_start.end() && records.device[*it].start_ns <= until; ++it) {
       owned.push_back(*it);
     }
     std::sort(owned.begin(), owned.end());
     owned.erase(std::unique(owned.begin(), owned.end()), owned.end());
-    result.unattributed_activities += static_cast<int64_t>(owned.size() - std::min(owned.size(), by_correlation));
+    result.unattributed_activities +=
+        static_cast<int64_t>(owned.size() - std::min(owned.size(), by_correlation));
 
     uint64_t begin = UINT64_MAX;
     uint64_t end = 0;

@@ -30,8 +30,8 @@ StatusOr<unsigned long long*> AllocateCounters(size_t count) {
 StatusOr<std::vector<unsigned long long>> ReadCounters(const unsigned long long* device,
                                                        size_t count) {
   std::vector<unsigned long long> host(count);
-  KC_CUDA_RETURN_IF_ERROR(cudaMemcpy(host.data(), device, count * sizeof(unsigned long long),
-                                     cudaMemcpyDeviceToHost));
+  KC_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(host.data(), device, count * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
   return host;
 }
 
@@ -126,7 +126,8 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
     for (int i = 0; i < n; ++i) {
       if (next < rotation->tensors_.size() && rotation->tensors_[next].index == i) {
         const Argument& a = rotation->tensors_[next++];
-        KC_ASSIGN_OR_RETURN(py::object wrapped, TorchExchange::Wrap(a.copies[s - 1], *a.per_set[0]));
+        KC_ASSIGN_OR_RETURN(py::object wrapped,
+                            TorchExchange::Wrap(a.copies[s - 1], *a.per_set[0]));
         tuple[i] = std::move(wrapped);
       } else {
         tuple[i] = args[i];
@@ -163,8 +164,8 @@ Status ArgumentRotation::BeginTimed(int64_t timed_calls) {
   timed_calls_ = timed_calls;
   // [fn][slot] for the timed calls, then per (fn, output) the reference's unpoisoned bytes,
   // per (set, input) the input mismatches, and one cross-check counter.
-  const size_t count = functions_ * timed_calls + functions_ * tensors_.size() +
-                       sets_.size() * tensors_.size() + 1;
+  const size_t count =
+      functions_ * timed_calls + functions_ * tensors_.size() + sets_.size() * tensors_.size() + 1;
   KC_ASSIGN_OR_RETURN(counters_, AllocateCounters(count));
   return Status::Ok();
 }
@@ -208,8 +209,8 @@ StatusOr<RotationFindings> ArgumentRotation::Finish() {
                                                 input_mismatch + s * tensors_.size() + t, kStream));
     }
   }
-  const size_t total = functions_ * timed_calls_ + functions_ * tensors_.size() +
-                       sets_.size() * tensors_.size() + 1;
+  const size_t total =
+      functions_ * timed_calls_ + functions_ * tensors_.size() + sets_.size() * tensors_.size() + 1;
   KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> counts, ReadCounters(counters_, total));
 
   const char* names[2] = {"", "reference "};
@@ -218,23 +219,27 @@ StatusOr<RotationFindings> ArgumentRotation::Finish() {
     for (int64_t slot = 0; slot < timed_calls_; ++slot) {
       unsigned long long bad = counts[f * timed_calls_ + slot];
       if (bad == 0) continue;
-      findings.failures.push_back(
-          "timed " + who + "call " + std::to_string(slot) + " wrote outputs that differ from the "
-          "first checked call's in " + std::to_string(bad) + " elements (result caching, a "
-          "skipped or lazy computation, or a swapped output storage)");
+      findings.failures.push_back("timed " + who + "call " + std::to_string(slot) +
+                                  " wrote outputs that differ from the "
+                                  "first checked call's in " +
+                                  std::to_string(bad) +
+                                  " elements (result caching, a "
+                                  "skipped or lazy computation, or a swapped output storage)");
       break;  // the first is enough to say what happened
     }
     for (size_t t = 0; t < tensors_.size(); ++t) {
       if (!tensors_[t].output) continue;
       if (counts[functions_ * timed_calls_ + f * tensors_.size() + t] == 0) {
-        findings.flags.push_back("the first checked " + who + "call did not write output argument " +
+        findings.flags.push_back("the first checked " + who +
+                                 "call did not write output argument " +
                                  std::to_string(tensors_[t].index) + " at all");
       }
     }
   }
   for (size_t t = 0; t < tensors_.size(); ++t) {
     for (int s = 1; s < sets(); ++s) {
-      if (counts[functions_ * timed_calls_ + functions_ * tensors_.size() + s * tensors_.size() + t] != 0) {
+      if (counts[functions_ * timed_calls_ + functions_ * tensors_.size() + s * tensors_.size() +
+                 t] != 0) {
         findings.flags.push_back("the benchmarked call changed its input argument " +
                                  std::to_string(tensors_[t].index));
         break;

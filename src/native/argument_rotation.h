@@ -34,7 +34,7 @@
 namespace kc::native {
 
 struct RotationPlan {
-  bool rotate = true;                     // cfg "rotate_inputs"
+  bool rotate = true;                       // cfg "rotate_inputs"
   std::optional<std::vector<int>> outputs;  // cfg "outputs": argument indices; default below
   int64_t max_copy_bytes = int64_t{4} << 30;
   size_t target_bytes = 0;  // rotate through at least this much memory (2 x L2)
@@ -84,12 +84,14 @@ class ArgumentRotation final : public CallHooks {
   };
 
   ArgumentRotation() = default;
-  int SetOf(int64_t call) const { return static_cast<int>(call % static_cast<int64_t>(sets_.size())); }
+  int SetOf(int64_t call) const {
+    return static_cast<int>(call % static_cast<int64_t>(sets_.size()));
+  }
   void* DataOf(const Argument& a, int set) const;
 
   std::vector<pybind11::tuple> sets_;
-  std::vector<Argument> tensors_;     // rotated tensor arguments, in argument order
-  std::vector<int> not_rotated_;      // tensor-like arguments we could not copy
+  std::vector<Argument> tensors_;  // rotated tensor arguments, in argument order
+  std::vector<int> not_rotated_;   // tensor-like arguments we could not copy
   std::vector<std::string> notes_;
   int functions_ = 1;
   unsigned long long* counters_ = nullptr;  // device: [fn][slot] mismatch counts

@@ -69,7 +69,7 @@ class WatchedHooks final : public CallHooks {
 
 void AddProcessFlags(const ProcessScan& scan, const char* when, nlohmann::json& flags) {
   for (const OtherProcess& p : scan.processes) {
-    std::string holds = !p.holds_gpu ? "may hold the GPU (its descriptors are hidden)"
+    std::string holds = !p.holds_gpu   ? "may hold the GPU (its descriptors are hidden)"
                         : *p.holds_gpu ? "holds the GPU"
                                        : "does not hold the GPU";
     flags.push_back("another process ran in the worker's namespace " + std::string(when) +
@@ -88,7 +88,8 @@ void AddReadings(const Readings& start, const Readings& end, nlohmann::json& int
            {"driver_version", start.gpu->driver_version},
            {"start", ToJson(*start.gpu)},
            {"end", ToJson(*end.gpu)}};
-    for (const std::string& flag : ClockFlags(*start.gpu, *end.gpu)) flags.push_back(flag);
+    for (const std::string& flag : ClockFlags(*start.gpu, *end.gpu))
+      flags.push_back(flag);
   } else {
     gpu["unavailable"] = start.gpu_error.empty() ? end.gpu_error : start.gpu_error;
   }
@@ -104,23 +105,25 @@ nlohmann::json BuildResult(const BenchmarkResult& timed, const ArgumentRotation&
                            const RotationFindings& findings, const Readings& start,
                            const Readings& end) {
   const bool paired = timed.functions.size() == 2;
-  nlohmann::json result = LatencyJson({timed.functions[0].samples_ms,
-                                       timed.functions[0].activities_stable});
+  nlohmann::json result =
+      LatencyJson({timed.functions[0].samples_ms, timed.functions[0].activities_stable});
   result["flush_l2"] = timed.flush == FlushMode::kBeforeEveryCall;
   result["warmup"] = timed.warmup;
   result["repeat"] = timed.repeat;
   result["timer"] = "cupti";
   nlohmann::json flags = nlohmann::json::array();
-  for (const std::string& flag : timed.flags) flags.push_back(flag);
-  for (const std::string& flag : findings.flags) flags.push_back(flag);
+  for (const std::string& flag : timed.flags)
+    flags.push_back(flag);
+  for (const std::string& flag : findings.flags)
+    flags.push_back(flag);
   if (timed.unattributed_activities > 0) {
     flags.push_back(std::to_string(timed.unattributed_activities) +
                     " device activities in timed calls had no API record in their call (hidden "
                     "records or launches from another thread); they are timed");
   }
   if (paired) {
-    result["reference"] = LatencyJson({timed.functions[1].samples_ms,
-                                       timed.functions[1].activities_stable});
+    result["reference"] =
+        LatencyJson({timed.functions[1].samples_ms, timed.functions[1].activities_stable});
     RatioInterval ratio = PairedRatio(timed.functions[0].samples_ms, timed.functions[1].samples_ms);
     result["ratio_median"] = ratio.median;
     result["ratio_ci95_low"] = ratio.low;
@@ -151,8 +154,10 @@ nlohmann::json BuildResult(const BenchmarkResult& timed, const ArgumentRotation&
 
 Status BindWorker(py::object tensor_type, py::object to_dlpack, py::object from_dlpack) {
   KC_RETURN_IF_ERROR(PersistingL2Guard::RecordBaseline());
-  KC_RETURN_IF_ERROR(TorchExchange::Bind(std::move(tensor_type), std::move(to_dlpack),
-                                         std::move(from_dlpack)));
+  if (!TorchExchange::ExporterBound()) {  // kcoral.builtins binds it when torch came first
+    KC_RETURN_IF_ERROR(TorchExchange::BindExporter(std::move(tensor_type), std::move(to_dlpack)));
+  }
+  KC_RETURN_IF_ERROR(TorchExchange::BindImporter(std::move(from_dlpack)));
   void* seal = PyCapsule_Import(worker::kSealResultCapsule, 0);
   if (seal == nullptr) {
     PyErr_Clear();
@@ -166,7 +171,8 @@ Status BindWorker(py::object tensor_type, py::object to_dlpack, py::object from_
 StatusOr<py::object> RunBenchmark(const std::vector<py::object>& functions, const py::tuple& args,
                                   const BenchmarkRequest& request, BenchmarkFailure& failure) {
   if (g_seal == nullptr || !TorchExchange::Bound()) {
-    return UnavailableError("the benchmark was not bound at worker start (kcoral._native.bind_worker)");
+    return UnavailableError(
+        "the benchmark was not bound at worker start (kcoral._native.bind_worker)");
   }
   RotationPlan plan = request.rotation;
   KC_ASSIGN_OR_RETURN(size_t l2_bytes, CurrentDeviceL2Bytes());

@@ -38,7 +38,6 @@ struct BenchmarkFailure {
 // CUDA errors and the failures above.
 StatusOr<pybind11::object> RunBenchmark(const std::vector<pybind11::object>& functions,
                                         const pybind11::tuple& args,
-                                        const BenchmarkRequest& request,
-                                        BenchmarkFailure& failure);
+                                        const BenchmarkRequest& request, BenchmarkFailure& failure);
 
 }  // namespace kc::native

@@ -145,8 +145,8 @@ StatusOr<double> CuptiTimer::EstimateCallMs(const BenchmarkOptions& options,
   return static_cast<double>(with_calls_ms) / kEstimateCalls;
 }
 
-Status CuptiTimer::WarmUp(int64_t count, const BenchmarkOptions& options,
-                          const BenchmarkCall& call, CallHooks& hooks) {
+Status CuptiTimer::WarmUp(int64_t count, const BenchmarkOptions& options, const BenchmarkCall& call,
+                          CallHooks& hooks) {
   for (int64_t i = 0; i < count; ++i) {
     for (int fn = 0; fn < options.functions; ++fn) {
       KC_RETURN_IF_ERROR(Untimed(fn, options.flush, call, hooks));
@@ -210,15 +210,18 @@ StatusOr<BenchmarkResult> CuptiTimer::Run(const BenchmarkOptions& options,
 
   std::vector<HostWindow> host_windows;
   host_windows.reserve(windows.size());
-  for (const Window& w : windows) host_windows.push_back(w.host);
+  for (const Window& w : windows)
+    host_windows.push_back(w.host);
   KC_ASSIGN_OR_RETURN(Attribution attribution,
                       AttributeToWindows(std::move(records), host_windows));
   result.functions.resize(options.functions);
   std::vector<std::vector<size_t>> by_fn(options.functions);
-  for (size_t i = 0; i < windows.size(); ++i) by_fn[windows[i].fn].push_back(i);
+  for (size_t i = 0; i < windows.size(); ++i)
+    by_fn[windows[i].fn].push_back(i);
   for (int fn = 0; fn < options.functions; ++fn) {
     FunctionSamples& samples = result.functions[fn];
-    for (size_t i : by_fn[fn]) samples.samples_ms.push_back(attribution.spans_ms[i]);
+    for (size_t i : by_fn[fn])
+      samples.samples_ms.push_back(attribution.spans_ms[i]);
     samples.activities_stable = StableAmong(attribution, by_fn[fn]);
   }
   result.unattributed_activities = attribution.unattributed_activities;

@@ -7,14 +7,11 @@ namespace kc::native {
 namespace py = pybind11;
 namespace {
 
-struct BoundFunctions {
-  py::object tensor_type;
-  py::object to_dlpack;
-  py::object from_dlpack;
-};
-
-// Leaked on purpose: the interpreter may tear modules down before static destructors run.
-BoundFunctions* g_bound = nullptr;
+// Strong references, leaked on purpose: the interpreter may tear modules down before static
+// destructors run.
+PyObject* g_tensor_type = nullptr;  // torch.Tensor
+PyObject* g_to_dlpack = nullptr;    // torch._C._to_dlpack
+PyObject* g_from_dlpack = nullptr;  // torch._C._from_dlpack
 
 size_t ElementBytes(const DLDataType& type) {
   return (static_cast<size_t>(type.bits) * type.lanes + 7) / 8;
@@ -53,7 +50,8 @@ void DestroyUnconsumedCapsule(PyObject* capsule) {
 ExportedTensor::ExportedTensor(DLManagedTensor* managed) : managed_(managed) {
   const DLTensor& t = managed->dl_tensor;
   size_t count = 1;
-  for (int d = 0; d < t.ndim; ++d) count *= static_cast<size_t>(t.shape[d]);
+  for (int d = 0; d < t.ndim; ++d)
+    count *= static_cast<size_t>(t.shape[d]);
   bytes_ = count * ElementBytes(t.dtype);
   contiguous_ = IsContiguous(t);
 }
@@ -74,22 +72,49 @@ ElementType ExportedTensor::type() const {
   return {managed_->dl_tensor.dtype.code, managed_->dl_tensor.dtype.bits};
 }
 
-Status TorchExchange::Bind(py::object tensor_type, py::object to_dlpack, py::object from_dlpack) {
-  if (g_bound != nullptr) return FailedPreconditionError("the torch exchange is bound already");
-  g_bound = new BoundFunctions{std::move(tensor_type), std::move(to_dlpack), std::move(from_dlpack)};
+Status TorchExchange::BindExporter(py::object tensor_type, py::object to_dlpack) {
+  if (g_tensor_type != nullptr) return FailedPreconditionError("the exporters are already bound");
+  if (!PyType_Check(tensor_type.ptr())) return InvalidArgumentError("tensor_type must be a type");
+  if (!PyCallable_Check(to_dlpack.ptr())) return InvalidArgumentError("to_dlpack must be callable");
+  g_tensor_type = tensor_type.release().ptr();
+  g_to_dlpack = to_dlpack.release().ptr();
   return Status::Ok();
 }
 
-bool TorchExchange::Bound() { return g_bound != nullptr; }
+Status TorchExchange::BindImporter(py::object from_dlpack) {
+  if (g_from_dlpack != nullptr) return FailedPreconditionError("the importer is already bound");
+  if (!PyCallable_Check(from_dlpack.ptr())) {
+    return InvalidArgumentError("from_dlpack must be callable");
+  }
+  g_from_dlpack = from_dlpack.release().ptr();
+  return Status::Ok();
+}
+
+bool TorchExchange::ExporterBound() {
+  return g_tensor_type != nullptr;
+}
+
+bool TorchExchange::Bound() {
+  return g_tensor_type != nullptr && g_from_dlpack != nullptr;
+}
 
 bool TorchExchange::IsTensor(py::handle object) {
-  return g_bound != nullptr && Py_TYPE(object.ptr()) ==
-                                   reinterpret_cast<PyTypeObject*>(g_bound->tensor_type.ptr());
+  return g_tensor_type != nullptr &&
+         Py_TYPE(object.ptr()) == reinterpret_cast<PyTypeObject*>(g_tensor_type);
+}
+
+bool TorchExchange::IsTensorInstance(py::handle object) {
+  return g_tensor_type != nullptr &&
+         PyObject_TypeCheck(object.ptr(), reinterpret_cast<PyTypeObject*>(g_tensor_type));
+}
+
+py::object TorchExchange::ExportCapsule(py::handle object) {
+  return py::reinterpret_borrow<py::object>(g_to_dlpack)(object);
 }
 
 StatusOr<std::unique_ptr<ExportedTensor>> TorchExchange::Export(py::handle object) {
   if (!IsTensor(object)) return InvalidArgumentError("not a torch.Tensor");
-  py::object capsule = g_bound->to_dlpack(object);
+  py::object capsule = ExportCapsule(object);
   if (!PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
     return InternalError("to_dlpack did not return a DLPack capsule");
   }
@@ -101,7 +126,7 @@ StatusOr<std::unique_ptr<ExportedTensor>> TorchExchange::Export(py::handle objec
 
 StatusOr<py::object> TorchExchange::Wrap(std::shared_ptr<DeviceBuffer> buffer,
                                          const ExportedTensor& like) {
-  if (g_bound == nullptr) return FailedPreconditionError("the torch exchange is not bound");
+  if (g_from_dlpack == nullptr) return FailedPreconditionError("the torch importer is not bound");
   auto lent = std::make_unique<Lent>();
   const DLTensor& model = like.dl();
   lent->shape.assign(model.shape, model.shape + model.ndim);
@@ -119,7 +144,8 @@ StatusOr<py::object> TorchExchange::Wrap(std::shared_ptr<DeviceBuffer> buffer,
   PyObject* capsule = PyCapsule_New(&lent->managed, "dltensor", DestroyUnconsumedCapsule);
   if (capsule == nullptr) throw py::error_already_set();
   lent.release();  // owned by the capsule, then by torch
-  return g_bound->from_dlpack(py::reinterpret_steal<py::object>(capsule));
+  return py::reinterpret_borrow<py::object>(g_from_dlpack)(
+      py::reinterpret_steal<py::object>(capsule));
 }
 
 }  // namespace kc::native

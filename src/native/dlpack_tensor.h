@@ -6,13 +6,14 @@
 // method, and its data is not the benchmark's to copy.
 #pragma once
 
+#include <dlpack/dlpack.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
 
-#include <dlpack/dlpack.h>
 #include <pybind11/pybind11.h>
 
 #include "base/status.h"
@@ -45,16 +46,25 @@ class ExportedTensor {
   bool contiguous_ = false;
 };
 
+// The process's one binding of torch's exchange functions, shared by the benchmark and by
+// check_close (integrity_bindings.cc). Each half is bound once, before user code runs (the
+// exporter when kcoral.builtins is imported after torch, or at the GPU worker's initialize; the
+// importer at initialize); later binding is refused, so user code cannot swap them.
 class TorchExchange {
  public:
-  // Called once per worker, before user code runs; later calls are refused.
-  static Status Bind(pybind11::object tensor_type, pybind11::object to_dlpack,
-                     pybind11::object from_dlpack);
-  static bool Bound();
+  static Status BindExporter(pybind11::object tensor_type, pybind11::object to_dlpack);
+  static Status BindImporter(pybind11::object from_dlpack);
+  static bool ExporterBound();
+  static bool Bound();  // both halves
 
-  // nullopt when `object` is not exactly a torch.Tensor.
-  static StatusOr<std::unique_ptr<ExportedTensor>> Export(pybind11::handle object);
+  // Exactly a torch.Tensor (a subclass can override any method).
   static bool IsTensor(pybind11::handle object);
+  // An instance of torch.Tensor or of a subclass.
+  static bool IsTensorInstance(pybind11::handle object);
+  // The bound exporter's capsule for an instance (IsTensorInstance).
+  static pybind11::object ExportCapsule(pybind11::handle object);
+  // Export() of an exact torch.Tensor, owning the capsule's tensor.
+  static StatusOr<std::unique_ptr<ExportedTensor>> Export(pybind11::handle object);
 
   // A torch tensor shaped like `like` over `buffer`, which it keeps alive.
   static StatusOr<pybind11::object> Wrap(std::shared_ptr<DeviceBuffer> buffer,

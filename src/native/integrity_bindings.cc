@@ -11,6 +11,7 @@
 #include "native/clock_events.h"
 #include "native/cuda_status.h"
 #include "native/dlpack_export.h"
+#include "native/dlpack_tensor.h"
 #include "native/gpu_telemetry.h"
 #include "native/process_scan.h"
 #include "native/python_errors.h"
@@ -58,29 +59,19 @@ py::object JsonToPython(const nlohmann::json& value) {
   return py::none();
 }
 
-// The exporter check_close reads torch tensors through, bound once, at worker start, before any
-// upload is imported: user code that later rebinds torch.Tensor.__dlpack__ or
-// torch.utils.dlpack.to_dlpack does not reach the checker. Strong references, kept for the
-// interpreter's life; a second binding is refused, so user code cannot swap them either.
-PyObject* g_tensor_type = nullptr;  // torch.Tensor
-PyObject* g_to_dlpack = nullptr;    // torch._C._to_dlpack
-
+// The exporter check_close reads torch tensors through is the process's one binding
+// (dlpack_tensor.h TorchExchange), made before any upload is imported.
 void BindExporters(const py::object& tensor_type, const py::object& to_dlpack) {
-  if (g_tensor_type != nullptr) Raise(PyExc_RuntimeError, "the exporters are already bound");
-  if (!PyType_Check(tensor_type.ptr())) Raise(PyExc_TypeError, "tensor_type must be a type");
-  if (!PyCallable_Check(to_dlpack.ptr())) Raise(PyExc_TypeError, "to_dlpack must be callable");
-  g_tensor_type = tensor_type.inc_ref().ptr();
-  g_to_dlpack = to_dlpack.inc_ref().ptr();
+  Status bound = TorchExchange::BindExporter(tensor_type, to_dlpack);
+  if (bound.code() == StatusCode::kFailedPrecondition) Raise(PyExc_RuntimeError, bound.message());
+  if (!bound.ok()) Raise(PyExc_TypeError, bound.message());
 }
 
 // A DLPack capsule of `object`, without asking the object itself: instances of the bound tensor
 // type go through the bound exporter; others only when their type is immutable (numpy.ndarray:
 // nothing can rebind its __dlpack__), through the method found on that type.
 py::object ExportCapsule(py::handle object, const char* role) {
-  if (g_tensor_type != nullptr &&
-      PyObject_TypeCheck(object.ptr(), reinterpret_cast<PyTypeObject*>(g_tensor_type))) {
-    return py::reinterpret_borrow<py::object>(g_to_dlpack)(object);
-  }
+  if (TorchExchange::IsTensorInstance(object)) return TorchExchange::ExportCapsule(object);
   PyTypeObject* type = Py_TYPE(object.ptr());
   if (PyType_HasFeature(type, Py_TPFLAGS_IMMUTABLETYPE)) {
     PyObject* method = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), "__dlpack__");
@@ -174,7 +165,7 @@ void DefineIntegrityBindings(py::module_& m) {
         "Binds, once, the tensor type and DLPack exporter check_close uses (torch.Tensor,\n"
         "torch._C._to_dlpack). RuntimeError when already bound.");
   m.def(
-      "exporters_bound", [] { return g_tensor_type != nullptr; },
+      "exporters_bound", [] { return TorchExchange::ExporterBound(); },
       "Whether bind_exporters has run.");
   m.def("check_close", &CheckClose, py::arg("actual"), py::arg("expected"), py::arg("rtol"),
         py::arg("atol"),

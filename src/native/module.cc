@@ -54,9 +54,9 @@ py::object Run(std::vector<py::object> functions, const py::tuple& args,
 py::object Benchmark(const py::object& fn, const py::tuple& args, std::optional<int64_t> warmup,
                      std::optional<int64_t> repeat, double warmup_ms, double repeat_ms,
                      bool flush_l2, std::optional<std::vector<int>> outputs, bool rotate_inputs) {
-  return Run({fn}, args,
-             Request(warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs),
-                     rotate_inputs));
+  return Run(
+      {fn}, args,
+      Request(warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs), rotate_inputs));
 }
 
 py::object BenchmarkPaired(const py::object& candidate, const py::object& reference,
@@ -64,9 +64,9 @@ py::object BenchmarkPaired(const py::object& candidate, const py::object& refere
                            std::optional<int64_t> repeat, double warmup_ms, double repeat_ms,
                            bool flush_l2, std::optional<std::vector<int>> outputs,
                            bool rotate_inputs) {
-  return Run({candidate, reference}, args,
-             Request(warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs),
-                     rotate_inputs));
+  return Run(
+      {candidate, reference}, args,
+      Request(warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs), rotate_inputs));
 }
 
 void Bind(py::object tensor_type, py::object to_dlpack, py::object from_dlpack) {
@@ -122,7 +122,6 @@ int64_t CuptiVersion() {
 
 }  // namespace
 }  // namespace kc::native
-
 
 PYBIND11_MODULE(_native, m) {
   namespace native = kc::native;

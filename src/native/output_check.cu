@@ -1,9 +1,8 @@
-#include "native/output_check.h"
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "native/cuda_status.h"
+#include "native/output_check.h"
 
 namespace kc::native {
 namespace {
@@ -11,10 +10,18 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kMaxBlocks = 1024;  // grid-stride: enough to fill an H200, bounded for tiny outputs
 
-__device__ float AsFloat(__half v) { return __half2float(v); }
-__device__ float AsFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ double AsDouble(float v) { return v; }
-__device__ double AsDouble(double v) { return v; }
+__device__ float AsFloat(__half v) {
+  return __half2float(v);
+}
+__device__ float AsFloat(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+__device__ double AsDouble(float v) {
+  return v;
+}
+__device__ double AsDouble(double v) {
+  return v;
+}
 
 template <typename T>
 __device__ bool Close(T a, T e, float rtol, float atol) {
@@ -46,8 +53,8 @@ __device__ void AddBlockCount(unsigned long long mine, unsigned long long* count
 }
 
 template <typename T>
-__global__ void CountNotClose(const T* actual, const T* expected, size_t n, float rtol,
-                              float atol, unsigned long long* counter) {
+__global__ void CountNotClose(const T* actual, const T* expected, size_t n, float rtol, float atol,
+                              unsigned long long* counter) {
   unsigned long long mine = 0;
   for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
        i += size_t{gridDim.x} * blockDim.x) {
@@ -86,9 +93,8 @@ template <typename T>
 void LaunchClose(const void* a, const void* e, size_t bytes, OutputTolerance t,
                  unsigned long long* counter, cudaStream_t stream) {
   size_t n = bytes / sizeof(T);
-  CountNotClose<T><<<Blocks(n), kThreads, 0, stream>>>(static_cast<const T*>(a),
-                                                       static_cast<const T*>(e), n, t.rtol,
-                                                       t.atol, counter);
+  CountNotClose<T><<<Blocks(n), kThreads, 0, stream>>>(
+      static_cast<const T*>(a), static_cast<const T*>(e), n, t.rtol, t.atol, counter);
 }
 
 }  // namespace
@@ -111,8 +117,7 @@ Status EnqueueCountMismatches(const void* actual, const void* expected, size_t b
         static_cast<const uint32_t*>(actual), static_cast<const uint32_t*>(expected), n, counter);
   } else {
     CountNotEqual<uint8_t><<<Blocks(bytes), kThreads, 0, stream>>>(
-        static_cast<const uint8_t*>(actual), static_cast<const uint8_t*>(expected), bytes,
-        counter);
+        static_cast<const uint8_t*>(actual), static_cast<const uint8_t*>(expected), bytes, counter);
   }
   KC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::Ok();
@@ -121,7 +126,7 @@ Status EnqueueCountMismatches(const void* actual, const void* expected, size_t b
 Status EnqueueCountUnpoisoned(const void* data, size_t bytes, unsigned long long* counter,
                               cudaStream_t stream) {
   CountNotByte<<<Blocks(bytes), kThreads, 0, stream>>>(static_cast<const uint8_t*>(data), bytes,
-                                                        kPoisonByte, counter);
+                                                       kPoisonByte, counter);
   KC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::Ok();
 }

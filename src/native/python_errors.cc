@@ -18,9 +18,9 @@ PyObject* NewException(const char* name, const char* doc) {
 }  // namespace
 
 void DefineExceptions(py::module_& m) {
-  g_unavailable_error = NewException(
-      "kcoral._native.UnavailableError",
-      "CUPTI or the GPU is unusable here (maps to kind `unavailable`).");
+  g_unavailable_error =
+      NewException("kcoral._native.UnavailableError",
+                   "CUPTI or the GPU is unusable here (maps to kind `unavailable`).");
   g_call_error = NewException("kcoral._native.CallError",
                               "A CUDA error during warm-up or timing (maps to kind `runtime`).");
   g_output_check_error = NewException(
@@ -32,9 +32,15 @@ void DefineExceptions(py::module_& m) {
   m.attr("OutputCheckError") = py::reinterpret_borrow<py::object>(g_output_check_error);
 }
 
-PyObject* UnavailableErrorType() { return g_unavailable_error; }
-PyObject* CallErrorType() { return g_call_error; }
-PyObject* OutputCheckErrorType() { return g_output_check_error; }
+PyObject* UnavailableErrorType() {
+  return g_unavailable_error;
+}
+PyObject* CallErrorType() {
+  return g_call_error;
+}
+PyObject* OutputCheckErrorType() {
+  return g_output_check_error;
+}
 
 void Raise(PyObject* type, const std::string& message) {
   PyErr_SetString(type, message.c_str());

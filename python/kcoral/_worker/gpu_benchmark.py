@@ -29,8 +29,6 @@ def bind(native, torch) -> None:
     """Binds the natives and torch's DLPack exchange, before any upload runs."""
     global _native, _benchmark, _benchmark_paired
     native.bind_worker(torch.Tensor, torch._C._to_dlpack, torch._C._from_dlpack)
-    if not native.exporters_bound():  # check_close's exporter (builtins binds it when it can)
-        native.bind_exporters(torch.Tensor, torch._C._to_dlpack)
     _native, _benchmark, _benchmark_paired = native, native.benchmark, native.benchmark_paired
 
 

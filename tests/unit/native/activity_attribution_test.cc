@@ -48,8 +48,8 @@ TEST(ActivityAttributionTest, EmptyWindowIsUnavailable) {
 TEST(ActivityAttributionTest, StabilityPerGroupOfWindows) {
   ActivityRecords records;
   records.api = {{105, 1}, {305, 2}, {505, 3}};
-  records.device = {Kernel(110, 150, 1), Kernel(310, 350, 2),
-                    {510, 550, 3, ActivityIdentity{10, 2, 0, 0}}};
+  records.device = {
+      Kernel(110, 150, 1), Kernel(310, 350, 2), {510, 550, 3, ActivityIdentity{10, 2, 0, 0}}};
   auto result = AttributeToWindows(records, {{100, 120, 200}, {300, 320, 400}, {500, 520, 600}});
   ASSERT_TRUE(result.ok());
   EXPECT_TRUE(StableAmong(*result, {0, 1}));
