@@ -74,4 +74,17 @@ with Client(url) as client:
         "b": saved_text,
         "a": result.results["a"].read_bytes().decode(),
     }
+
+    # 4. the benchmark builtin, as the seed's programs call it (a handle from the uploaded module)
+    program = Program()
+    module = program.upload(
+        kind="module",
+        source="from kcoral.builtins import benchmark\ndef work(n):\n    return sum(range(n))\n",
+    )
+    benchmark = program.get_function(module=module, name="benchmark")
+    work = program.get_function(module=module, name="work")
+    timing = program.run(fn=benchmark, args=[work, 1000, {"warmup": 2, "repeat": 20}])
+    program.return_(key="timing", value=timing)
+    result = client.execute(program)
+    report["benchmark"] = {"status": result.status, "timing": result.results.get("timing")}
 print(json.dumps(report))

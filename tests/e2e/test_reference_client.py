@@ -47,6 +47,13 @@ def test_reference_client_runs_unchanged(make_server):
     assert folder["directories"] == ["sub"]
     assert folder["b"] == "HELLO FILE"
     assert folder["a"] == "hello file"
+    benchmark = report["benchmark"]
+    assert benchmark["status"] == "COMPLETED"
+    timing = benchmark["timing"]
+    assert {"latency_ms_median", "latency_ms_mean", "latency_ms_min", "latency_ms_max",
+            "activities_stable", "flush_l2", "warmup", "repeat"} <= set(timing)
+    assert timing["repeat"] == 20 and timing["warmup"] == 2 and timing["timer"] == "host"
+    assert timing["integrity"]["verified"] is True and timing["integrity"]["trusted"] is True
     # The bytes upload really went through CACHE_MISS first.
     finishes = [e["finish_reason"] for e in server.events() if e["event"] == "request_finished"]
     assert "cache_miss" in finishes
