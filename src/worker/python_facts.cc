@@ -173,7 +173,9 @@ bool PythonFacts::Changed(const Watched& watched, const Entry& entry, PyObject* 
 }
 
 void PythonFacts::CheckModuleTable(PythonFindings& found) const {
-  // One pass over sys.modules, matching the key objects seen at bind time.
+  // One pass over sys.modules, matching the key objects seen at bind time. It stops at the last
+  // of them: the watched modules were imported before the bind, so they come early in the dict's
+  // order (torch.compile's thousands of modules come after them).
   PyObject* modules = PyImport_GetModuleDict();
   std::unordered_map<PyObject*, const Watched*> by_key;
   for (const Watched& watched : watched_) {
@@ -184,7 +186,10 @@ void PythonFacts::CheckModuleTable(PythonFindings& found) const {
   PyObject* value;
   Py_ssize_t position = 0;
   while (!by_key.empty() && PyDict_Next(modules, &position, &key, &value)) {
-    if (auto it = by_key.find(key); it != by_key.end()) now.emplace(it->second, value);
+    if (auto it = by_key.find(key); it != by_key.end()) {
+      now.emplace(it->second, value);
+      by_key.erase(it);
+    }
   }
   for (const Watched& watched : watched_) {
     if (!watched.module) continue;
