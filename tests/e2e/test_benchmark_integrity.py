@@ -176,6 +176,13 @@ def test_patched_statistics_and_checker_change_no_number_and_are_flagged(client)
     assert {"statistics.median", "kcoral.builtins.check_close"} <= set(found["python"]["patched"])
 
 
+def test_a_module_replaced_in_sys_modules_is_flagged(client):
+    source = ("import sys, types\nsys.modules['math'] = types.ModuleType('math')\n"
+              "from kcoral.builtins import benchmark\n" + KERNEL)
+    found = integrity(completed(client.execute(timed(source))))
+    assert "patched: math (in sys.modules)" in found["flags"], found["flags"]
+
+
 def test_a_name_added_to_kcoral_builtins_is_not_a_patch(client):
     source = ("import kcoral.builtins\nkcoral.builtins.__dict__['summarize'] = print\n"
               "from kcoral.builtins import benchmark\n" + KERNEL)
