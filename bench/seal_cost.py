@@ -111,6 +111,8 @@ def main() -> None:
         torch.cuda.synchronize()
         label = f"torch {torch.__version__}, CUDA initialised"
     else:
+        import kcoral.builtins  # noqa: F401 - before the stand-in, which is no torch to bind to
+
         stand_in_torch()
         label = "torch stand-in (2,000 names, 700-entry Tensor dict)"
     from kcoral import _core

@@ -44,6 +44,22 @@ bool Ignored(PyObject* key) {
          PyUnicode_CompareWithASCIIString(key, "__warningregistry__") == 0;
 }
 
+// The value under the exact-str key equal to `key` (an exact str), or null. Only exact strings
+// are compared, so no key's __eq__ runs.
+PyObject* FindByContent(PyObject* dict, PyObject* key) {
+  PyObject* candidate;
+  PyObject* value;
+  Py_ssize_t position = 0;
+  while (PyDict_Next(dict, &position, &candidate, &value)) {
+    if (candidate == key) return value;
+    if (PyUnicode_CheckExact(candidate) && PyUnicode_CheckExact(key) &&
+        PyUnicode_Compare(candidate, key) == 0) {
+      return value;
+    }
+  }
+  return nullptr;
+}
+
 bool IsScalar(PyObject* value) {
   return value == Py_None || PyBool_Check(value) || PyLong_CheckExact(value) ||
          PyFloat_CheckExact(value);
@@ -76,6 +92,15 @@ void PythonFacts::Bind(const std::vector<std::string>& names, const py::list& ch
     Watched entry{name, py::object(), py::object(), {}};
     if (modules.contains(name)) {
       entry.module = modules[py::str(name)];
+      PyObject* key;
+      PyObject* value;
+      Py_ssize_t position = 0;
+      while (PyDict_Next(modules.ptr(), &position, &key, &value)) {
+        if (value == entry.module.ptr() && PyUnicode_Check(key) &&
+            PyUnicode_CompareWithASCIIString(key, name.c_str()) == 0) {
+          entry.module_key = py::reinterpret_borrow<py::object>(key);
+        }
+      }
       if (!py::hasattr(entry.module, "__dict__")) continue;
       entry.dict = entry.module.attr("__dict__");
     } else {
@@ -141,26 +166,54 @@ bool PythonFacts::Changed(const Watched& watched, const Entry& entry, PyObject* 
   // A wrapper that a library is known to put around this very name, around the original.
   auto allowed = benign_.find(watched.name + "." + Utf8(entry.key.ptr()));
   if (allowed == benign_.end() || PyFunction_GetCode(now) != allowed->second) return true;
-  PyObject* wrapped = PyObject_GetAttrString(now, "__wrapped__");
-  if (wrapped == nullptr) PyErr_Clear();
-  Py_XDECREF(wrapped);  // only its identity is compared
-  return wrapped != entry.value.ptr();
+  PyObject* attributes = reinterpret_cast<PyFunctionObject*>(now)->func_dict;
+  if (attributes == nullptr) return true;
+  py::str wrapped_name("__wrapped__");
+  return FindByContent(attributes, wrapped_name.ptr()) != entry.value.ptr();
+}
+
+void PythonFacts::CheckModuleTable(PythonFindings& found) const {
+  // One pass over sys.modules, matching the key objects seen at bind time. It stops at the last
+  // of them: the watched modules were imported before the bind, so they come early in the dict's
+  // order (torch.compile's thousands of modules come after them).
+  PyObject* modules = PyImport_GetModuleDict();
+  std::unordered_map<PyObject*, const Watched*> by_key;
+  for (const Watched& watched : watched_) {
+    if (watched.module_key) by_key.emplace(watched.module_key.ptr(), &watched);
+  }
+  std::unordered_map<const Watched*, PyObject*> now;
+  PyObject* key;
+  PyObject* value;
+  Py_ssize_t position = 0;
+  while (!by_key.empty() && PyDict_Next(modules, &position, &key, &value)) {
+    if (auto it = by_key.find(key); it != by_key.end()) {
+      now.emplace(it->second, value);
+      by_key.erase(it);
+    }
+  }
+  for (const Watched& watched : watched_) {
+    if (!watched.module) continue;
+    auto it = now.find(&watched);
+    PyObject* module =
+        it != now.end()
+            ? it->second
+            : (watched.module_key ? FindByContent(modules, watched.module_key.ptr()) : nullptr);
+    if (module != watched.module.ptr()) {
+      found.patched.push_back(watched.name + " (in sys.modules)");
+    }
+  }
 }
 
 void PythonFacts::CheckPatched(PythonFindings& found) const {
-  PyObject* modules = PyImport_GetModuleDict();
+  CheckModuleTable(found);
   auto report = [&](const Watched& watched, const Entry& entry) {
     found.patched.push_back(watched.name + "." + Utf8(entry.key.ptr()));
   };
   for (const Watched& watched : watched_) {
-    if (watched.module) {
-      PyObject* now = PyDict_GetItemString(modules, watched.name.c_str());  // borrowed
-      if (now != watched.module.ptr()) found.patched.push_back(watched.name + " (in sys.modules)");
-    }
     // Fast path: a dict keeps insertion order, and replacing a value keeps its place, so the
     // snapshot is walked beside the dict, comparing pointers (a hash lookup per name costs
     // ~20 ns, too much for torch's thousands). The first key out of place (a name deleted, or
-    // deleted and added again) sends the rest to lookups.
+    // deleted and added again) sends the rest to a map of the dict by key object.
     const auto& entries = watched.entries;
     size_t next = 0;
     PyObject* key;
@@ -172,9 +225,16 @@ void PythonFacts::CheckPatched(PythonFindings& found) const {
       if (Changed(watched, entries[next], value)) report(watched, entries[next]);
       ++next;
     }
+    if (next == entries.size()) continue;
+    std::unordered_map<PyObject*, PyObject*> current;
+    position = 0;
+    while (PyDict_Next(watched.dict.ptr(), &position, &key, &value))
+      current.emplace(key, value);
     for (; next < entries.size(); ++next) {
-      PyObject* now = PyDict_GetItemWithError(watched.dict.ptr(), entries[next].key.ptr());
-      if (now == nullptr) PyErr_Clear();
+      auto it = current.find(entries[next].key.ptr());
+      PyObject* now = it != current.end()
+                          ? it->second
+                          : FindByContent(watched.dict.ptr(), entries[next].key.ptr());
       if (Changed(watched, entries[next], now)) report(watched, entries[next]);
     }
   }

@@ -20,6 +20,10 @@
 //   - a trace or profile function (sys.settrace/setprofile or the C-level ones) on this thread,
 //     and sys.monitoring tools (Python 3.12+).
 //
+// Check runs no Python code of the program's: dicts are read by iteration and keys compared by
+// identity or as exact strings, never by a lookup that could call a planted key's __eq__ (which
+// could put a patched name back for the length of the check).
+//
 // Needs the GIL for every call. Not thread-safe beyond that. The object lives until exit and is
 // never destroyed (it holds Python references that must not be released after finalization).
 #pragma once
@@ -77,7 +81,8 @@ class PythonFacts {
   };
   struct Watched {
     std::string name;
-    pybind11::object module;  // null for a type's dict
+    pybind11::object module;      // null for a type's dict
+    pybind11::object module_key;  // the key object naming `module` in sys.modules
     pybind11::object dict;
     std::vector<Entry> entries;  // in the dict's order at bind time
   };
@@ -85,6 +90,7 @@ class PythonFacts {
   void AddGenuine(PyObject* code, PyObject* globals);
   // Whether `now` (null: the name is gone) counts as a change of `entry`.
   bool Changed(const Watched& watched, const Entry& entry, PyObject* now) const;
+  void CheckModuleTable(PythonFindings& found) const;
   void CheckPatched(PythonFindings& found) const;
   void WalkCallChain(PythonFindings& found) const;
   void CheckMonitoring(PythonFindings& found) const;

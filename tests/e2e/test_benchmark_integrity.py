@@ -176,10 +176,55 @@ def test_patched_statistics_and_checker_change_no_number_and_are_flagged(client)
     assert {"statistics.median", "kcoral.builtins.check_close"} <= set(found["python"]["patched"])
 
 
+def test_a_module_replaced_in_sys_modules_is_flagged(client):
+    source = ("import sys, types\nsys.modules['math'] = types.ModuleType('math')\n"
+              "from kcoral.builtins import benchmark\n" + KERNEL)
+    found = integrity(completed(client.execute(timed(source))))
+    assert "patched: math (in sys.modules)" in found["flags"], found["flags"]
+
+
 def test_a_name_added_to_kcoral_builtins_is_not_a_patch(client):
     source = ("import kcoral.builtins\nkcoral.builtins.__dict__['summarize'] = print\n"
               "from kcoral.builtins import benchmark\n" + KERNEL)
     verified_and_trusted(completed(client.execute(timed(source))))
+
+
+# A key whose hash collides with "benchmark" sits before it in the dict's probe order; a check
+# that looked names up would call its __eq__, which puts the genuine benchmark back for the
+# length of the check. The check reads the dict by iteration instead.
+EQ_RESTORES_DURING_THE_CHECK = """
+import kcoral.builtins
+
+d = kcoral.builtins.__dict__
+genuine = d["benchmark"]
+
+def swapped(fn, *rest):
+    return genuine(lambda *a: None, *rest)
+
+class Planted:
+    armed = False
+
+    def __hash__(self):
+        return hash("benchmark")
+
+    def __eq__(self, other):
+        if Planted.armed:  # once, at the first lookup of "benchmark" after the setup
+            Planted.armed = False
+            d["benchmark"] = genuine
+        return False
+
+del d["benchmark"]
+d[Planted()] = None
+d["benchmark"] = swapped
+from kcoral.builtins import benchmark
+Planted.armed = True
+""" + KERNEL
+
+
+def test_a_planted_key_cannot_undo_a_patch_during_the_check(client):
+    found = integrity(completed(client.execute(timed(EQ_RESTORES_DURING_THE_CHECK))))
+    assert found["verified"] is True and found["trusted"] is False
+    assert "patched: kcoral.builtins.benchmark" in found["flags"], found["flags"]
 
 
 def test_assigning_to_kcoral_builtins_is_refused(client):
