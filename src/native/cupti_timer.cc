@@ -219,7 +219,7 @@ StatusOr<BenchmarkResult> CuptiTimer::Run(const BenchmarkOptions& options,
   for (size_t i = 0; i < windows.size(); ++i)
     by_fn[windows[i].fn].push_back(i);
   for (int fn = 0; fn < options.functions; ++fn) {
-    FunctionSamples& samples = result.functions[fn];
+    SampleSet& samples = result.functions[fn];
     for (size_t i : by_fn[fn])
       samples.samples_ms.push_back(attribution.spans_ms[i]);
     samples.activities_stable = StableAmong(attribution, by_fn[fn]);

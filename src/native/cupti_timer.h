@@ -29,6 +29,7 @@
 
 #include "base/status.h"
 #include "native/activity_collector.h"
+#include "native/benchmark_report.h"
 #include "native/l2_flush.h"
 #include "native/persisting_l2.h"
 
@@ -50,13 +51,8 @@ struct BenchmarkOptions {
   int functions = 1;  // 2: a paired benchmark, calls interleaved (ABBA)
 };
 
-struct FunctionSamples {
-  std::vector<double> samples_ms;  // one CUPTI span per timed call
-  bool activities_stable = true;
-};
-
 struct BenchmarkResult {
-  std::vector<FunctionSamples> functions;  // options.functions entries
+  std::vector<SampleSet> functions;  // options.functions entries: one CUPTI span per timed call
   int64_t warmup = 0;
   int64_t repeat = 0;
   FlushMode flush = FlushMode::kNone;
