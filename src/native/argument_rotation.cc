@@ -47,7 +47,7 @@ ArgumentRotation::~ArgumentRotation() {
 }
 
 void* ArgumentRotation::DataOf(const Argument& a, int set) const {
-  return set == 0 ? a.per_set[0]->data() : a.copies[set - 1]->data();
+  return copied_ ? a.copies[set]->data() : a.original->data();
 }
 
 StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::tuple& args,
@@ -68,7 +68,7 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
     Argument argument;
     argument.index = i;
     set_bytes += exported->bytes();
-    argument.per_set.push_back(std::move(exported));
+    argument.original = std::move(exported);
     rotation->tensors_.push_back(std::move(argument));
     tensor_indices.push_back(i);
   }
@@ -91,20 +91,22 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
     a.output = std::find(outputs.begin(), outputs.end(), a.index) != outputs.end();
   }
 
+  // Every set is a copy, so the caller's tensors are never poisoned; after the benchmark the
+  // caller's outputs get the first checked call's (as if the calls had run on them).
   int sets = 1;
-  if (plan.rotate && set_bytes > 0) {
+  const size_t affordable = set_bytes == 0 ? 0 : static_cast<size_t>(plan.max_copy_bytes) / set_bytes;
+  rotation->copied_ = affordable >= 1;
+  if (!rotation->copied_ && set_bytes > 0) {
+    rotation->notes_.push_back("arguments not copied: one copy (" + std::to_string(set_bytes) +
+                               " bytes) exceeds the copy budget; the calls use the caller's own");
+  } else if (plan.rotate && set_bytes > 0) {
     const size_t wanted = std::max<size_t>(2, (plan.target_bytes + set_bytes - 1) / set_bytes);
-    const size_t affordable = 1 + static_cast<size_t>(plan.max_copy_bytes) / set_bytes;
     sets = static_cast<int>(std::min({wanted, affordable, static_cast<size_t>(plan.max_sets)}));
-    if (sets < 2) {
-      rotation->notes_.push_back("inputs not rotated: one copy of the arguments (" +
-                                 std::to_string(set_bytes) + " bytes) exceeds the copy budget");
-    }
   }
 
   for (Argument& a : rotation->tensors_) {
-    const ExportedTensor& original = *a.per_set[0];
-    for (int s = 1; s < sets; ++s) {
+    const ExportedTensor& original = *a.original;
+    for (int s = 0; rotation->copied_ && s < sets; ++s) {
       KC_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBuffer> copy, Allocate(original.bytes()));
       KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(copy->data(), original.data(), original.bytes(),
                                               cudaMemcpyDeviceToDevice, kStream));
@@ -118,16 +120,15 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
     }
   }
 
-  // The Python argument tuples, one per set; set 0 is the caller's own.
-  rotation->sets_.push_back(args);
-  for (int s = 1; s < sets; ++s) {
+  // The Python argument tuples, one per set.
+  if (!rotation->copied_) rotation->sets_.push_back(args);
+  for (int s = 0; rotation->copied_ && s < sets; ++s) {
     py::tuple tuple(n);
     size_t next = 0;
     for (int i = 0; i < n; ++i) {
       if (next < rotation->tensors_.size() && rotation->tensors_[next].index == i) {
         const Argument& a = rotation->tensors_[next++];
-        KC_ASSIGN_OR_RETURN(py::object wrapped,
-                            TorchExchange::Wrap(a.copies[s - 1], *a.per_set[0]));
+        KC_ASSIGN_OR_RETURN(py::object wrapped, TorchExchange::Wrap(a.copies[s], *a.original));
         tuple[i] = std::move(wrapped);
       } else {
         tuple[i] = args[i];
@@ -144,7 +145,7 @@ Status ArgumentRotation::BeforeCall(int /*fn*/, int64_t call) {
   for (const Argument& a : tensors_) {
     if (!a.output) continue;
     KC_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(DataOf(a, set), kPoisonByte, a.per_set[0]->bytes(), kStream));
+        cudaMemsetAsync(DataOf(a, set), kPoisonByte, a.original->bytes(), kStream));
   }
   return Status::Ok();
 }
@@ -154,7 +155,7 @@ Status ArgumentRotation::AfterFirstCall(int fn, int64_t call) {
   for (Argument& a : tensors_) {
     if (!a.output) continue;
     KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(a.reference[fn]->data(), DataOf(a, set),
-                                            a.per_set[0]->bytes(), cudaMemcpyDeviceToDevice,
+                                            a.original->bytes(), cudaMemcpyDeviceToDevice,
                                             kStream));
   }
   return Status::Ok();
@@ -174,7 +175,7 @@ Status ArgumentRotation::AfterTimedCall(int fn, int64_t call, int64_t slot) {
   const int set = SetOf(call);
   for (const Argument& a : tensors_) {
     if (!a.output) continue;
-    const ExportedTensor& model = *a.per_set[0];
+    const ExportedTensor& model = *a.original;
     KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, set), a.reference[fn]->data(),
                                               model.bytes(), model.type(), OutputTolerance{},
                                               counters_ + fn * timed_calls_ + slot, kStream));
@@ -190,7 +191,7 @@ StatusOr<RotationFindings> ArgumentRotation::Finish() {
   unsigned long long* cross = input_mismatch + sets_.size() * tensors_.size();
   for (size_t t = 0; t < tensors_.size(); ++t) {
     const Argument& a = tensors_[t];
-    const ExportedTensor& model = *a.per_set[0];
+    const ExportedTensor& model = *a.original;
     if (a.output) {
       for (int f = 0; f < functions_; ++f) {
         KC_RETURN_IF_ERROR(EnqueueCountUnpoisoned(a.reference[f]->data(), model.bytes(),
@@ -203,8 +204,8 @@ StatusOr<RotationFindings> ArgumentRotation::Finish() {
       }
       continue;
     }
-    for (int s = 1; s < sets(); ++s) {  // each copy against the caller's tensor
-      KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, s), DataOf(a, 0), model.bytes(),
+    for (int s = 0; copied_ && s < sets(); ++s) {  // each copy against the caller's tensor
+      KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, s), a.original->data(), model.bytes(),
                                                 model.type(), kExact,
                                                 input_mismatch + s * tensors_.size() + t, kStream));
     }
@@ -237,7 +238,7 @@ StatusOr<RotationFindings> ArgumentRotation::Finish() {
     }
   }
   for (size_t t = 0; t < tensors_.size(); ++t) {
-    for (int s = 1; s < sets(); ++s) {
+    for (int s = 0; s < sets(); ++s) {
       if (counts[functions_ * timed_calls_ + functions_ * tensors_.size() + s * tensors_.size() +
                  t] != 0) {
         findings.flags.push_back("the benchmarked call changed its input argument " +
@@ -247,6 +248,14 @@ StatusOr<RotationFindings> ArgumentRotation::Finish() {
     }
   }
   if (functions_ == 2) findings.cross_mismatches = counts.back();
+  // The caller's outputs end as the calls would have left them, where the first checked call
+  // wrote them at all (a wrong guess of `outputs` must not overwrite an input with poison).
+  for (size_t t = 0; copied_ && t < tensors_.size(); ++t) {
+    const Argument& a = tensors_[t];
+    if (!a.output || counts[functions_ * timed_calls_ + t] == 0) continue;
+    KC_CUDA_RETURN_IF_ERROR(cudaMemcpy(a.original->data(), a.reference[0]->data(),
+                                       a.original->bytes(), cudaMemcpyDeviceToDevice));
+  }
   return findings;
 }
 

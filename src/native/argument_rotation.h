@@ -1,13 +1,15 @@
 // ArgumentRotation: fresh inputs and checked outputs for every call of a benchmark
 // (docs/benchmark-integrity.md "Fresh inputs, checked outputs").
 //
-// The call's torch.Tensor arguments get `sets - 1` independent copies (device buffers of our
-// own); call k uses set k % sets, set 0 being the caller's own tensors. Output arguments are
-// poisoned (kPoisonByte) before every call, so a call that skips its work leaves poison behind;
-// the first checked call's outputs become the reference, and every timed call's outputs are
-// compared with it on the device. Inputs must come out of the benchmark as they went in.
-// Defeats result caching (keyed on values or on data_ptr), replay, and storage swaps: we hold
-// every buffer ourselves, so y.set_() redirects only the Python object.
+// The call's torch.Tensor arguments get `sets` independent copies (device buffers of our own);
+// call k uses set k % sets, and the caller's tensors are never passed, so nothing the checks
+// write reaches them. Output arguments are poisoned (kPoisonByte) before every call, so a call
+// that skips its work leaves poison behind; the first checked call's outputs become the
+// reference, and every timed call's outputs are compared with it on the device. Inputs must come
+// out of the benchmark as they went in. At the end the caller's outputs get the reference, as if
+// the calls had run on them. Defeats result caching (keyed on values or on data_ptr), replay,
+// and storage swaps: we hold every buffer ourselves, so y.set_() redirects only the Python
+// object.
 //
 // Usage:
 //   KC_ASSIGN_OR_RETURN(auto rotation, ArgumentRotation::Create(args, plan, 2));
@@ -78,8 +80,8 @@ class ArgumentRotation final : public CallHooks {
   struct Argument {
     int index = 0;
     bool output = false;
-    std::vector<std::unique_ptr<ExportedTensor>> per_set;  // [0] is the caller's tensor
-    std::vector<std::shared_ptr<DeviceBuffer>> copies;
+    std::unique_ptr<ExportedTensor> original;  // the caller's tensor
+    std::vector<std::shared_ptr<DeviceBuffer>> copies;  // one per set, when copied_
     std::vector<std::shared_ptr<DeviceBuffer>> reference;  // per function, outputs only
   };
 
@@ -90,6 +92,7 @@ class ArgumentRotation final : public CallHooks {
   void* DataOf(const Argument& a, int set) const;
 
   std::vector<pybind11::tuple> sets_;
+  bool copied_ = true;  // false: the copies exceed the budget, and the calls use the caller's
   std::vector<Argument> tensors_;  // rotated tensor arguments, in argument order
   std::vector<int> not_rotated_;   // tensor-like arguments we could not copy
   std::vector<std::string> notes_;
