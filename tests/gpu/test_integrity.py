@@ -243,3 +243,34 @@ def test_gpu_state_is_reported_and_clock_changes_refused(gpu_client):
     record("gpu_state", {"attempt": attempt, "gpu": gpu})
     assert gpu["start"]["sm_mhz"] > 0 and gpu["end"]["sm_mhz"] > 0
     assert gpu["uuid"].startswith("GPU-")
+
+
+def test_callers_tensors_are_never_poisoned(gpu_client):
+    """The benchmark runs on copies: the caller's output gets the kernel's result (as the
+    reference's benchmark leaves it), and an output-first kernel, whose input the default guess
+    poisons, is flagged while the caller's input stays intact."""
+    n = 1 << 20
+    program = Program()
+    ops = program.upload(id="ops", kind="module", source=OPS + "from kcoral.builtins import assert_close\n")
+    randn, empty = (program.get_function(id=name, module=ops, name=name) for name in ("randn", "empty"))
+    x = program.run(id="x", fn=randn, args=[n])
+    x_again = program.run(id="x_again", fn=randn, args=[n])  # the same seed: equal to x
+    y = program.run(id="y", fn=empty, args=[n])
+    expected = program.run(id="expected", fn=empty, args=[n])
+    kernels = program.upload(id="k", kind="module", source=cheats.HONEST + "\ndef output_first(y, x):\n    torch.mul(x, 2.0, out=y)\n")
+    kernel = program.get_function(id="kernel", module=kernels, name="kernel")
+    output_first = program.get_function(id="output_first", module=kernels, name="output_first")
+    program.run(id="reference", fn=kernel, args=[x, expected])
+    benchmark = program.get_function(id="benchmark", module=ops, name="benchmark")
+    assert_close = program.get_function(id="assert_close", module=ops, name="assert_close")
+    program.run(id="timing", fn=benchmark, args=[kernel, x, y, {}])  # y was never written before
+    program.return_(key="y_filled", value=program.run(id="c1", fn=assert_close, args=[y, expected]))
+    guessed = program.run(id="guessed", fn=benchmark, args=[output_first, y, x, {}])
+    program.return_(key="guessed", value=guessed)
+    program.return_(key="x_intact", value=program.run(id="c2", fn=assert_close, args=[x, x_again]))
+    result = _run(gpu_client, program)
+    assert result.completed, result.error
+    assert result.results["y_filled"]["passed"] is True
+    assert result.results["x_intact"]["passed"] is True
+    flags = result.results["guessed"]["integrity"]["flags"]
+    assert any("did not write output argument 1" in flag for flag in flags), flags
