@@ -35,6 +35,8 @@ StatusOr<std::vector<unsigned long long>> ReadCounters(const unsigned long long*
   return host;
 }
 
+constexpr const char* kProbed = "changed by a probe call (restored to the caller's values before each call)";
+
 // Exact comparison: inputs must come back bit for bit (NaN matches NaN).
 constexpr OutputTolerance kExact{0.0f, 0.0f};
 // A paired benchmark's two functions agree as builtins.assert_close's defaults require.
@@ -73,22 +75,14 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
     tensor_indices.push_back(i);
   }
 
-  // Outputs: as declared, else the last tensor argument of a call with two or more
-  // (destination-passing style, as the seed's add_one(x, y)).
-  std::vector<int> outputs;
   if (plan.outputs) {
-    outputs = *plan.outputs;
-    for (int index : outputs) {
+    for (int index : *plan.outputs) {
       if (std::find(tensor_indices.begin(), tensor_indices.end(), index) == tensor_indices.end()) {
         return InvalidArgumentError("benchmark cfg 'outputs': argument " + std::to_string(index) +
                                     " is not a contiguous CUDA torch.Tensor");
       }
     }
-  } else if (tensor_indices.size() >= 2) {
-    outputs = {tensor_indices.back()};
-  }
-  for (Argument& a : rotation->tensors_) {
-    a.output = std::find(outputs.begin(), outputs.end(), a.index) != outputs.end();
+    rotation->declared_outputs_ = plan.outputs;
   }
 
   // Every set is a copy, so the caller's tensors are never poisoned; after the benchmark the
@@ -112,12 +106,6 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
                                               cudaMemcpyDeviceToDevice, kStream));
       a.copies.push_back(std::move(copy));
     }
-    if (a.output) {
-      for (int f = 0; f < functions; ++f) {
-        KC_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBuffer> reference, Allocate(original.bytes()));
-        a.reference.push_back(std::move(reference));
-      }
-    }
   }
 
   // The Python argument tuples, one per set.
@@ -140,12 +128,77 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
   return rotation;
 }
 
+Status ArgumentRotation::SettleOutputs(const std::function<Status()>& call_on_first_set) {
+  std::vector<bool> output(tensors_.size(), false);
+  if (declared_outputs_) {
+    outputs_source_ = "cfg outputs";
+    for (size_t t = 0; t < tensors_.size(); ++t) {
+      output[t] = std::find(declared_outputs_->begin(), declared_outputs_->end(),
+                            tensors_[t].index) != declared_outputs_->end();
+    }
+  } else if (copied_ && !tensors_.empty()) {
+    // One call on copies of the caller's values: the arguments it changes are its outputs. It
+    // changes nothing when the outputs already held its answer (a program that ran the kernel
+    // before timing it); then the guess below holds.
+    KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(kStream));
+    KC_RETURN_IF_ERROR(call_on_first_set());
+    KC_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    KC_ASSIGN_OR_RETURN(unsigned long long* changed, AllocateCounters(tensors_.size()));
+    for (size_t t = 0; t < tensors_.size(); ++t) {
+      const Argument& a = tensors_[t];
+      KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, 0), a.original->data(),
+                                                a.original->bytes(), a.original->type(), kExact,
+                                                changed + t, kStream));
+    }
+    StatusOr<std::vector<unsigned long long>> counts = ReadCounters(changed, tensors_.size());
+    static_cast<void>(cudaFree(changed));
+    KC_RETURN_IF_ERROR(counts.status());
+    for (size_t t = 0; t < tensors_.size(); ++t) output[t] = (*counts)[t] != 0;
+    outputs_source_ = kProbed;
+  }
+  if (std::find(output.begin(), output.end(), true) == output.end() && tensors_.size() >= 2 &&
+      !declared_outputs_) {
+    // Destination-passing style, as the seed's add_one(x, y).
+    output.back() = true;
+    outputs_source_ = "the last tensor argument (the probe call changed none)";
+  }
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    Argument& a = tensors_[t];
+    a.output = output[t];
+    // An output the probe saw change may also be read (in place): it starts every call from
+    // the caller's values, which differ from the call's result, so a skipped call still shows.
+    a.restore = a.output && outputs_source_ == kProbed;
+    for (int f = 0; a.output && f < functions_; ++f) {
+      KC_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBuffer> reference, Allocate(a.original->bytes()));
+      a.reference.push_back(std::move(reference));
+    }
+    if (outputs_source_ != kProbed) continue;
+    // The probe's output is function 0's reference: a call that computes once and then skips
+    // is caught from the first checked call on. Then set 0 goes back to the caller's values.
+    if (a.restore) {
+      KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(a.reference[0]->data(), DataOf(a, 0),
+                                              a.original->bytes(), cudaMemcpyDeviceToDevice,
+                                              kStream));
+    }
+    KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(DataOf(a, 0), a.original->data(), a.original->bytes(),
+                                            cudaMemcpyDeviceToDevice, kStream));
+  }
+  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(kStream));
+  return Status::Ok();
+}
+
 Status ArgumentRotation::BeforeCall(int /*fn*/, int64_t call) {
   const int set = SetOf(call);
   for (const Argument& a : tensors_) {
     if (!a.output) continue;
-    KC_CUDA_RETURN_IF_ERROR(
-        cudaMemsetAsync(DataOf(a, set), kPoisonByte, a.original->bytes(), kStream));
+    if (a.restore) {
+      KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(DataOf(a, set), a.original->data(),
+                                              a.original->bytes(), cudaMemcpyDeviceToDevice,
+                                              kStream));
+    } else {
+      KC_CUDA_RETURN_IF_ERROR(
+          cudaMemsetAsync(DataOf(a, set), kPoisonByte, a.original->bytes(), kStream));
+    }
   }
   return Status::Ok();
 }
@@ -153,7 +206,7 @@ Status ArgumentRotation::BeforeCall(int /*fn*/, int64_t call) {
 Status ArgumentRotation::AfterFirstCall(int fn, int64_t call) {
   const int set = SetOf(call);
   for (Argument& a : tensors_) {
-    if (!a.output) continue;
+    if (!a.output || (a.restore && fn == 0)) continue;  // the probe's output is the reference
     KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(a.reference[fn]->data(), DataOf(a, set),
                                             a.original->bytes(), cudaMemcpyDeviceToDevice,
                                             kStream));
@@ -193,7 +246,7 @@ StatusOr<RotationFindings> ArgumentRotation::Finish() {
     const Argument& a = tensors_[t];
     const ExportedTensor& model = *a.original;
     if (a.output) {
-      for (int f = 0; f < functions_; ++f) {
+      for (int f = 0; !a.restore && f < functions_; ++f) {
         KC_RETURN_IF_ERROR(EnqueueCountUnpoisoned(a.reference[f]->data(), model.bytes(),
                                                   unpoisoned + f * tensors_.size() + t, kStream));
       }
@@ -229,7 +282,7 @@ StatusOr<RotationFindings> ArgumentRotation::Finish() {
       break;  // the first is enough to say what happened
     }
     for (size_t t = 0; t < tensors_.size(); ++t) {
-      if (!tensors_[t].output) continue;
+      if (!tensors_[t].output || tensors_[t].restore) continue;
       if (counts[functions_ * timed_calls_ + f * tensors_.size() + t] == 0) {
         findings.flags.push_back("the first checked " + who +
                                  "call did not write output argument " +
@@ -252,7 +305,7 @@ StatusOr<RotationFindings> ArgumentRotation::Finish() {
   // wrote them at all (a wrong guess of `outputs` must not overwrite an input with poison).
   for (size_t t = 0; copied_ && t < tensors_.size(); ++t) {
     const Argument& a = tensors_[t];
-    if (!a.output || counts[functions_ * timed_calls_ + t] == 0) continue;
+    if (!a.output || (!a.restore && counts[functions_ * timed_calls_ + t] == 0)) continue;
     KC_CUDA_RETURN_IF_ERROR(cudaMemcpy(a.original->data(), a.reference[0]->data(),
                                        a.original->bytes(), cudaMemcpyDeviceToDevice));
   }
@@ -269,6 +322,7 @@ nlohmann::json ArgumentRotation::Describe() const {
   nlohmann::json out = {{"argument_sets", sets()},
                         {"rotated_arguments", rotated},
                         {"checked_outputs", outputs},
+                        {"outputs_chosen_by", outputs_source_},
                         {"not_rotated_arguments", not_rotated_}};
   if (!notes_.empty()) out["notes"] = notes_;
   return out;

@@ -3,8 +3,9 @@
 //
 // The call's torch.Tensor arguments get `sets` independent copies (device buffers of our own);
 // call k uses set k % sets, and the caller's tensors are never passed, so nothing the checks
-// write reaches them. Output arguments are poisoned (kPoisonByte) before every call, so a call
-// that skips its work leaves poison behind; the first checked call's outputs become the
+// write reaches them. Outputs (SettleOutputs) are reset before every call: to poison
+// (kPoisonByte), or, for those a probe call saw change, to the caller's values (they may be read
+// in place); either way a call that skips its work leaves something other than its result; the first checked call's outputs become the
 // reference, and every timed call's outputs are compared with it on the device. Inputs must come
 // out of the benchmark as they went in. At the end the caller's outputs get the reference, as if
 // the calls had run on them. Defeats result caching (keyed on values or on data_ptr), replay,
@@ -20,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,7 +39,7 @@ namespace kc::native {
 
 struct RotationPlan {
   bool rotate = true;                       // cfg "rotate_inputs"
-  std::optional<std::vector<int>> outputs;  // cfg "outputs": argument indices; default below
+  std::optional<std::vector<int>> outputs;  // cfg "outputs": argument indices (SettleOutputs)
   int64_t max_copy_bytes = int64_t{4} << 30;
   size_t target_bytes = 0;  // rotate through at least this much memory (2 x L2)
   int max_sets = 8;
@@ -58,6 +60,11 @@ class ArgumentRotation final : public CallHooks {
                                                             int functions);
 
   ~ArgumentRotation() override;
+
+  // Decides which arguments are outputs, before any other call: cfg `outputs` when given, else
+  // those that one call on the first set (`call_on_first_set`) changes, else the last tensor
+  // argument of a call with two or more. The first set is restored afterwards.
+  Status SettleOutputs(const std::function<Status()>& call_on_first_set);
 
   int sets() const { return static_cast<int>(sets_.size()); }
   const pybind11::tuple& Arguments(int64_t call) const { return sets_[SetOf(call)]; }
@@ -80,6 +87,7 @@ class ArgumentRotation final : public CallHooks {
   struct Argument {
     int index = 0;
     bool output = false;
+    bool restore = false;  // output: restored before each call instead of poisoned
     std::unique_ptr<ExportedTensor> original;  // the caller's tensor
     std::vector<std::shared_ptr<DeviceBuffer>> copies;  // one per set, when copied_
     std::vector<std::shared_ptr<DeviceBuffer>> reference;  // per function, outputs only
@@ -93,6 +101,8 @@ class ArgumentRotation final : public CallHooks {
 
   std::vector<pybind11::tuple> sets_;
   bool copied_ = true;  // false: the copies exceed the budget, and the calls use the caller's
+  std::optional<std::vector<int>> declared_outputs_;
+  std::string outputs_source_ = "none";
   std::vector<Argument> tensors_;  // rotated tensor arguments, in argument order
   std::vector<int> not_rotated_;   // tensor-like arguments we could not copy
   std::vector<std::string> notes_;

@@ -193,6 +193,7 @@ StatusOr<py::object> RunBenchmark(const std::vector<py::object>& functions, cons
       return Status(StatusCode::kCancelled, "the benchmarked callable raised");
     }
   };
+  KC_RETURN_IF_ERROR(rotation->SettleOutputs([&] { return call(0, 0); }));
   BenchmarkOptions options = request.options;
   options.functions = static_cast<int>(functions.size());
   KC_ASSIGN_OR_RETURN(ActivityCollector * collector, ActivityCollector::Get());

@@ -263,13 +263,17 @@ def test_callers_tensors_are_never_poisoned(gpu_client):
     program.run(id="reference", fn=kernel, args=[x, expected])
     benchmark = program.get_function(id="benchmark", module=ops, name="benchmark")
     assert_close = program.get_function(id="assert_close", module=ops, name="assert_close")
-    program.run(id="timing", fn=benchmark, args=[kernel, x, y, {}])  # y was never written before
+    timing = program.run(id="timing", fn=benchmark, args=[kernel, x, y, {}])  # y never written before
+    program.return_(key="timing", value=timing)
     program.return_(key="y_filled", value=program.run(id="c1", fn=assert_close, args=[y, expected]))
     guessed = program.run(id="guessed", fn=benchmark, args=[output_first, y, x, {}])
     program.return_(key="guessed", value=guessed)
     program.return_(key="x_intact", value=program.run(id="c2", fn=assert_close, args=[x, x_again]))
     result = _run(gpu_client, program)
     assert result.completed, result.error
+    arguments = result.results["timing"]["integrity"]["defences"]["arguments"]
+    assert arguments["checked_outputs"] == [1]
+    assert arguments["outputs_chosen_by"].startswith("changed by a probe call"), arguments
     assert result.results["y_filled"]["passed"] is True
     assert result.results["x_intact"]["passed"] is True
     flags = result.results["guessed"]["integrity"]["flags"]
