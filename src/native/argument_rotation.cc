@@ -275,7 +275,7 @@ StatusOr<RotationFindings> ArgumentRotation::Finish() {
       if (bad == 0) continue;
       findings.failures.push_back("timed " + who + "call " + std::to_string(slot) +
                                   " wrote outputs that differ from the "
-                                  "first checked call's in " +
+                                  "reference call's in " +
                                   std::to_string(bad) +
                                   " elements (result caching, a "
                                   "skipped or lazy computation, or a swapped output storage)");
