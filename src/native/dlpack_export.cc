@@ -75,9 +75,7 @@ StatusOr<TensorView> DlpackTensor::View(const char* role) const {
         who + ": DLPack major version " + std::to_string(versioned_->version.major) +
         " is not supported (expected " + std::to_string(DLPACK_MAJOR_VERSION) + ")");
   }
-  const DLTensor* tensor = legacy_ != nullptr      ? &legacy_->dl_tensor
-                           : versioned_ != nullptr ? &versioned_->dl_tensor
-                                                   : nullptr;
+  const DLTensor* tensor = this->tensor();
   if (tensor == nullptr) return InternalError(who + ": no DLPack tensor");
 
   TensorView view;

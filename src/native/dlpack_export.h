@@ -34,6 +34,13 @@ class DlpackTensor {
   // extent, memory that is neither host nor CUDA.
   StatusOr<TensorView> View(const char* role) const;
 
+  // The owned tensor; nullptr for a moved-from DlpackTensor.
+  const DLTensor* tensor() const {
+    return legacy_ != nullptr      ? &legacy_->dl_tensor
+           : versioned_ != nullptr ? &versioned_->dl_tensor
+                                   : nullptr;
+  }
+
  private:
   DlpackTensor(DLManagedTensor* legacy, DLManagedTensorVersioned* versioned)
       : legacy_(legacy), versioned_(versioned) {}

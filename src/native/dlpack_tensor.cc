@@ -47,8 +47,24 @@ void DestroyUnconsumedCapsule(PyObject* capsule) {
 
 }  // namespace
 
-ExportedTensor::ExportedTensor(DLManagedTensor* managed) : managed_(managed) {
-  const DLTensor& t = managed->dl_tensor;
+StatusOr<DlpackTensor> ConsumeDlpackCapsule(py::handle capsule) {
+  PyObject* raw = capsule.ptr();
+  if (PyCapsule_IsValid(raw, "dltensor_versioned")) {
+    auto* managed =
+        static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(raw, "dltensor_versioned"));
+    if (PyCapsule_SetName(raw, "used_dltensor_versioned") != 0) throw py::error_already_set();
+    return DlpackTensor::FromVersioned(managed);
+  }
+  if (PyCapsule_IsValid(raw, "dltensor")) {
+    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(raw, "dltensor"));
+    if (PyCapsule_SetName(raw, "used_dltensor") != 0) throw py::error_already_set();
+    return DlpackTensor::FromLegacy(managed);
+  }
+  return InvalidArgumentError("the DLPack export did not return a DLPack capsule");
+}
+
+ExportedTensor::ExportedTensor(DlpackTensor exported) : export_(std::move(exported)) {
+  const DLTensor& t = dl();
   size_t count = 1;
   for (int d = 0; d < t.ndim; ++d)
     count *= static_cast<size_t>(t.shape[d]);
@@ -56,20 +72,8 @@ ExportedTensor::ExportedTensor(DLManagedTensor* managed) : managed_(managed) {
   contiguous_ = IsContiguous(t);
 }
 
-ExportedTensor::~ExportedTensor() {
-  if (managed_->deleter != nullptr) managed_->deleter(managed_);
-}
-
 void* ExportedTensor::data() const {
-  return static_cast<char*>(managed_->dl_tensor.data) + managed_->dl_tensor.byte_offset;
-}
-
-bool ExportedTensor::on_cuda() const {
-  return managed_->dl_tensor.device.device_type == kDLCUDA;
-}
-
-ElementType ExportedTensor::type() const {
-  return {managed_->dl_tensor.dtype.code, managed_->dl_tensor.dtype.bits};
+  return static_cast<char*>(dl().data) + dl().byte_offset;
 }
 
 Status TorchExchange::BindExporter(py::object tensor_type, py::object to_dlpack) {
@@ -114,14 +118,8 @@ py::object TorchExchange::ExportCapsule(py::handle object) {
 
 StatusOr<std::unique_ptr<ExportedTensor>> TorchExchange::Export(py::handle object) {
   if (!IsTensor(object)) return InvalidArgumentError("not a torch.Tensor");
-  py::object capsule = ExportCapsule(object);
-  if (!PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
-    return InternalError("to_dlpack did not return a DLPack capsule");
-  }
-  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
-  // Consumed: the capsule no longer frees it; the ExportedTensor does.
-  PyCapsule_SetName(capsule.ptr(), "used_dltensor");
-  return std::unique_ptr<ExportedTensor>(new ExportedTensor(managed));
+  KC_ASSIGN_OR_RETURN(DlpackTensor exported, ConsumeDlpackCapsule(ExportCapsule(object)));
+  return std::make_unique<ExportedTensor>(std::move(exported));
 }
 
 StatusOr<py::object> TorchExchange::Wrap(std::shared_ptr<DeviceBuffer> buffer,

@@ -17,31 +17,31 @@
 #include <pybind11/pybind11.h>
 
 #include "base/status.h"
+#include "native/dlpack_export.h"
 #include "native/l2_flush.h"
 #include "native/output_check.h"
 
 namespace kc::native {
 
+// Takes ownership of a "dltensor" or "dltensor_versioned" capsule's tensor, renaming the capsule
+// as DLPack asks consumers to. kInvalidArgument when `capsule` is neither.
+StatusOr<DlpackTensor> ConsumeDlpackCapsule(pybind11::handle capsule);
+
 // One exported tensor. Holding it keeps the tensor's storage alive, whatever user code later
 // does to the Python object (y.set_() swaps the object's storage, not this one).
 class ExportedTensor {
  public:
-  ExportedTensor(const ExportedTensor&) = delete;
-  ExportedTensor& operator=(const ExportedTensor&) = delete;
-  ~ExportedTensor();
+  explicit ExportedTensor(DlpackTensor exported);
 
   void* data() const;  // first element
   size_t bytes() const { return bytes_; }
   bool contiguous() const { return contiguous_; }
-  bool on_cuda() const;
-  ElementType type() const;
-  const DLTensor& dl() const { return managed_->dl_tensor; }
+  bool on_cuda() const { return dl().device.device_type == kDLCUDA; }
+  ElementType type() const { return {dl().dtype.code, dl().dtype.bits}; }
+  const DLTensor& dl() const { return *export_.tensor(); }
 
  private:
-  friend class TorchExchange;
-  explicit ExportedTensor(DLManagedTensor* managed);
-
-  DLManagedTensor* managed_;
+  DlpackTensor export_;
   size_t bytes_ = 0;
   bool contiguous_ = false;
 };

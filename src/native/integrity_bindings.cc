@@ -94,21 +94,13 @@ py::object ExportCapsule(py::handle object, const char* role) {
             "kcoral.builtins is imported after torch) or a numpy.ndarray");
 }
 
-// Takes ownership of the capsule's tensor, renaming the capsule as DLPack asks consumers to.
+// dlpack_tensor.h's ConsumeDlpackCapsule, with a TypeError naming `role` for a non-capsule.
 DlpackTensor ConsumeCapsule(const py::object& capsule, const char* role) {
-  PyObject* raw = capsule.ptr();
-  if (PyCapsule_IsValid(raw, "dltensor_versioned")) {
-    auto* managed =
-        static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(raw, "dltensor_versioned"));
-    if (PyCapsule_SetName(raw, "used_dltensor_versioned") != 0) throw py::error_already_set();
-    return DlpackTensor::FromVersioned(managed);
+  StatusOr<DlpackTensor> exported = ConsumeDlpackCapsule(capsule);
+  if (!exported.ok()) {
+    Raise(PyExc_TypeError, std::string(role) + "'s DLPack export did not return a DLPack capsule");
   }
-  if (PyCapsule_IsValid(raw, "dltensor")) {
-    auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(raw, "dltensor"));
-    if (PyCapsule_SetName(raw, "used_dltensor") != 0) throw py::error_already_set();
-    return DlpackTensor::FromLegacy(managed);
-  }
-  Raise(PyExc_TypeError, std::string(role) + "'s DLPack export did not return a DLPack capsule");
+  return std::move(exported).value();
 }
 
 py::object CheckClose(py::handle actual, py::handle expected, double rtol, double atol) {
