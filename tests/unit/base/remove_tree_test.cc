@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../temp_dir.h"
 #include "base/unique_fd.h"
 
 namespace kc {
@@ -19,16 +20,14 @@ namespace fs = std::filesystem;
 class RemoveTreeTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "remove-tree-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
+    ASSERT_FALSE(root_.empty()) << "mkdtemp failed";
     fs::create_directories(root_ / "tree" / "a" / "b");
     std::ofstream(root_ / "tree" / "a" / "b" / "file") << "x";
     fs::create_directories(root_ / "outside");
     std::ofstream(root_ / "outside" / "precious") << "keep";
   }
-  void TearDown() override { fs::remove_all(root_); }
-  fs::path root_;
+  kc::testing::TempDir temp_;
+  const fs::path& root_ = temp_.path();
 };
 
 TEST_F(RemoveTreeTest, RemovesANestedTree) {

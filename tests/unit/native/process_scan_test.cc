@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../temp_dir.h"
+
 namespace kc::native {
 namespace {
 
@@ -62,14 +64,7 @@ TEST(WhyScanIsNotMeaningful, OnlyPidTwoBelowPidOneWithItsOwnProc) {
 // A fake /proc: directories named by pid with a stat file and an fd directory of links.
 class FakeProc : public ::testing::Test {
  protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("kc_fake_proc_" + std::to_string(getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
+  void SetUp() override { ASSERT_FALSE(root_.empty()) << "mkdtemp failed"; }
 
   fs::path AddProcess(int pid, const std::string& comm, int ppid) {
     fs::path dir = root_ / std::to_string(pid);
@@ -81,7 +76,8 @@ class FakeProc : public ::testing::Test {
     fs::create_symlink(target, dir / "fd" / std::to_string(fd));
   }
 
-  fs::path root_;
+  kc::testing::TempDir temp_;
+  const fs::path& root_ = temp_.path();
 };
 
 TEST_F(FakeProc, ListsOthersButPidOneAndSelfInPidOrder) {

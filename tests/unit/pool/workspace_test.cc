@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../temp_dir.h"
+
 namespace kc::pool {
 namespace {
 
@@ -12,13 +14,9 @@ namespace fs = std::filesystem;
 
 class WorkspaceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "workspace-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
-  }
-  void TearDown() override { fs::remove_all(root_); }
-  fs::path root_;
+  void SetUp() override { ASSERT_FALSE(root_.empty()) << "mkdtemp failed"; }
+  kc::testing::TempDir temp_;
+  const fs::path& root_ = temp_.path();
 };
 
 TEST_F(WorkspaceTest, CreateMakesThePrivateLayout) {

@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../temp_dir.h"
 #include "base/sha256.h"
-#include "temp_dir.h"
 
 namespace kc::store {
 namespace {
@@ -69,7 +69,7 @@ class BlobStoreTest : public ::testing::Test {
     return options;
   }
 
-  testing::TempDir temp_;
+  kc::testing::TempDir temp_;
 };
 
 std::string BytesOf(const BlobPtr& blob) {

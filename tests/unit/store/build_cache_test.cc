@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../temp_dir.h"
+
 namespace kc::store {
 namespace {
 
@@ -23,15 +25,13 @@ std::string Read(const fs::path& path) {
 class BuildCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string pattern = (fs::temp_directory_path() / "build-cache-test-XXXXXX").string();
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    root_ = pattern;
+    ASSERT_FALSE(root_.empty()) << "mkdtemp failed";
     fs::create_directories(root_ / "run1" / "tvm-ffi" / "lib_abc");
     std::ofstream(root_ / "run1" / "tvm-ffi" / "lib_abc" / "lib.so") << "built";
     fs::create_directories(root_ / "run2");
   }
-  void TearDown() override { fs::remove_all(root_); }
-  fs::path root_;
+  kc::testing::TempDir temp_;
+  const fs::path& root_ = temp_.path();
 };
 
 TEST_F(BuildCacheTest, TheSameProgramGetsItsEntryBack) {

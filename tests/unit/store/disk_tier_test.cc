@@ -13,8 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../temp_dir.h"
 #include "base/sha256.h"
-#include "temp_dir.h"
 
 namespace kc::store {
 namespace {
@@ -56,7 +56,7 @@ class DiskTierTest : public ::testing::Test {
     ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW), 0);
   }
 
-  testing::TempDir temp_;
+  kc::testing::TempDir temp_;
 };
 
 TEST_F(DiskTierTest, PutThenGetReturnsTheSameBytes) {

@@ -8,7 +8,7 @@
 #include <string>
 #include <system_error>
 
-namespace kc::store::testing {
+namespace kc::testing {
 
 class TempDir {
  public:
@@ -16,7 +16,7 @@ class TempDir {
     std::error_code ec;
     std::filesystem::path base = std::filesystem::temp_directory_path(ec);
     if (ec) base = "/tmp";
-    std::string pattern = (base / "kcoral-store-test-XXXXXX").string();
+    std::string pattern = (base / "kcoral-unit-test-XXXXXX").string();
     if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
   }
   ~TempDir() {
@@ -33,4 +33,4 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-}  // namespace kc::store::testing
+}  // namespace kc::testing
