@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "base/iteration_count.h"
 #include "native/cuda_status.h"
 
 namespace kc::native {
@@ -80,10 +81,7 @@ struct TimedRun {
 int64_t IterationCount(std::optional<int64_t> explicit_count, double budget_ms, double estimate_ms,
                        int64_t minimum) {
   if (explicit_count) return std::min(*explicit_count, kMaxIterations);
-  if (!(estimate_ms > 0)) return kMaxIterations;
-  const double derived = std::floor(budget_ms / estimate_ms);  // int() of a non-negative value
-  if (!(derived < static_cast<double>(kMaxIterations))) return kMaxIterations;
-  return std::max(minimum, static_cast<int64_t>(derived));
+  return BudgetIterationCount(budget_ms, estimate_ms, minimum, kMaxIterations);
 }
 
 Status CuptiTimer::PrepareCache(FlushMode flush) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "base/iteration_count.h"
 #include "base/latency_summary.h"
 
 namespace py = pybind11;
@@ -52,10 +53,7 @@ bool ValidBudget(double ms) {
 int64_t HostIterationCount(std::optional<int64_t> explicit_count, double budget_ms,
                            double estimate_ms, int64_t minimum) {
   if (explicit_count) return *explicit_count;
-  if (estimate_ms <= 0) return kMaxHostIterations;
-  const double fits = budget_ms / estimate_ms;
-  if (fits >= static_cast<double>(kMaxHostIterations)) return kMaxHostIterations;
-  return std::max(minimum, static_cast<int64_t>(fits));
+  return BudgetIterationCount(budget_ms, estimate_ms, minimum, kMaxHostIterations);
 }
 
 StatusOr<nlohmann::ordered_json> RunHostBenchmark(const py::object& fn, const py::tuple& args,
