@@ -130,9 +130,9 @@ std::optional<std::string> WhyScanIsNotMeaningful(int pid, int ppid, std::string
            ", not pid 2 of a sandboxed worker's PID namespace: the worker is not sandboxed, and "
            "its helpers cannot be told apart from the host's processes";
   }
-  if (ppid != 1) {
+  if (ppid != 0) {
     return "pid 2 whose parent is pid " + std::to_string(ppid) +
-           ", not the namespace's reaper at pid 1";
+           " of its namespace, not the zygote outside it";
   }
   if (proc_self != "2") {
     return "/proc is not of this PID namespace (/proc/self is '" + std::string(proc_self) + "')";

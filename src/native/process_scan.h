@@ -2,8 +2,9 @@
 // each holds a GPU device open: the helper-process side channel of issue 9 (work done in a
 // helper process, for one through CUDA IPC, is outside the timed process's CUPTI records).
 //
-// A sandboxed worker runs as pid 2 of its own PID namespace below a reaper at pid 1
-// (docs/sandbox.md, worker/namespace_init.h), with a /proc of that namespace. So every process
+// A sandboxed worker runs as pid 2 of its own PID namespace beside a reaper at pid 1, both
+// children of the zygote outside it (docs/sandbox.md, worker/namespace_init.h), with a /proc of
+// that namespace. So every process
 // /proc lists besides those two was started by user code. Elsewhere (--sandbox none, a plain
 // process) /proc is the host's and the scan says it is not meaningful instead of listing it.
 //
@@ -63,7 +64,8 @@ StatusOr<ProcStat> ParseProcStat(std::string_view text);
 bool IsNvidiaDevicePath(std::string_view link_target);
 
 // Why a scan in a process with these ids and this /proc/self link cannot be trusted to list the
-// request's processes; nullopt when it can (pid 2, parent 1, /proc of our own namespace).
+// request's processes; nullopt when it can (pid 2, its parent outside the namespace: 0, /proc of
+// our own namespace).
 std::optional<std::string> WhyScanIsNotMeaningful(int pid, int ppid, std::string_view proc_self);
 
 // Every process under `proc_root` ("/proc" or a test's fake tree) but pid 1 and `self_pid`,

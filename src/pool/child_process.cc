@@ -148,6 +148,27 @@ void ChildProcess::Reaped(int status) {
 
 void ChildProcess::KillTreeAndReap() {
   if (pid_ <= 0) return;
+  if (namespace_init_) {
+    ::kill(pid_, SIGKILL);
+  } else {
+    KillTree();
+  }
+  if (!own_child_) {
+    // Its parent, the zygote, reaps it; we still wait until it has exited, so
+    // that a GPU worker's context is gone before the caller releases the lease.
+    AwaitExit(pid_, std::chrono::seconds(10));
+    exit_description_ = "killed";
+    pid_ = -1;
+    pidfd_.Reset();
+    return;
+  }
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  Reaped(status);
+}
+
+void ChildProcess::KillTree() {
   // Freeze first so nothing can fork while we look; repeat until stable.
   std::set<pid_t> frozen = {pid_};
   ::kill(pid_, SIGSTOP);
@@ -163,19 +184,6 @@ void ChildProcess::KillTreeAndReap() {
   }
   for (pid_t p : frozen)
     ::kill(p, SIGKILL);
-  if (!own_child_) {
-    // Its parent, the zygote, reaps it; we still wait until it has exited, so
-    // that a GPU worker's context is gone before the caller releases the lease.
-    AwaitExit(pid_, std::chrono::seconds(10));
-    exit_description_ = "killed";
-    pid_ = -1;
-    pidfd_.Reset();
-    return;
-  }
-  int status = 0;
-  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-  }
-  Reaped(status);
 }
 
 }  // namespace kc::pool

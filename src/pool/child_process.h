@@ -36,12 +36,23 @@ class ChildProcess {
     adopted.own_child_ = false;
     return adopted;
   }
+  // The same for a sandboxed worker, through pid 1 of its PID namespace:
+  // killing `init` kills the whole namespace (the kernel's guarantee, no
+  // /proc walk), and it has exited only once everything in it is gone.
+  static ChildProcess AdoptNamespace(pid_t init, pid_t worker) {
+    ChildProcess adopted = Adopt(init);
+    adopted.namespace_init_ = true;
+    adopted.worker_pid_ = worker;
+    return adopted;
+  }
 
   ~ChildProcess() { KillTreeAndReap(); }
   ChildProcess(ChildProcess&& other) noexcept
       : pid_(std::exchange(other.pid_, -1)),
         pidfd_(std::move(other.pidfd_)),
         own_child_(other.own_child_),
+        namespace_init_(other.namespace_init_),
+        worker_pid_(other.worker_pid_),
         exit_status_(other.exit_status_),
         exit_description_(std::move(other.exit_description_)) {}
   ChildProcess& operator=(ChildProcess&& other) noexcept {
@@ -50,6 +61,8 @@ class ChildProcess {
       pid_ = std::exchange(other.pid_, -1);
       pidfd_ = std::move(other.pidfd_);
       own_child_ = other.own_child_;
+      namespace_init_ = other.namespace_init_;
+      worker_pid_ = other.worker_pid_;
       exit_status_ = other.exit_status_;
       exit_description_ = std::move(other.exit_description_);
     }
@@ -58,7 +71,9 @@ class ChildProcess {
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
-  pid_t pid() const { return pid_; }
+  // The process that runs the worker's code, for logs (of a namespace: its
+  // worker, not pid 1).
+  pid_t pid() const { return worker_pid_ > 0 ? worker_pid_ : pid_; }
   bool running() const { return pid_ > 0; }
   // Readable once the process has exited (pidfd_open), whoever its parent
   // is: a worker's death is seen when it happens, not when its socket
@@ -68,7 +83,8 @@ class ChildProcess {
   bool alive() const;
 
   // Freezes the child and every descendant (SIGSTOP, repeated until no new
-  // process appears), then SIGKILLs them all and reaps the child. Idempotent.
+  // process appears), then SIGKILLs them all (a namespace init: itself
+  // only), and reaps the child or waits for its exit. Idempotent.
   void KillTreeAndReap();
 
   // How the child ended ("exit code 3", "signal 9"); empty while running.
@@ -76,11 +92,14 @@ class ChildProcess {
 
  private:
   explicit ChildProcess(pid_t pid);
+  void KillTree();  // SIGSTOPs, then SIGKILLs, the child and its descendants
   void Reaped(int status);
 
   pid_t pid_ = -1;
   UniqueFd pidfd_;
   bool own_child_ = true;
+  bool namespace_init_ = false;
+  pid_t worker_pid_ = -1;  // of a namespace: its worker, pid 2 inside
   int exit_status_ = 0;
   std::string exit_description_;
 };

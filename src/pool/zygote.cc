@@ -32,8 +32,11 @@ StatusOr<std::unique_ptr<WorkerProcess>> Zygote::Fork(const nlohmann::json& spec
   if (!forked.ok()) return forked.status().WithContext("waiting for the zygote to fork");
   if (forked->type() != "forked" || !forked->header.contains("pid"))
     return InternalError("zygote sent " + forked->type());
-  return WorkerProcess::Adopt(ChildProcess::Adopt(forked->header["pid"].get<pid_t>()),
-                              std::move(server_end));
+  const pid_t pid = forked->header["pid"].get<pid_t>();
+  const pid_t init = forked->header.value("namespace_init", pid_t{-1});
+  return WorkerProcess::Adopt(
+      init > 0 ? ChildProcess::AdoptNamespace(init, pid) : ChildProcess::Adopt(pid),
+      std::move(server_end));
 }
 
 }  // namespace kc::pool

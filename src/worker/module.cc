@@ -29,12 +29,15 @@
 #include "ipc/frame.h"
 #include "worker/host_timer.h"
 #include "worker/namespace_init.h"
+#include "worker/network_namespaces.h"
 #include "worker/output_capture.h"
 #include "worker/pid_namespace.h"
 #include "worker/resource_limits.h"
 #include "worker/result_seal.h"
 #include "worker/sandbox.h"
 #include "worker/sealed_result_abi.h"
+#include "worker/seccomp_filter.h"
+#include "worker/view_templates.h"
 
 namespace py = pybind11;
 
@@ -194,12 +197,40 @@ void AcquireLease() {
   }
 }
 
-std::string EnterSandboxFromJson(const std::string& spec_json, int socket_fd) {
+SandboxSpec ParseSandboxSpecJson(const std::string& spec_json) {
   auto json = nlohmann::json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) throw std::runtime_error("sandbox spec: not JSON");
   auto spec = ParseSandboxSpec(json);
   ThrowIfError(spec.status());
-  auto workspace = EnterSandbox(*spec, socket_fd);
+  return *spec;
+}
+
+// What the zygote keeps for the workers it forks (view_templates.h,
+// network_namespaces.h); its Python is single-threaded.
+ViewTemplates& ZygoteViews() {
+  static ViewTemplates views;
+  return views;
+}
+
+NetworkNamespaces& ZygoteNetworks() {
+  static NetworkNamespaces networks;
+  return networks;
+}
+
+std::pair<int, int> SandboxDescriptors(const std::string& spec_json) {
+  const SandboxSpec spec = ParseSandboxSpecJson(spec_json);
+  ThrowIfError(CompileSeccompFilter());  // once, before the fork: workers only load it
+  auto view = ZygoteViews().For(spec);
+  ThrowIfError(view.status());
+  if (!spec.private_network) return {*view, -1};
+  auto network = ZygoteNetworks().Acquire();
+  ThrowIfError(network.status());
+  return {*view, *network};
+}
+
+std::string EnterSandboxFromJson(const std::string& spec_json, int socket_fd) {
+  const SandboxSpec spec = ParseSandboxSpecJson(spec_json);
+  auto workspace = EnterSandbox(spec, socket_fd);
   ThrowIfError(workspace.status());
   g_sandbox_workspace = *workspace;
   return *workspace;
@@ -271,8 +302,23 @@ PYBIND11_MODULE(_core, m) {
   m.def(
       "restore_pid_namespace", [] { kc::worker::ThrowIfError(kc::worker::RestorePidNamespace()); },
       "Children after this one are born in this process's own PID namespace again.");
-  m.def("run_namespace_init", &kc::worker::RunNamespaceInit, py::arg("worker_pid"),
-        "Be the sandbox's pid 1 until the worker exits (worker/namespace_init.h).");
+  m.def(
+      "start_namespace_init",
+      [] {
+        auto init = kc::worker::StartNamespaceInit();
+        kc::worker::ThrowIfError(init.status());
+        return *init;
+      },
+      "Start pid 1 of the new PID namespace (worker/namespace_init.h); returns its pid.");
+  m.def("forget_namespace_init", &kc::worker::ForgetNamespaceInit, py::arg("init_pid"),
+        "Free the stack of a namespace init that has been reaped.");
+  m.def("sandbox_descriptors", &kc::worker::SandboxDescriptors, py::arg("spec_json"),
+        "(view_fd, network_fd) for a worker about to be forked with this sandbox spec; "
+        "network_fd is -1 with the host's network.");
+  m.def(
+      "release_network_namespace", [](int fd) { kc::worker::ZygoteNetworks().Release(fd); },
+      py::arg("network_fd"),
+      "The worker lent this network namespace is gone (its PID namespace has died).");
   m.def("lease_acquire", &kc::worker::AcquireLease, "Block until the server grants the GPU lease.");
   m.def(
       "lease_release",

@@ -104,10 +104,22 @@ Status BindReadOnly(const std::string& source, const std::string& target, bool d
   return Status::Ok();
 }
 
-// Binds every existing path read-only at the same place under `root`. A
-// symbolic link (/bin -> usr/bin) is recreated as a link and its target bound.
-// Paths below one already bound are visible through it and skipped.
-Status BindReadOnlyPaths(const std::vector<std::string>& paths, const std::string& root) {
+// What one read-only path of the spec becomes in the view: `source` (a
+// symbolic link's target, resolved) bound at the same place, after the links
+// that lead to it are recreated.
+struct ReadOnlyBind {
+  std::string source;
+  bool directory = false;
+};
+struct ReadOnlyPlan {
+  std::vector<std::pair<std::string, std::string>> links;  // {path, link text}
+  std::vector<ReadOnlyBind> binds;                         // sorted, none below another
+};
+
+// Reads the host (stat, readlink): call it before entering the view. Paths
+// below one already bound are visible through it and skipped.
+ReadOnlyPlan PlanReadOnlyBinds(const std::vector<std::string>& paths) {
+  ReadOnlyPlan plan;
   std::vector<std::string> sources;
   for (const std::string& path : paths) {
     struct stat st;
@@ -120,24 +132,23 @@ Status BindReadOnlyPaths(const std::vector<std::string>& paths, const std::strin
     const ssize_t n = ::readlink(path.c_str(), link, sizeof link - 1);
     if (n <= 0 || ::realpath(path.c_str(), resolved) == nullptr) continue;  // dangling
     link[n] = '\0';
-    const std::string at = root + path;
-    KC_RETURN_IF_ERROR(MakeDirs(at.substr(0, at.rfind('/'))));
-    if (::symlink(link, at.c_str()) != 0 && errno != EEXIST) return Failed("symlink " + path);
+    plan.links.emplace_back(path, link);
     sources.push_back(resolved);
   }
   std::sort(sources.begin(), sources.end());
-  std::vector<std::string> bound;
   for (const std::string& source : sources) {
-    const bool covered = std::any_of(bound.begin(), bound.end(), [&](const std::string& b) {
-      return source == b || source.rfind(b + "/", 0) == 0;
+    const bool covered = std::any_of(plan.binds.begin(), plan.binds.end(), [&](const auto& b) {
+      return source == b.source || source.rfind(b.source + "/", 0) == 0;
     });
     struct stat st;
     if (covered || source == "/" || ::stat(source.c_str(), &st) != 0) continue;
-    KC_RETURN_IF_ERROR(MakeMountPoint(root + source, S_ISDIR(st.st_mode)));
-    KC_RETURN_IF_ERROR(BindReadOnly(source, root + source, S_ISDIR(st.st_mode)));
-    bound.push_back(source);
+    plan.binds.push_back({source, S_ISDIR(st.st_mode)});
   }
-  return Status::Ok();
+  return plan;
+}
+
+bool BelowTmp(const std::string& path) {
+  return path.rfind("/tmp/", 0) == 0;
 }
 
 Status WriteFile(const std::string& path, const std::string& text) {
@@ -172,7 +183,7 @@ Status BindWritable(const std::string& source, const std::string& target) {
 }
 
 // /dev: a tmpfs with the harmless nodes, the GPU nodes named in the spec,
-// the /proc/self/fd links and a private /dev/shm.
+// the /proc/self/fd links and where each worker's /dev/shm goes.
 Status BuildDev(const SandboxSpec& spec, const std::string& root) {
   const std::string dev = root + "/dev";
   KC_RETURN_IF_ERROR(MakeDirs(dev));
@@ -201,10 +212,7 @@ Status BuildDev(const SandboxSpec& spec, const std::string& root) {
     if (::symlink(target, (dev + "/" + name).c_str()) != 0)
       return Failed(std::string("symlink /dev/") + name);
   }
-  KC_RETURN_IF_ERROR(MakeDirs(dev + "/shm"));
-  if (::mount("tmpfs", (dev + "/shm").c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
-    return Failed("tmpfs /dev/shm");
-  return Status::Ok();
+  return MakeDirs(dev + "/shm");  // each worker mounts its own
 }
 
 Status PivotInto(const std::string& root) {
@@ -219,46 +227,98 @@ Status PivotInto(const std::string& root) {
   return Status::Ok();
 }
 
+std::vector<std::string> AllReadOnlyPaths(const SandboxSpec& spec) {
+  std::vector<std::string> paths = spec.readonly_paths;
+  paths.insert(paths.end(), std::begin(kSystemPaths), std::end(kSystemPaths));
+  paths.insert(paths.end(), std::begin(kEtcEntries), std::end(kEtcEntries));
+  return paths;
+}
+
+// /work, as in the reference, unless something read-only lives there (a
+// development checkout under /work).
+std::string WorkspaceInView(const std::vector<std::string>& readonly) {
+  const bool work_taken = std::any_of(readonly.begin(), readonly.end(), [](const std::string& p) {
+    return p == "/work" || p.rfind("/work/", 0) == 0;
+  });
+  return work_taken ? "/kcoral/work" : "/work";
+}
+
+std::string ParentOf(const std::string& path) {
+  return path.substr(0, path.rfind('/'));
+}
+
+// What only the setup sees: the host's workspace root (each worker binds its
+// own workspace from it) and the read-only paths that live below /tmp (each
+// worker binds them again on its private /tmp). Detached before user code.
+constexpr const char* kSetup = "/.kcoral-setup";
+
 }  // namespace
 
-StatusOr<std::string> BuildMountView(const SandboxSpec& spec) {
-  // Nothing we mount propagates back to the host, and nothing of the host's later mounts in.
+Status BuildViewTemplate(const SandboxSpec& spec) {
+  // Nothing we mount propagates back to the host, nor between the workers' copies.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     return Failed("make mounts private");
   const std::string& root = spec.new_root;
   if (::mount("tmpfs", root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=4m") != 0)
     return Failed("tmpfs root at " + root);
-
-  std::vector<std::string> readonly = spec.readonly_paths;
-  readonly.insert(readonly.end(), std::begin(kSystemPaths), std::end(kSystemPaths));
-  readonly.insert(readonly.end(), std::begin(kEtcEntries), std::end(kEtcEntries));
   KC_RETURN_IF_ERROR(WriteEtc(spec, root));
-  // A private /tmp first, so a read-only path below it (a checkout in /tmp)
-  // is bound on top. Its files are memory, charged to the worker's cgroup,
-  // and gone with the namespace.
-  KC_RETURN_IF_ERROR(MakeDirs(root + "/tmp"));
-  if (::mount("tmpfs", (root + "/tmp").c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
-    return Failed("tmpfs /tmp");
-  KC_RETURN_IF_ERROR(MakeDirs(root + "/var/tmp"));
-  if (::mount((root + "/tmp").c_str(), (root + "/var/tmp").c_str(), nullptr, MS_BIND, nullptr) != 0)
-    return Failed("bind /var/tmp");
-  KC_RETURN_IF_ERROR(BindReadOnlyPaths(readonly, root));
+  const std::string setup = root + kSetup;
+  KC_RETURN_IF_ERROR(MakeDirs(setup));
+  if (::mount("tmpfs", setup.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=1m") != 0)
+    return Failed("tmpfs " + std::string(kSetup));
 
-  // /work, as in the reference, unless something read-only lives there (a
-  // development checkout under /work).
-  const bool work_taken = std::any_of(readonly.begin(), readonly.end(), [](const std::string& p) {
-    return p == "/work" || p.rfind("/work/", 0) == 0;
-  });
-  const std::string workspace = work_taken ? "/kcoral/work" : "/work";
-  KC_RETURN_IF_ERROR(BindWritable(spec.workspace, root + workspace));
-  KC_RETURN_IF_ERROR(BuildDev(spec, root));
-
-  KC_RETURN_IF_ERROR(MakeDirs(root + "/proc"));
-  if (::mount("proc", (root + "/proc").c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-              nullptr) != 0) {
-    return Failed("mount /proc of the worker's PID namespace");
+  const std::vector<std::string> readonly = AllReadOnlyPaths(spec);
+  const ReadOnlyPlan plan = PlanReadOnlyBinds(readonly);
+  for (const auto& [path, link] : plan.links) {
+    const std::string at = root + path;
+    KC_RETURN_IF_ERROR(MakeDirs(ParentOf(at)));
+    if (::symlink(link.c_str(), at.c_str()) != 0 && errno != EEXIST)
+      return Failed("symlink " + path);
   }
-  KC_RETURN_IF_ERROR(PivotInto(root));
+  int below_tmp = 0;
+  for (const ReadOnlyBind& bind : plan.binds) {
+    const std::string at =
+        BelowTmp(bind.source) ? setup + "/ro" + std::to_string(below_tmp++) : root + bind.source;
+    KC_RETURN_IF_ERROR(MakeMountPoint(at, bind.directory));
+    KC_RETURN_IF_ERROR(BindReadOnly(bind.source, at, bind.directory));
+  }
+  KC_RETURN_IF_ERROR(BindWritable(ParentOf(spec.workspace), setup + "/workspaces"));
+  for (const char* point : {"/tmp", "/var/tmp", "/proc"})
+    KC_RETURN_IF_ERROR(MakeDirs(root + point));
+  KC_RETURN_IF_ERROR(MakeDirs(root + WorkspaceInView(readonly)));
+  KC_RETURN_IF_ERROR(BuildDev(spec, root));
+  return PivotInto(root);
+}
+
+StatusOr<std::string> EnterView(const SandboxSpec& spec) {
+  const std::vector<std::string> readonly = AllReadOnlyPaths(spec);
+  std::vector<ReadOnlyBind> below_tmp;  // read from the host, before entering
+  for (const ReadOnlyBind& bind : PlanReadOnlyBinds(readonly).binds)
+    if (BelowTmp(bind.source)) below_tmp.push_back(bind);
+  if (::setns(spec.view_fd, CLONE_NEWNS) != 0) return Failed("enter the view's template");
+  if (::unshare(CLONE_NEWNS) != 0) return Failed("copy the view's template");
+
+  // A private /tmp and /var/tmp: its files are memory, charged to the
+  // worker's cgroup, and gone with the namespace.
+  if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+    return Failed("tmpfs /tmp");
+  const std::string setup = kSetup;
+  for (size_t i = 0; i < below_tmp.size(); ++i) {
+    const ReadOnlyBind& bind = below_tmp[i];
+    KC_RETURN_IF_ERROR(MakeMountPoint(bind.source, bind.directory));
+    const std::string stashed = setup + "/ro" + std::to_string(i);
+    if (::mount(stashed.c_str(), bind.source.c_str(), nullptr, MS_BIND | MS_REC, nullptr) != 0)
+      return Failed("bind " + bind.source);
+  }
+  if (::mount("/tmp", "/var/tmp", nullptr, MS_BIND, nullptr) != 0) return Failed("bind /var/tmp");
+  if (::mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
+    return Failed("tmpfs /dev/shm");
+  const std::string workspace = WorkspaceInView(readonly);
+  const std::string name = spec.workspace.substr(spec.workspace.rfind('/') + 1);
+  KC_RETURN_IF_ERROR(BindWritable(setup + "/workspaces/" + name, workspace));
+  if (::umount2(kSetup, MNT_DETACH) != 0) return Failed("detach the setup's mounts");
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0)
+    return Failed("mount /proc of the worker's PID namespace");
   if (::chdir(workspace.c_str()) != 0) return Failed("chdir " + workspace);
   return workspace;
 }

@@ -1,13 +1,9 @@
 #include "worker/privileges.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/capability.h>
-#include <net/if.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -47,7 +43,8 @@ Status JoinCgroups(const std::vector<std::string>& procs_files) {
 }
 
 Status DropPrivileges(uid_t uid, gid_t gid) {
-  for (int cap = 0; cap <= LastCapability(); ++cap) {
+  const int last = LastCapability();
+  for (int cap = 0; cap <= last; ++cap) {
     if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
       return Failed("privileges: drop capability " + std::to_string(cap));
   }
@@ -76,30 +73,12 @@ Status CloseInheritedFds(int keep_fd) {
   for (int fd = 0; fd < 3; ++fd) {
     if (::dup2(null.get(), fd) < 0) return Failed("descriptors: dup2");
   }
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) return Failed("descriptors: list /proc/self/fd");
-  std::vector<int> open_fds;
-  while (dirent* entry = ::readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(entry->d_name, &end, 10);
-    if (*end == '\0' && entry->d_name[0] != '\0') open_fds.push_back(static_cast<int>(fd));
+  null.Reset();
+  if (keep_fd < 3) return InvalidArgumentError("descriptors: the kept one must be above 2");
+  if ((keep_fd > 3 && ::syscall(SYS_close_range, 3u, keep_fd - 1u, 0u) != 0) ||
+      ::syscall(SYS_close_range, keep_fd + 1u, ~0u, 0u) != 0) {
+    return Failed("descriptors: close_range");
   }
-  const int listing = ::dirfd(dir);
-  for (int fd : open_fds) {
-    if (fd > 2 && fd != keep_fd && fd != listing && fd != null.get()) ::close(fd);
-  }
-  ::closedir(dir);
-  return Status::Ok();
-}
-
-Status BringUpLoopback() {
-  UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  if (!sock.valid()) return Failed("network: socket");
-  ifreq request{};
-  std::strncpy(request.ifr_name, "lo", IFNAMSIZ - 1);
-  if (::ioctl(sock.get(), SIOCGIFFLAGS, &request) != 0) return Failed("network: read lo flags");
-  request.ifr_flags |= IFF_UP | IFF_RUNNING;
-  if (::ioctl(sock.get(), SIOCSIFFLAGS, &request) != 0) return Failed("network: bring lo up");
   return Status::Ok();
 }
 

@@ -25,7 +25,4 @@ Status DropPrivileges(uid_t uid, gid_t gid);
 // /dev/null (the server's output pipes replace 1 and 2 during a request).
 Status CloseInheritedFds(int keep_fd);
 
-// Brings up `lo` in a new network namespace (it starts down).
-Status BringUpLoopback();
-
 }  // namespace kc::worker

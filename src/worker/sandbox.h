@@ -2,9 +2,11 @@
 // once, right after the zygote's fork, before the worker reports ready, in
 // this order (each step needs the privileges the next one drops):
 //   1. join the worker's cgroups (memory, process count);
-//   2. new mount, IPC, UTS and (unless the network is "host") network
-//      namespaces; the PID namespace already exists (pid_namespace.h);
-//   3. the mount view (mount_view.h), loopback up, hostname "kcoral";
+//   2. (unless the network is "host") the network namespace the zygote
+//      lent it (network_namespaces.h); new IPC and UTS namespaces; the PID
+//      namespace already exists (pid_namespace.h);
+//   3. a copy of the view's template mount namespace, completed for this
+//      worker (mount_view.h); hostname "kcoral";
 //   4. drop to the sandbox user: no capabilities, no_new_privs;
 //   5. close every descriptor but the server socket;
 //   6. the seccomp filter.

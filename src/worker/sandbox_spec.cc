@@ -13,6 +13,8 @@ StatusOr<SandboxSpec> ParseSandboxSpec(const nlohmann::json& json) {
     spec.private_network = json.value("network", std::string("none")) == "none";
     spec.uid = json.value("uid", 65534u);
     spec.gid = json.value("gid", 65534u);
+    spec.view_fd = json.value("view_fd", -1);
+    spec.network_fd = json.value("network_fd", -1);
   } catch (const nlohmann::json::exception& error) {
     return InvalidArgumentError(std::string("sandbox spec: ") + error.what());
   }

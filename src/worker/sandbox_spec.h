@@ -22,6 +22,11 @@ struct SandboxSpec {
   std::vector<std::string> device_nodes;    // e.g. /dev/nvidia0; /dev/null and friends always
   std::vector<std::string> cgroup_procs;    // cgroup.procs files the worker joins first
   bool private_network = true;              // a network namespace with only loopback
+  // Inherited descriptors, added by the zygote: the view's template mount
+  // namespace (view_templates.h) and, with a private network, the network
+  // namespace to join (network_namespaces.h).
+  int view_fd = -1;
+  int network_fd = -1;
   uid_t uid = 65534;
   gid_t gid = 65534;
 };

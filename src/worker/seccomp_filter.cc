@@ -1,12 +1,20 @@
 #include "worker/seccomp_filter.h"
 
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <seccomp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <string_view>
+
+#include "base/memfd.h"
+#include "base/unique_fd.h"
 
 namespace kc::worker {
 
@@ -84,9 +92,7 @@ Status Failed(const std::string& step, int rc) {
   return FailedPreconditionError("seccomp: " + step + ": " + std::strerror(-rc));
 }
 
-}  // namespace
-
-Status InstallSeccompFilter() {
+StatusOr<std::string> BuildFilter() {
   FilterContext filter;
   if (filter.ctx == nullptr) return FailedPreconditionError("seccomp: cannot create a filter");
   for (const DeniedSyscall& denied : kDeniedSyscalls) {
@@ -105,7 +111,34 @@ Status InstallSeccompFilter() {
       return Failed("clone", rc);
     }
   }
-  if (int rc = seccomp_load(filter.ctx); rc != 0) return Failed("load", rc);
+  KC_ASSIGN_OR_RETURN(UniqueFd program, MakeMemfd("kcoral-seccomp"));
+  if (int rc = seccomp_export_bpf(filter.ctx, program.get()); rc != 0) return Failed("export", rc);
+  if (::lseek(program.get(), 0, SEEK_SET) != 0) return FailedPreconditionError("seccomp: rewind");
+  KC_ASSIGN_OR_RETURN(std::string bpf, ReadWholeFd(program.get()));
+  if (bpf.empty() || bpf.size() % sizeof(sock_filter) != 0)
+    return FailedPreconditionError("seccomp: exported a malformed program");
+  return bpf;
+}
+
+std::optional<StatusOr<std::string>>& Compiled() {
+  static std::optional<StatusOr<std::string>> compiled;
+  return compiled;
+}
+
+}  // namespace
+
+Status CompileSeccompFilter() {
+  if (!Compiled()) Compiled() = BuildFilter();
+  return Compiled()->status();
+}
+
+Status InstallSeccompFilter() {
+  KC_RETURN_IF_ERROR(CompileSeccompFilter());
+  std::string& bpf = **Compiled();
+  sock_fprog program{static_cast<unsigned short>(bpf.size() / sizeof(sock_filter)),
+                     reinterpret_cast<sock_filter*>(bpf.data())};
+  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program) != 0)
+    return FailedPreconditionError(std::string("seccomp: load: ") + std::strerror(errno));
   return Status::Ok();
 }
 

@@ -15,6 +15,11 @@
 
 namespace kc::worker {
 
+// Compiles the filter to BPF once per process (libseccomp takes about 0.5 ms
+// per worker): the zygote compiles it before it forks, so that its workers
+// only load it.
+Status CompileSeccompFilter();
+
 // Loads the filter into this thread and its future children (after
 // no_new_privs). Irreversible.
 Status InstallSeccompFilter();

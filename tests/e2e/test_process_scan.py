@@ -1,9 +1,9 @@
 """kcoral._native.scan_processes: the helper-process side channel of issue 9.
 
-The real scan runs as pid 2 of a fresh PID namespace below a pid 1 that is its parent, as a
-sandboxed worker does (docs/sandbox.md): `unshare --pid --fork --mount-proc sh -c 'python ...;
-true'` makes sh pid 1 and python pid 2 (the `; true` keeps sh from exec'ing python). Inside, a
-private tmpfs /dev with a character device named /dev/nvidia0 (the null device's numbers)
+The real scan runs as pid 2 of a fresh PID namespace beside its reaper at pid 1, both children
+of a process outside, as a sandboxed worker does (docs/sandbox.md): LAUNCH starts them as the
+zygote does (kcoral._core), and pid 2 execs `unshare --mount --mount-proc python ...` (an exec
+keeps pid 2). Inside, a private tmpfs /dev with a character device named /dev/nvidia0 (the null device's numbers)
 stands in for a GPU, so "holds a GPU" is tested without one. Needs root for the namespaces.
 The last tests run the scan inside real sandboxed (and unsandboxed) CPU-server workers.
 """
@@ -25,7 +25,7 @@ INSIDE = textwrap.dedent(r"""
     import ctypes, json, os, signal, subprocess, sys, threading, time
     from kcoral import _native
 
-    assert os.getpid() == 2 and os.getppid() == 1, (os.getpid(), os.getppid())
+    assert os.getpid() == 2 and os.getppid() == 0, (os.getpid(), os.getppid())
     subprocess.run(["mount", "-t", "tmpfs", "tmpfs", "/dev"], check=True)  # private: our mount ns
     for name in ("nvidia0", "null"):
         os.mknod("/dev/" + name, 0o666 | 0o020000, os.makedev(1, 3))
@@ -90,13 +90,29 @@ def test_outside_a_pid_namespace_the_scan_says_it_means_nothing():
     assert f"this process is pid {os.getpid()}, not pid 2" in scan["reason_if_not"]
 
 
+LAUNCH = textwrap.dedent(r"""
+    import os, sys
+    from kcoral import _core
+
+    _core.unshare_pid_namespace()
+    init = _core.start_namespace_init()
+    worker = os.fork()
+    if worker == 0:
+        os.execvp("unshare", ["unshare", "--mount", "--mount-proc", sys.executable, "-c",
+                              os.environ["KC_INSIDE"]])
+    _core.restore_pid_namespace()
+    _, status = os.waitpid(worker, 0)
+    os.kill(init, 9)
+    os.waitpid(init, 0)
+    sys.exit(os.waitstatus_to_exitcode(status))
+""")
+
+
 @pytest.fixture(scope="module")
 def namespace_scan():
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare(1) for a PID namespace")
-    command = ["unshare", "--pid", "--fork", "--mount", "--mount-proc", "sh", "-c",
-               f'"{sys.executable}" -c "$KC_INSIDE"; true']
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60,
+    done = subprocess.run([sys.executable, "-c", LAUNCH], capture_output=True, text=True, timeout=60,
                           env=dict(os.environ, KC_INSIDE=INSIDE))
     if done.returncode != 0 and "unshare failed" in done.stderr:
         pytest.skip(f"no PID namespace here: {done.stderr.strip()}")
@@ -108,11 +124,11 @@ def by_pid(scan: dict) -> dict[int, dict]:
     return {process["pid"]: process for process in scan["processes"]}
 
 
-def test_pid_two_below_its_reaper_lists_every_helper_and_no_thread(namespace_scan):
+def test_pid_two_beside_its_reaper_lists_every_helper_and_no_thread(namespace_scan):
     scan, pids = namespace_scan["as_root"], namespace_scan["pids"]
     assert scan["meaningful"] is True and scan["reason_if_not"] is None
     listed = by_pid(scan)
-    # pid 1 (sh, the reaper) and pid 2 (the scanner, threads included) are never listed.
+    # pid 1 (the reaper) and pid 2 (the scanner, threads included) are never listed.
     assert set(listed) == set(pids.values()), listed
     assert listed[pids["sleeper"]]["comm"] == "sleep"
     assert listed[pids["sleeper"]]["ppid"] == 2

@@ -268,14 +268,14 @@ def test_a_sibling_is_invisible(sandboxed):
     # Today: every host process is listed (the server, the zygote, the sleeping sibling, the
     # test's shell...) and every cwd resolves.
     view, answer, token = while_a_sibling_sleeps(sandboxed, lambda: report(sandboxed, LOOKS_AROUND))
-    # The worker is pid 1 of its own PID namespace, or the only child of that namespace's init
-    # (a reaper: pid 1 ignores a SIGKILL it sends itself, so a worker that must be able to kill
-    # itself cannot be pid 1).
-    assert view["me"] == 1 or view["parent"] == 1, view["me"]
-    own = {str(view["me"])} | ({"1"} if view["parent"] == 1 else set())
-    others = sorted(set(view["seen"]) - own, key=int)
+    # The worker is pid 2 of its own PID namespace, beside that namespace's init (a reaper:
+    # pid 1 ignores a SIGKILL it sends itself, so a worker that must be able to kill itself
+    # cannot be pid 1); its parent, the zygote, is outside the namespace (getppid() is 0).
+    assert (view["me"], view["parent"]) == (2, 0), view
+    others = sorted(set(view["seen"]) - {"1", "2"}, key=int)
     assert not others, {pid: view["seen"][pid] for pid in others[:15]}
-    assert set(view["cwds"]) <= own, view["cwds"]
+    # pid 1 stays root on the host's file system: its cwd must not resolve for the worker.
+    assert set(view["cwds"]) == {"2"}, view["cwds"]
     assert answer == token
 
 

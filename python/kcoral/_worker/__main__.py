@@ -1,6 +1,7 @@
 """Worker entry point: `python -m kcoral._worker` (started by kcoral-server)."""
 
 import os
+import signal
 
 
 def main() -> None:
@@ -18,11 +19,16 @@ def main() -> None:
     try:
         if spec.get("sandbox") is not None:
             # Started without a zygote: this process stays outside as the
-            # server's child and waits; its child is pid 1 of the new namespace.
+            # server's child and waits; its child is pid 2 of the new
+            # namespace, beside its pid 1.
+            spec = sandbox.complete(spec)
             _core.unshare_pid_namespace()
+            init = _core.start_namespace_init()
             child = os.fork()
             if child != 0:
                 _, status = os.waitpid(child, 0)
+                os.kill(init, signal.SIGKILL)
+                os.waitpid(init, 0)
                 os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
         if spec:
             sandbox.enter(spec, fd)

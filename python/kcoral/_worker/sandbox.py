@@ -2,10 +2,11 @@
 worker's start), before the worker reports ready.
 
 The server's spec names the workspace and, when sandboxed, the cgroups and
-device nodes (pool/worker_setup.h); this side adds what only the interpreter
-knows: the paths it imports from. The C++ core does the confining
-(src/worker/sandbox.h); then this process forks once more, so that the
-namespace's pid 1 is a reaper and the worker runs as pid 2
+device nodes (pool/worker_setup.h); before the fork, `complete` adds what only
+this side knows: the paths the interpreter imports from, and the descriptors
+of the view's template and of the network namespace lent to the worker. The
+C++ core does the confining (src/worker/sandbox.h); the worker is pid 2 of
+its PID namespace, beside the reaper that is pid 1
 (src/worker/namespace_init.h).
 """
 
@@ -44,8 +45,21 @@ def interpreter_paths() -> list[str]:
     return sorted(os.path.abspath(p) for p in paths)
 
 
+def complete(spec: dict) -> dict:
+    """`spec` with what the worker about to be forked needs from this process
+    (see above); unchanged without a sandbox."""
+    from kcoral import _core
+
+    box = spec.get("sandbox")
+    if box is None:
+        return spec
+    box = dict(box, readonly_paths=interpreter_paths() + list(box.get("readonly_paths", [])))
+    box["view_fd"], box["network_fd"] = _core.sandbox_descriptors(json.dumps(box))
+    return dict(spec, sandbox=box)
+
+
 def enter(spec: dict, socket_fd: int) -> str:
-    """Confines this process as `spec` says; returns the workspace to run in."""
+    """Confines this process as `spec` (completed) says; returns the workspace to run in."""
     from kcoral import _core
 
     workspace = spec["workspace"]
@@ -55,11 +69,7 @@ def enter(spec: dict, socket_fd: int) -> str:
         os.environ["TMPDIR"] = os.path.join(workspace, ".kcoral", "tmp")
         tempfile.tempdir = None
         return workspace
-    sandbox = dict(sandbox, readonly_paths=interpreter_paths() + list(sandbox.get("readonly_paths", [])))
     inside = _core.enter_sandbox(json.dumps(sandbox), socket_fd)
-    worker = os.fork()
-    if worker != 0:
-        _core.run_namespace_init(worker)  # never returns
     private = os.path.join(inside, ".kcoral")
     os.environ.update(
         HOME=os.path.join(private, "home"),

@@ -18,18 +18,44 @@ import sys
 
 
 _workers: set[int] = set()  # pids this zygote forked; any other child is an orphan
+_init_of: dict[int, int] = {}  # sandboxed worker -> its PID namespace's pid 1
+_network_of: dict[int, int] = {}  # pid 1 -> the network namespace lent to its worker
 
 
 def _reap(signum, frame) -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            break
-        _workers.discard(pid)
-    _kill_orphans()
+    # Not re-entered: a nested call could reap a pid 1 that this one is
+    # about to signal (_end_namespace).
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
+    try:
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            _workers.discard(pid)
+            _end_namespace(pid)
+        _kill_orphans()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _end_namespace(pid: int) -> None:
+    """A sandboxed worker's pid 1 is killed when the worker is reaped (the
+    kernel then kills the rest of its namespace); once pid 1 is reaped too,
+    nothing of the namespace is left, and its network namespace can be lent
+    again (src/worker/network_namespaces.h)."""
+    from kcoral import _core
+
+    init = _init_of.pop(pid, None)
+    if init is not None:  # not reaped yet: it exits only after its worker is reaped
+        os.kill(init, signal.SIGKILL)
+    if pid in _network_of:
+        _core.forget_namespace_init(pid)
+        network_fd = _network_of.pop(pid)
+        if network_fd >= 0:
+            _core.release_network_namespace(network_fd)
 
 
 def _kill_orphans() -> None:
@@ -124,27 +150,41 @@ def main() -> None:
             continue
         if not message or len(fds) != 1:
             return  # the server closed the socket
-        spec = json.loads(message).get("worker") or {}
-        sandboxed = spec.get("sandbox") is not None
-        if sandboxed:
-            _core.unshare_pid_namespace()  # the child is pid 1 of a new namespace
-        pid = -1
-        # Until the new worker is in _workers, _reap must not see it as an orphan.
+        try:
+            spec, failure = sandbox.complete(json.loads(message).get("worker") or {}), None
+        except Exception as error:  # noqa: BLE001 - the child reports it to the server
+            spec, failure = {}, error
+        box = spec.get("sandbox")
+        pid, init = -1, None
+        # Until the new processes are in _workers, _reap must not see them as orphans.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         try:
-            pid = os.fork()
+            if box is not None:
+                _core.unshare_pid_namespace()
+                init = _core.start_namespace_init()  # pid 1 of the new namespace
+                _workers.add(init)
+                _network_of[init] = box["network_fd"]
+            pid = os.fork()  # the worker: pid 2 when sandboxed
         finally:
-            if sandboxed and pid != 0:
+            if box is not None and pid != 0:
                 _core.restore_pid_namespace()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             control.close()
+            if failure is not None:
+                sandbox.report_failure(fds[0], failure)
+                os._exit(0)
             _serve_forked(fds[0], spec, device, Engine, make_runtime)
+        if init is not None:
+            _init_of[pid] = init
         _workers.add(pid)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         os.close(fds[0])
-        control.send(json.dumps({"type": "forked", "pid": pid}).encode())
+        forked = {"type": "forked", "pid": pid}
+        if init is not None:  # the server watches and kills a sandboxed worker through its pid 1
+            forked["namespace_init"] = init
+        control.send(json.dumps(forked).encode())
 
 
 if __name__ == "__main__":

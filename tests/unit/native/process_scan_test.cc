@@ -53,12 +53,12 @@ TEST(IsNvidiaDevicePath, MatchesWhatCudaOpens) {
   }
 }
 
-TEST(WhyScanIsNotMeaningful, OnlyPidTwoBelowPidOneWithItsOwnProc) {
-  EXPECT_FALSE(WhyScanIsNotMeaningful(2, 1, "2").has_value());
+TEST(WhyScanIsNotMeaningful, OnlyPidTwoWithItsParentOutsideAndItsOwnProc) {
+  EXPECT_FALSE(WhyScanIsNotMeaningful(2, 0, "2").has_value());
   EXPECT_NE(WhyScanIsNotMeaningful(1234, 1, "1234")->find("not sandboxed"), std::string::npos);
   EXPECT_NE(WhyScanIsNotMeaningful(2, 7, "2")->find("parent is pid 7"), std::string::npos);
   // pid 2 of a namespace whose /proc is the host's: the listing would be the host's.
-  EXPECT_NE(WhyScanIsNotMeaningful(2, 1, "81234")->find("/proc is not"), std::string::npos);
+  EXPECT_NE(WhyScanIsNotMeaningful(2, 0, "81234")->find("/proc is not"), std::string::npos);
 }
 
 // A fake /proc: directories named by pid with a stat file and an fd directory of links.
