@@ -63,13 +63,49 @@ void RemoveGroupDir(const std::string& dir) {
   }
 }
 
+// Kills every task left in `dir` and waits until it has none; false when it
+// cannot be emptied (a task that will not die).
+bool EmptyGroupDir(const std::string& dir) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    std::istringstream pids(ReadValue(dir + "/cgroup.procs"));
+    bool any = false;
+    for (pid_t pid; pids >> pid; any = true)
+      ::kill(pid, SIGKILL);
+    if (!any) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+long long CounterIn(const std::string& file, const std::string& key) {
+  std::istringstream words(ReadValue(file));
+  for (std::string word; words >> word;) {
+    long long count = 0;
+    if (word == key && words >> count) return count;
+  }
+  return 0;
+}
+
+std::string OomEventsFile(const std::string& memory_dir, bool v2) {
+  return memory_dir + (v2 ? "/memory.events" : "/memory.oom_control");
+}
+
+constexpr unsigned long long kMaxChargeToReuse = 64ull << 20;
+
 }  // namespace
+
+WorkerCgroup::WorkerCgroup(CgroupTree* tree, std::vector<std::string> dirs, bool v2)
+    : tree_(tree), dirs_(std::move(dirs)), v2_(v2) {
+  if (!dirs_.empty()) oom_kills_before_ = CounterIn(OomEventsFile(dirs_[0], v2_), "oom_kill");
+}
 
 WorkerCgroup& WorkerCgroup::operator=(WorkerCgroup&& other) noexcept {
   if (this != &other) {
-    Remove();
+    Release();
+    tree_ = std::exchange(other.tree_, nullptr);
     dirs_ = std::exchange(other.dirs_, {});
     v2_ = other.v2_;
+    oom_kills_before_ = other.oom_kills_before_;
   }
   return *this;
 }
@@ -83,21 +119,39 @@ std::vector<std::string> WorkerCgroup::procs_files() const {
 
 bool WorkerCgroup::oom_killed() const {
   if (dirs_.empty()) return false;
-  std::istringstream events(ReadValue(dirs_[0] + (v2_ ? "/memory.events" : "/memory.oom_control")));
-  for (std::string key; events >> key;) {
-    long long count = 0;
-    events >> count;
-    if (key == "oom_kill" && count > 0) return true;
-  }
-  return false;
+  return CounterIn(OomEventsFile(dirs_[0], v2_), "oom_kill") > oom_kills_before_;
 }
 
-void WorkerCgroup::Remove() {
-  for (const std::string& dir : dirs_) {
-    if (v2_) (void)WriteValue(dir + "/cgroup.kill", "1");  // kernel 5.14+; else the loop below
+void WorkerCgroup::Release() {
+  if (!dirs_.empty() && tree_ != nullptr) tree_->TakeBack(std::exchange(dirs_, {}));
+  for (const std::string& dir : dirs_) {  // a group that belongs to no tree
+    if (v2_) (void)WriteValue(dir + "/cgroup.kill", "1");
     RemoveGroupDir(dir);
   }
   dirs_.clear();
+}
+
+void CgroupTree::TakeBack(std::vector<std::string> dirs) {
+  bool reusable = true;
+  for (const std::string& dir : dirs) {
+    if (v2_) (void)WriteValue(dir + "/cgroup.kill", "1");  // kernel 5.14+; else the loop
+    reusable = EmptyGroupDir(dir) && reusable;
+  }
+  const std::string& memory = dirs[0];
+  const std::string charged =
+      ReadValue(memory + (v2_ ? "/memory.current" : "/memory.usage_in_bytes"));
+  reusable = reusable && !charged.empty() && std::stoull(charged) < kMaxChargeToReuse;
+  if (reusable && !v2_) {  // v1 keeps a peak and a failure count per group; v2 has no reset
+    reusable = WriteValue(memory + "/memory.max_usage_in_bytes", "0").ok() &&
+               WriteValue(memory + "/memory.failcnt", "0").ok();
+  }
+  if (reusable) {
+    std::lock_guard lock(mu_);
+    idle_.push_back(std::move(dirs));
+    return;
+  }
+  for (const std::string& dir : dirs)
+    RemoveGroupDir(dir);
 }
 
 StatusOr<std::unique_ptr<CgroupTree>> CgroupTree::Create() {
@@ -137,16 +191,27 @@ StatusOr<std::unique_ptr<CgroupTree>> CgroupTree::Create() {
 }
 
 CgroupTree::~CgroupTree() {
+  for (const auto& dirs : idle_)
+    for (const std::string& dir : dirs)
+      RemoveGroupDir(dir);
   for (const std::string& root : roots_)
     RemoveGroupDir(root);
 }
 
 StatusOr<WorkerCgroup> CgroupTree::NewWorkerGroup(const CgroupLimits& limits) {
+  {
+    std::lock_guard lock(mu_);
+    if (!idle_.empty()) {
+      std::vector<std::string> dirs = std::move(idle_.back());
+      idle_.pop_back();
+      return WorkerCgroup(this, std::move(dirs), v2_);
+    }
+  }
   const std::string name = "w" + std::to_string(next_++);
   std::vector<std::string> dirs;
   for (const std::string& root : roots_)
     dirs.push_back(root + "/" + name);
-  WorkerCgroup group(dirs, v2_);  // removes what was made if a step fails
+  WorkerCgroup group(nullptr, dirs, v2_);  // removes what was made if a step fails
   for (const std::string& dir : dirs)
     KC_RETURN_IF_ERROR(MakeDir(dir));
   const std::string tasks = std::to_string(limits.max_tasks);
@@ -166,6 +231,7 @@ StatusOr<WorkerCgroup> CgroupTree::NewWorkerGroup(const CgroupLimits& limits) {
         (void)WriteValue(dirs[0] + "/memory.memsw.limit_in_bytes", memory);
     }
   }
+  group.tree_ = this;
   return group;
 }
 

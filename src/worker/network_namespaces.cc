@@ -70,7 +70,6 @@ StatusOr<NetworkNamespaces::Namespace> NetworkNamespaces::Create() {
   }
   if (::setns(own_.get(), CLONE_NEWNET) != 0) return Failed("return to our own");
   KC_RETURN_IF_ERROR(status);
-  ++created_;
   return created;
 }
 

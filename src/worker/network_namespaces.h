@@ -25,9 +25,6 @@ class NetworkNamespaces {
   // The worker that had `fd` is gone: reuse the namespace or drop it.
   void Release(int fd);
 
-  size_t idle() const { return idle_.size(); }
-  size_t created() const { return created_; }
-
  private:
   struct Namespace {
     UniqueFd fd;
@@ -38,7 +35,6 @@ class NetworkNamespaces {
 
   UniqueFd own_;  // the zygote's namespace, to return to
   std::vector<Namespace> idle_, lent_;
-  size_t created_ = 0;
 };
 
 // Brings up `lo` in the calling thread's network namespace (a new one starts
