@@ -105,34 +105,44 @@ void DeviceWorkers::Retire(std::unique_ptr<WorkerProcess> worker) {
 }
 
 void DeviceWorkers::SpawnLoop() {
+  // Workers started and not yet ready, oldest first, with their deadlines.
+  std::deque<std::pair<std::unique_ptr<WorkerProcess>, Clock::time_point>> starting;
   for (;;) {
     int need;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || static_cast<int>(ready_.size()) < spec_.standby; });
+      cv_.wait(lock, [&] {
+        return stopping_ || !starting.empty() || static_cast<int>(ready_.size()) < spec_.standby;
+      });
       if (stopping_) return;
-      need = spec_.standby - static_cast<int>(ready_.size());
+      need = spec_.standby - static_cast<int>(ready_.size() + starting.size());
     }
-    // Start them all at once (imports run in parallel), then collect.
-    std::vector<std::unique_ptr<WorkerProcess>> starting;
-    for (int i = 0; i < need; ++i) {
+    // Start what is missing at once (imports run in parallel), then collect
+    // the oldest: each worker is handed out the moment it is ready, and the
+    // ones it replaces start while the rest of a batch is still coming up.
+    bool failed = false;
+    for (int i = 0; i < need && !failed; ++i) {
       auto worker = StartWorker();
-      if (worker.ok()) starting.push_back(std::move(*worker));
+      if (worker.ok()) {
+        starting.emplace_back(std::move(*worker), Clock::now() + spawn_timeout_);
+      } else {
+        failed = true;
+      }
     }
-    const auto deadline = Clock::now() + spawn_timeout_;
-    bool failed = starting.size() < static_cast<size_t>(need);
-    for (auto& worker : starting) {
+    if (!starting.empty()) {
+      auto [worker, deadline] = std::move(starting.front());
+      starting.pop_front();
       auto prepared = Prepare(std::move(worker), deadline);
-      if (!prepared.ok()) {
+      if (prepared.ok()) {
+        std::lock_guard lock(mu_);
+        ready_.push_back(std::move(*prepared));
+        cv_.notify_all();
+      } else {
         failed = true;
         events_.Emit(
             EventLevel::kError, "worker_failed",
             {{"device", spec_.name}, {"phase", "startup"}, {"error", prepared.status().message()}});
-        continue;
       }
-      std::lock_guard lock(mu_);
-      ready_.push_back(std::move(*prepared));
-      cv_.notify_all();
     }
     if (failed)
       std::this_thread::sleep_for(std::chrono::seconds(1));  // don't spin on a broken setup
