@@ -14,6 +14,7 @@ alike instead of whichever ran when it came.
 """
 
 import argparse
+import contextlib
 import os
 import signal
 import socket
@@ -95,6 +96,38 @@ def run_concurrent(url: str, concurrency: int, total: int) -> tuple[list[float],
     return latencies, total / (time.perf_counter() - start)
 
 
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """(its own, its reaped children's) CPU time of a process, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS, (int(fields[13]) + int(fields[14])) / TICKS
+
+
+def zygote_of(server: subprocess.Popen) -> int | None:
+    for child in subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True).stdout.split():
+        with contextlib.suppress(OSError), open(f"/proc/{child}/cmdline") as f:
+            if "zygote" in f.read():
+                return int(child)
+    return None
+
+
+def cpu_per_request(server: subprocess.Popen, run) -> tuple[object, dict[str, float]]:
+    """run()'s value, and the CPU it cost per request in ms: the server, the zygote, the workers
+    (the zygote's reaped children) and this client (both counted while `run` ran)."""
+    zygote = zygote_of(server)
+    before = cpu_seconds(server.pid)[0], cpu_seconds(zygote) if zygote else (0.0, 0.0), os.times()
+    value = run()
+    after = cpu_seconds(server.pid)[0], cpu_seconds(zygote) if zygote else (0.0, 0.0), os.times()
+    me = lambda t: t.user + t.system  # noqa: E731
+    spent = {"server": after[0] - before[0], "zygote": after[1][0] - before[1][0],
+             "workers": after[1][1] - before[1][1], "client": me(after[2]) - me(before[2])}
+    spent["total"] = sum(spent.values())
+    return value, spent
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
@@ -124,12 +157,16 @@ def main() -> None:
         rounds: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
         for url in (url for _, url in servers.values()):
             run_concurrent(url, 4, 40)  # warm-up
+        cpu: dict[str, list[dict[str, float]]] = {}
         for _ in range(args.rounds):
             for concurrency in (1, 32):
-                for mode, (_, url) in servers.items():
-                    latencies, rate = run_concurrent(url, concurrency, args.requests)
+                for mode, (process, url) in servers.items():
+                    (latencies, rate), spent = cpu_per_request(
+                        process, lambda: run_concurrent(url, concurrency, args.requests))
                     rounds.setdefault((mode, concurrency), []).append(
                         (rate, statistics.median(latencies), percentile(latencies, 99)))
+                    if concurrency == 32:
+                        cpu.setdefault(mode, []).append({k: v / args.requests * 1e3 for k, v in spent.items()})
         for (mode, concurrency), measured in rounds.items():
             rate, p50, p99 = sorted(measured)[len(measured) // 2]  # the median round, by rate
             rows.append((mode, concurrency, p50, p99, rate))
@@ -161,6 +198,11 @@ def main() -> None:
         for concurrency in (1, 32):
             on, off = (r[4] for r in rows if r[1] == concurrency)
             print(f"requests/s with the sandbox / without, concurrency {concurrency}: {on / off:.2f}")
+    print("\nCPU per request at concurrency 32, ms (median of rounds; workers: the zygote's reaped children)")
+    parts = ["server", "zygote", "workers", "client", "total"]
+    print(f"{'sandbox':>10} | " + " | ".join(f"{p:>8}" for p in parts))
+    for mode, measured in cpu.items():
+        print(f"{mode:>10} | " + " | ".join(f"{statistics.median(m[p] for m in measured):>8.2f}" for p in parts))
     for mode, times in compiles.items():
         if times:
             print(f"seed compile request (nvcc, sm_90a), sandbox {mode}: "
