@@ -292,8 +292,9 @@ Status BuildViewTemplate(const SandboxSpec& spec) {
 
 StatusOr<std::string> EnterView(const SandboxSpec& spec) {
   const std::vector<std::string> readonly = AllReadOnlyPaths(spec);
-  std::vector<ReadOnlyBind> below_tmp;  // read from the host, before entering
-  for (const ReadOnlyBind& bind : PlanReadOnlyBinds(readonly).binds)
+  const ReadOnlyPlan plan = PlanReadOnlyBinds(readonly);  // reads the host: before entering
+  std::vector<ReadOnlyBind> below_tmp;
+  for (const ReadOnlyBind& bind : plan.binds)
     if (BelowTmp(bind.source)) below_tmp.push_back(bind);
   if (::setns(spec.view_fd, CLONE_NEWNS) != 0) return Failed("enter the view's template");
   if (::unshare(CLONE_NEWNS) != 0) return Failed("copy the view's template");
@@ -302,6 +303,12 @@ StatusOr<std::string> EnterView(const SandboxSpec& spec) {
   // worker's cgroup, and gone with the namespace.
   if (::mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777") != 0)
     return Failed("tmpfs /tmp");
+  for (const auto& [path, link] : plan.links) {
+    if (!BelowTmp(path)) continue;
+    KC_RETURN_IF_ERROR(MakeDirs(ParentOf(path)));
+    if (::symlink(link.c_str(), path.c_str()) != 0 && errno != EEXIST)
+      return Failed("symlink " + path);
+  }
   const std::string setup = kSetup;
   for (size_t i = 0; i < below_tmp.size(); ++i) {
     const ReadOnlyBind& bind = below_tmp[i];
