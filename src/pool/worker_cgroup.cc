@@ -51,21 +51,11 @@ bool HasWord(const std::string& text, const std::string& word) {
   return false;
 }
 
-// rmdir succeeds once the last task has been reaped; killed tasks take a moment.
-void RemoveGroupDir(const std::string& dir) {
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    if (::rmdir(dir.c_str()) == 0 || errno == ENOENT) return;
-    if (errno != EBUSY) return;
-    std::istringstream pids(ReadValue(dir + "/cgroup.procs"));
-    for (pid_t pid; pids >> pid;)
-      ::kill(pid, SIGKILL);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
-// Kills every task left in `dir` and waits until it has none; false when it
-// cannot be emptied (a task that will not die).
-bool EmptyGroupDir(const std::string& dir) {
+// Kills every task left in `dir` (v2: at once, with cgroup.kill, kernel
+// 5.14+; else one by one) and waits until it has none; false when it cannot
+// be emptied (a task that will not die).
+bool EmptyGroupDir(const std::string& dir, bool v2) {
+  if (v2) (void)WriteValue(dir + "/cgroup.kill", "1");
   for (int attempt = 0; attempt < 200; ++attempt) {
     std::istringstream pids(ReadValue(dir + "/cgroup.procs"));
     bool any = false;
@@ -75,6 +65,15 @@ bool EmptyGroupDir(const std::string& dir) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return false;
+}
+
+// rmdir succeeds once the last task has been reaped; killed tasks take a moment.
+void RemoveGroupDir(const std::string& dir, bool v2) {
+  EmptyGroupDir(dir, v2);
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    if (::rmdir(dir.c_str()) == 0 || errno != EBUSY) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
 }
 
 long long CounterIn(const std::string& file, const std::string& key) {
@@ -125,8 +124,7 @@ bool WorkerCgroup::oom_killed() const {
 void WorkerCgroup::Release() {
   if (!dirs_.empty() && tree_ != nullptr) tree_->TakeBack(std::exchange(dirs_, {}));
   for (const std::string& dir : dirs_) {  // a group that belongs to no tree
-    if (v2_) (void)WriteValue(dir + "/cgroup.kill", "1");
-    RemoveGroupDir(dir);
+    RemoveGroupDir(dir, v2_);
   }
   dirs_.clear();
 }
@@ -134,8 +132,7 @@ void WorkerCgroup::Release() {
 void CgroupTree::TakeBack(std::vector<std::string> dirs) {
   bool reusable = true;
   for (const std::string& dir : dirs) {
-    if (v2_) (void)WriteValue(dir + "/cgroup.kill", "1");  // kernel 5.14+; else the loop
-    reusable = EmptyGroupDir(dir) && reusable;
+    reusable = EmptyGroupDir(dir, v2_) && reusable;
   }
   const std::string& memory = dirs[0];
   const std::string charged =
@@ -151,7 +148,7 @@ void CgroupTree::TakeBack(std::vector<std::string> dirs) {
     return;
   }
   for (const std::string& dir : dirs)
-    RemoveGroupDir(dir);
+    RemoveGroupDir(dir, v2_);
 }
 
 StatusOr<std::unique_ptr<CgroupTree>> CgroupTree::Create() {
@@ -193,9 +190,9 @@ StatusOr<std::unique_ptr<CgroupTree>> CgroupTree::Create() {
 CgroupTree::~CgroupTree() {
   for (const auto& dirs : idle_)
     for (const std::string& dir : dirs)
-      RemoveGroupDir(dir);
+      RemoveGroupDir(dir, v2_);
   for (const std::string& root : roots_)
-    RemoveGroupDir(root);
+    RemoveGroupDir(root, v2_);
 }
 
 StatusOr<WorkerCgroup> CgroupTree::NewWorkerGroup(const CgroupLimits& limits) {
