@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 
+from .blob_preflight import BlobPreflight
 from .errors import KCoralError, ProtocolError, TransportError
 from .program import Program
 from .result import ProgramResult, decode_program_result, decode_response, parse_cache_miss, strict_json_loads
@@ -111,6 +112,7 @@ class Client:
             headers=dict(headers or {}),
             timeout=httpx.Timeout(None, connect=connect_timeout_seconds),
         )
+        self._preflight = BlobPreflight(self._send)
 
     @property
     def base_url(self) -> str:
@@ -161,8 +163,10 @@ class Client:
     ) -> ProgramResult:
         """Run ``program`` and return its COMPLETED or FAILED outcome.
 
-        Blob bytes are negotiated with the server cache: the first attempt
-        sends none, the second the ones reported missing, the third all.
+        Large blobs are sent ahead where the server has blob endpoints
+        (blob_preflight.py). Then blob bytes are negotiated with the server
+        cache: the first attempt sends none (but those the server could not
+        keep), the second the ones reported missing, the third all.
         Raises KCoralError (non-200), TransportError (no response) or
         ProtocolError (malformed response, or still missing after a full resend).
         """
@@ -179,10 +183,10 @@ class Client:
             options["output_limit_bytes"] = output_limit_bytes
         if gpu_count is not None:
             options["gpu_count"] = gpu_count
+        to_send = sorted(self._preflight.settle(program))
         program_json = _encode_program(program, options)
         local_blobs = dict(program._blobs)
 
-        to_send: list[str] = []
         route: str | None = None
         for attempt in range(1, _MAX_ATTEMPTS + 1):
             boundary, chunks, length = _multipart(program_json, ((h, local_blobs[h]) for h in to_send))

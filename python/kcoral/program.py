@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import hashlib
 import math
 import operator
 import os
@@ -12,6 +11,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from . import blob_names
 from .artifacts import normalize_remote_path
 
 __all__ = ["Program", "Register", "DTYPE_ITEM_SIZES"]
@@ -41,10 +41,6 @@ class Register:
     """Local name for a request-scoped server value (the id of an instruction)."""
 
     id: str
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def _is_bytes_like(value: object) -> bool:
@@ -202,6 +198,8 @@ class Program:
         self._file_paths: set[str] = set()
         self._file_dirs: set[str] = set()
         self._blobs: dict[str, bytes] = {}
+        # Large blobs not named yet (blob_names.py): [bytes, instructions that use them].
+        self._unnamed: list[tuple[bytes, list[dict[str, Any]]]] = []
 
     # ------------------------------------------------------------------ ids
     def _check_explicit_id(self, id: object) -> str:
@@ -234,10 +232,30 @@ class Program:
             raise ValueError(f"{what} references unknown id {ref!r}")
         return ref
 
-    def _add_blob(self, data: bytes) -> str:
-        digest = _sha256(data)
+    def _add_blob(self, data: bytes, instruction: dict[str, Any]) -> None:
+        """Sets ``instruction["blob"]`` now, or when the blob is named."""
+        digest = blob_names.known_name(data)
+        if digest is None and len(data) >= blob_names.LARGE_BLOB_BYTES:
+            for unnamed, users in self._unnamed:
+                if unnamed is data:
+                    users.append(instruction)
+                    return
+            self._unnamed.append((data, [instruction]))
+            return
+        if digest is None:
+            digest = blob_names.sha256_of(data)
+        instruction["blob"] = digest
         self._blobs.setdefault(digest, data)
-        return digest
+
+    def _name_blobs(self, name) -> None:
+        """Names the unnamed large blobs with ``name(bytes) -> digest``."""
+        while self._unnamed:
+            data, users = self._unnamed[0]
+            digest = name(data)
+            for instruction in users:
+                instruction["blob"] = digest
+            self._blobs.setdefault(digest, data)
+            del self._unnamed[0]
 
     # ------------------------------------------------------------- builders
     def upload(
@@ -286,7 +304,7 @@ class Program:
                 "op": "upload",
                 "id": None,
                 "kind": "tensor",
-                "blob": _sha256(blob),
+                "blob": None,  # set by _add_blob
                 "dtype": name,
                 "shape": dims,
             }
@@ -295,9 +313,9 @@ class Program:
             if not _is_bytes_like(value):
                 raise TypeError(f"a {kind} upload needs bytes, bytearray or memoryview, not {type(value).__name__}")
             blob = _copy_bytes(value)  # type: ignore[arg-type]
-            instruction = {"op": "upload", "id": None, "kind": kind, "blob": _sha256(blob)}
+            instruction = {"op": "upload", "id": None, "kind": kind, "blob": None}
         if blob is not None:
-            self._add_blob(blob)
+            self._add_blob(blob, instruction)
         return Register(self._commit(instruction, id, "upload"))
 
     def _check_file_path(self, path: str, taken_files: set[str], taken_dirs: set[str]) -> None:
@@ -326,9 +344,9 @@ class Program:
         normalized = normalize_remote_path(path)
         self._check_file_path(normalized, self._file_paths, self._file_dirs)
         data = _copy_bytes(blob)
-        digest = self._add_blob(data)
         self._register_file_path(normalized, self._file_paths, self._file_dirs)
-        instruction = {"op": "upload", "id": None, "kind": "file", "blob": digest, "path": normalized}
+        instruction = {"op": "upload", "id": None, "kind": "file", "blob": None, "path": normalized}
+        self._add_blob(data, instruction)
         return Register(self._commit(instruction, id, "upload"))
 
     def upload_folder(self, folder: str | os.PathLike[str], *, path: str) -> None:
@@ -394,8 +412,8 @@ class Program:
 
         # Commit: nothing below can fail.
         for remote, data in collected:
-            digest = self._add_blob(data)
-            instruction = {"op": "upload", "id": None, "kind": "file", "blob": digest, "path": remote}
+            instruction = {"op": "upload", "id": None, "kind": "file", "blob": None, "path": remote}
+            self._add_blob(data, instruction)
             self._commit(instruction, None, "upload")
         self._file_paths = files
         self._file_dirs = dirs
@@ -475,14 +493,18 @@ class Program:
     # ------------------------------------------------------------ accessors
     @property
     def instructions(self) -> list[dict[str, Any]]:
-        """Shallow copy of the wire instruction list (the dicts are shared)."""
+        """Shallow copy of the wire instruction list (the dicts are shared).
+        Large blobs not named yet are hashed here (a client names them when
+        it executes the program, often without hashing: blob_names.py)."""
+        self._name_blobs(blob_names.sha256_of)
         return list(self._instructions)
 
     def __len__(self) -> int:
         return len(self._instructions)
 
     def __repr__(self) -> str:
-        return f"Program(instructions={len(self._instructions)}, blobs={len(self._blobs)})"
+        blobs = len(self._blobs) + len(self._unnamed)
+        return f"Program(instructions={len(self._instructions)}, blobs={blobs})"
 
 
 def _read_stable(local: str, before: os.stat_result) -> bytes:

@@ -35,13 +35,17 @@ Status WriteAll(int fd, std::string_view bytes) {
   return Status::Ok();
 }
 
+Status SealMemfd(int fd) {
+  if (::fcntl(fd, F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) != 0) {
+    return Errno("F_ADD_SEALS");
+  }
+  return Status::Ok();
+}
+
 StatusOr<UniqueFd> MakeSealedMemfd(std::string_view name, std::string_view bytes) {
   KC_ASSIGN_OR_RETURN(UniqueFd fd, MakeMemfd(name));
   KC_RETURN_IF_ERROR(WriteAll(fd.get(), bytes));
-  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE) !=
-      0) {
-    return Errno("F_ADD_SEALS");
-  }
+  KC_RETURN_IF_ERROR(SealMemfd(fd.get()));
   return fd;
 }
 

@@ -19,6 +19,9 @@ StatusOr<UniqueFd> MakeSealedMemfd(std::string_view name, std::string_view bytes
 // An empty, writable memfd (allow sealing).
 StatusOr<UniqueFd> MakeMemfd(std::string_view name);
 
+// Seals `fd` against writes, resizes and further seals.
+Status SealMemfd(int fd);
+
 // Size of the file behind `fd` (fstat).
 StatusOr<size_t> FdSize(int fd);
 

@@ -1,8 +1,5 @@
-// Strict multipart/form-data reader (spec/protocol.md §1.5; RFC 2046 §5.1.1,
-// RFC 7578). A delimiter line is "--" + boundary at the start of the body or
-// right after a LF, followed either by "--" (the close delimiter) or by
-// optional spaces/tabs and a CRLF or bare LF. The line break before a
-// delimiter belongs to the delimiter, not to the part body.
+// Strict multipart/form-data reader (spec/protocol.md §1.5): the whole body
+// fed to a MultipartStream, which holds the framing and header rules.
 #include "protocol/multipart_reader.h"
 
 #include <string>
@@ -11,6 +8,7 @@
 #include <vector>
 
 #include "protocol/header_value.h"
+#include "protocol/multipart_stream.h"
 
 namespace kc::protocol {
 namespace {
@@ -23,142 +21,39 @@ bool IsBoundaryChar(char c) {
   return std::string_view("'()+_,-./:=? ").find(c) != std::string_view::npos;
 }
 
-struct Delimiter {
-  size_t content_end = 0;  // end of the preceding part (before its CRLF/LF)
-  size_t next = 0;         // first byte after the delimiter line
-  bool close = false;
-};
-
-// Classifies the bytes after a "--boundary" found at `after`. Returns false
-// if they make it an ordinary line that merely starts with the marker.
-bool FinishDelimiter(std::string_view body, size_t after, Delimiter* delimiter) {
-  if (body.substr(after, 2) == "--") {
-    delimiter->close = true;
-    delimiter->next = after + 2;  // the epilogue follows and is ignored
-    return true;
-  }
-  while (after < body.size() && (body[after] == ' ' || body[after] == '\t'))
-    ++after;
-  if (body.substr(after, 2) == "\r\n") {
-    delimiter->next = after + 2;
-    return true;
-  }
-  if (body.substr(after, 1) == "\n") {
-    delimiter->next = after + 1;
-    return true;
-  }
-  return false;
-}
-
-// Finds the first delimiter line at or after `from`. A delimiter at `from`
-// itself counts only when `from` is 0 (the body opens with it); elsewhere it
-// must follow a LF at or after `from`.
-bool FindDelimiter(std::string_view body, std::string_view dash_boundary, size_t from,
-                   Delimiter* delimiter) {
-  if (from == 0 && body.substr(0, dash_boundary.size()) == dash_boundary &&
-      FinishDelimiter(body, dash_boundary.size(), delimiter)) {
-    delimiter->content_end = 0;
-    return true;
-  }
-  std::string line_start = "\n" + std::string(dash_boundary);
-  for (size_t lf = body.find(line_start, from); lf != std::string_view::npos;
-       lf = body.find(line_start, lf + 1)) {
-    if (FinishDelimiter(body, lf + line_start.size(), delimiter)) {
-      delimiter->content_end = (lf > from && body[lf - 1] == '\r') ? lf - 1 : lf;
-      return true;
-    }
-  }
-  return false;
-}
-
-class PartParser {
+// Collects the parts of a body fed as one chunk. Every piece of a part's data
+// is then a view of that chunk, each right after the one before, so a part's
+// body is a view of the caller's body too.
+class PartCollector final : public MultipartSink {
  public:
-  explicit PartParser(size_t index) : index_(index) {}
+  explicit PartCollector(std::string_view body) : body_(body) {}
 
-  StatusOr<MultipartPart> Parse(std::string_view region);
+  Status BeginPart(std::string_view name, std::string_view content_type) override {
+    parts_.push_back({.name = std::string(name), .content_type = std::string(content_type)});
+    return Status::Ok();
+  }
+
+  Status PartData(std::string_view bytes) override {
+    std::string_view& part_body = parts_.back().body;
+    bool inside =
+        bytes.data() >= body_.data() && bytes.data() + bytes.size() <= body_.data() + body_.size();
+    if (!inside || (!part_body.empty() && part_body.data() + part_body.size() != bytes.data())) {
+      return InternalError("multipart part data is not the next bytes of the body");
+    }
+    part_body = part_body.empty()
+                    ? bytes
+                    : std::string_view(part_body.data(), part_body.size() + bytes.size());
+    return Status::Ok();
+  }
+
+  Status EndPart() override { return Status::Ok(); }
+
+  std::vector<MultipartPart> TakeParts() && { return std::move(parts_); }
 
  private:
-  Status Header(std::string_view line);
-  Status ContentDisposition(std::string_view value);
-  Status ContentType(std::string_view value);
-  Status TransferEncoding(std::string_view value);
-
-  Status Error(std::string_view what) const {
-    return InvalidArgumentError("multipart part " + std::to_string(index_) + ": " +
-                                std::string(what));
-  }
-
-  size_t index_;
-  MultipartPart part_;
-  int dispositions_ = 0;
-  int content_types_ = 0;
-  int encodings_ = 0;
+  std::string_view body_;
+  std::vector<MultipartPart> parts_;
 };
-
-StatusOr<MultipartPart> PartParser::Parse(std::string_view region) {
-  size_t pos = 0;
-  for (;;) {
-    size_t lf = region.find('\n', pos);
-    if (lf == std::string_view::npos) return Error("headers are not ended by an empty line");
-    std::string_view line = region.substr(pos, lf - pos);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    pos = lf + 1;
-    if (line.empty()) break;
-    KC_RETURN_IF_ERROR(Header(line));
-  }
-  if (dispositions_ != 1) return Error("expected exactly one Content-Disposition header");
-  if (content_types_ != 1) return Error("expected exactly one Content-Type header");
-  part_.body = region.substr(pos);
-  return std::move(part_);
-}
-
-Status PartParser::Header(std::string_view line) {
-  if (line.front() == ' ' || line.front() == '\t') {
-    return Error("folded header lines are not supported");
-  }
-  size_t colon = line.find(':');
-  if (colon == std::string_view::npos || colon == 0 ||
-      TrimWhitespace(line.substr(0, colon)).size() != colon) {
-    return Error("malformed header line");
-  }
-  std::string name = AsciiLower(line.substr(0, colon));
-  std::string_view value = TrimWhitespace(line.substr(colon + 1));
-  if (name == "content-disposition") return ContentDisposition(value);
-  if (name == "content-type") return ContentType(value);
-  if (name == "content-transfer-encoding") return TransferEncoding(value);
-  return Status::Ok();  // other headers carry nothing we use
-}
-
-Status PartParser::ContentDisposition(std::string_view value) {
-  if (++dispositions_ > 1) return Error("more than one Content-Disposition header");
-  StatusOr<HeaderValue> parsed = ParseHeaderValue(value);
-  if (!parsed.ok()) return Error("Content-Disposition: " + parsed.status().message());
-  if (parsed->type != "form-data") return Error("Content-Disposition must be form-data");
-  std::vector<std::string> names = parsed->Get("name");
-  if (names.size() != 1 || names[0].empty()) {
-    return Error("Content-Disposition needs exactly one non-empty name parameter");
-  }
-  part_.name = std::move(names[0]);  // a filename parameter is allowed and ignored
-  return Status::Ok();
-}
-
-Status PartParser::ContentType(std::string_view value) {
-  if (++content_types_ > 1) return Error("more than one Content-Type header");
-  if (value.empty()) return Error("empty Content-Type header");
-  std::string media_type = AsciiLower(TrimWhitespace(value.substr(0, value.find(';'))));
-  if (media_type.rfind("multipart/", 0) == 0) return Error("nested multipart is not supported");
-  part_.content_type = std::string(value);
-  return Status::Ok();
-}
-
-Status PartParser::TransferEncoding(std::string_view value) {
-  if (++encodings_ > 1) return Error("more than one Content-Transfer-Encoding header");
-  std::string encoding = AsciiLower(value);
-  if (encoding != "binary" && encoding != "8bit") {
-    return Error("Content-Transfer-Encoding must be binary or 8bit");
-  }
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -183,25 +78,11 @@ StatusOr<std::string> MultipartBoundary(std::string_view content_type) {
 
 StatusOr<std::vector<MultipartPart>> ReadMultipart(std::string_view body,
                                                    std::string_view boundary) {
-  if (boundary.empty()) return InvalidArgumentError("empty multipart boundary");
-  std::string dash_boundary = "--" + std::string(boundary);
-  Delimiter delimiter;
-  // Anything before the first delimiter is preamble and ignored.
-  if (!FindDelimiter(body, dash_boundary, 0, &delimiter)) {
-    return InvalidArgumentError("multipart body has no boundary line");
-  }
-  std::vector<MultipartPart> parts;
-  while (!delimiter.close) {
-    size_t start = delimiter.next;
-    if (!FindDelimiter(body, dash_boundary, start, &delimiter)) {
-      return InvalidArgumentError("multipart body is missing its closing boundary");
-    }
-    std::string_view region = body.substr(start, delimiter.content_end - start);
-    KC_ASSIGN_OR_RETURN(MultipartPart part, PartParser(parts.size()).Parse(region));
-    parts.push_back(std::move(part));
-  }
-  if (parts.empty()) return InvalidArgumentError("multipart body has no parts");
-  return parts;
+  PartCollector collector(body);
+  MultipartStream stream(std::string(boundary), collector);
+  KC_RETURN_IF_ERROR(stream.Feed(body));
+  KC_RETURN_IF_ERROR(stream.Finish());
+  return std::move(collector).TakeParts();
 }
 
 }  // namespace kc::protocol

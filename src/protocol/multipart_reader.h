@@ -23,8 +23,9 @@ StatusOr<std::string> MultipartBoundary(std::string_view content_type);
 // Splits `body` into parts, enforcing every framing rule of §1.5: exactly one
 // Content-Disposition (form-data, one non-empty name) and exactly one
 // Content-Type per part, no nested multipart, Content-Transfer-Encoding only
-// binary/8bit, CRLF or bare-LF boundary lines, at least one part, a closing
-// delimiter. Errors are kInvalidArgument.
+// binary/8bit, CRLF or bare-LF boundary lines, header blocks of at most
+// kMaxPartHeaderBlock bytes, at least one part, a closing delimiter. Errors
+// are kInvalidArgument. MultipartStream does the same on a body in chunks.
 StatusOr<std::vector<MultipartPart>> ReadMultipart(std::string_view body,
                                                    std::string_view boundary);
 

@@ -10,7 +10,7 @@
 
 #include "base/utc_time.h"
 #include "server/gpu_inventory.h"
-#include "server/hang_up_watch.h"
+#include "server/http_session.h"
 #include "server/request_id.h"
 
 namespace kc::server {
@@ -21,8 +21,6 @@ using tcp = net::ip::tcp;
 namespace {
 
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
-constexpr auto kIdleTimeout = std::chrono::seconds(120);
-constexpr auto kBodyTimeout = std::chrono::seconds(600);
 
 StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
   pool::PoolOptions options;
@@ -83,18 +81,6 @@ store::BlobStoreOptions StoreOptionsFrom(const ServerConfig& config) {
   return options;
 }
 
-http::response<http::string_body> ToBeast(HttpReply reply, unsigned version, bool keep_alive) {
-  http::response<http::string_body> response{static_cast<http::status>(reply.status), version};
-  response.set(http::field::server, "kcoral");
-  response.set(http::field::content_type, reply.content_type);
-  if (!reply.request_id.empty()) response.set("X-Request-ID", reply.request_id);
-  if (reply.retry_after) response.set(http::field::retry_after, "1");
-  response.body() = std::move(reply.body);
-  response.keep_alive(keep_alive);
-  response.prepare_payload();
-  return response;
-}
-
 }  // namespace
 
 App::App(ServerConfig config)
@@ -124,74 +110,6 @@ HttpReply App::RequestTooLarge(const std::string& request_id, uint64_t declared)
   return reply;
 }
 
-// One connection: requests in sequence, as Beast's awaitable examples do.
-net::awaitable<void> Session(App& app, tcp::socket socket) {
-  beast::tcp_stream stream(std::move(socket));
-  std::string client;
-  boost::system::error_code ep_ec;
-  auto endpoint = stream.socket().remote_endpoint(ep_ec);
-  if (!ep_ec) client = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
-  beast::flat_buffer buffer;
-  for (;;) {
-    http::request_parser<http::string_body> parser;
-    // No limit while reading the header: Beast would fail the header read
-    // itself, and we owe the client a 413 (set below, before the body).
-    parser.body_limit(boost::none);
-    stream.expires_after(kIdleTimeout);
-    auto [header_ec, header_bytes] =
-        co_await http::async_read_header(stream, buffer, parser, kUseTuple);
-    if (header_ec) break;  // closed, timed out or malformed: nothing to answer
-
-    auto& head = parser.get();
-    const bool is_execute = head.target() == "/execute";
-    HttpReply reply;
-    bool keep_alive = head.keep_alive();
-    if (is_execute && parser.content_length() &&
-        *parser.content_length() > app.config().max_request_bytes) {
-      // 413 without reading the body (spec §1.5); the connection cannot be reused.
-      reply =
-          app.RequestTooLarge(ChooseRequestId(SuppliedRequestIds(head)), *parser.content_length());
-      keep_alive = false;
-    } else {
-      parser.body_limit(app.config().max_request_bytes);
-      stream.expires_after(kBodyTimeout);
-      auto [body_ec, body_bytes] = co_await http::async_read(stream, buffer, parser, kUseTuple);
-      if (body_ec == http::error::body_limit) {
-        reply = app.RequestTooLarge(NewUuid(), app.config().max_request_bytes + 1);
-        keep_alive = false;
-      } else if (body_ec) {
-        break;
-      } else {
-        Request request = parser.release();
-        keep_alive = request.keep_alive();
-        stream.expires_never();  // executions may run for many minutes
-        if (request.target() == "/execute" && request.method() == http::verb::post) {
-          auto cancel = std::make_shared<pool::CancelFlag>();
-          HangUpWatch watch(stream.get_executor(), stream.socket().native_handle(), cancel);
-          auto handling = app.HandleExecute(std::move(request), client,
-                                            cancel);  // named: see execute_route.cc
-          reply = co_await std::move(handling);
-        } else if (request.target() == "/health" && request.method() == http::verb::get) {
-          reply = app.HandleHealth();
-        } else if (request.target() == "/metrics" && request.method() == http::verb::get) {
-          reply = app.HandleMetrics();
-        } else if (request.target() == "/execute" || request.target() == "/health" ||
-                   request.target() == "/metrics") {
-          reply = EndingReply(RequestEnding::kMethodNotAllowed, "method not allowed", "");
-        } else {
-          reply = {404, "application/json", R"({"detail":"Not Found"})", ""};
-        }
-      }
-    }
-    auto response = ToBeast(std::move(reply), head.version(), keep_alive);
-    stream.expires_after(kBodyTimeout);
-    auto [write_ec, written] = co_await http::async_write(stream, response, kUseTuple);
-    if (write_ec || !keep_alive) break;
-  }
-  boost::system::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
-}
-
 net::awaitable<void> App::Listen(tcp::acceptor acceptor) {
   for (;;) {
     auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
@@ -199,7 +117,7 @@ net::awaitable<void> App::Listen(tcp::acceptor acceptor) {
       if (ec == net::error::operation_aborted) co_return;
       continue;
     }
-    net::co_spawn(io_, Session(*this, std::move(socket)), net::detached);
+    net::co_spawn(io_, ServeConnection(*this, std::move(socket)), net::detached);
   }
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -16,6 +17,7 @@
 #include "pool/worker_pool.h"
 #include "server/build_cache_hooks.h"
 #include "server/event_log.h"
+#include "server/execute_ingest.h"
 #include "server/http_reply.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
@@ -26,10 +28,17 @@ namespace kc::server {
 
 namespace net = boost::asio;
 namespace http = boost::beast::http;
-using Request = http::request<http::string_body>;
 
 // Every X-Request-ID value the request carries (spec/protocol.md §1.5).
 std::vector<std::string_view> SuppliedRequestIds(const http::fields& fields);
+
+// An /execute request whose body has been read.
+struct ExecuteArrival {
+  std::string request_id;
+  std::string client;
+  std::chrono::steady_clock::time_point received;  // when its header was in
+  size_t body_bytes = 0;
+};
 
 class App {
  public:
@@ -39,16 +48,25 @@ class App {
   // Starts the workers and serves until a signal arrives. Returns the exit code.
   int Run();
 
-  // Routes (routes never touch the socket).
-  // `cancel` is raised if the client hangs up while the program waits or runs.
-  net::awaitable<HttpReply> HandleExecute(Request request, std::string client,
+  // Routes (routes never touch the socket: http_session.cc reads the bodies).
+  // `body` is the ingested body, or why it was refused. `cancel` is raised
+  // if the client hangs up while the program waits or runs.
+  net::awaitable<HttpReply> HandleExecute(ExecuteArrival arrival,
+                                          StatusOr<std::unique_ptr<ExecuteIngest>> body,
                                           std::shared_ptr<pool::CancelFlag> cancel);
+  // POST /blobs and HEAD /blobs/<sha256> (blob_routes.cc).
+  HttpReply HandleBlobUpload(StatusOr<store::BlobPtr> blob, const std::string& request_id,
+                             const std::string& client,
+                             std::chrono::steady_clock::time_point received);
+  HttpReply HandleBlobLookup(std::string_view sha256);
   HttpReply HandleHealth() const;
   HttpReply HandleMetrics() const;
   HttpReply RequestTooLarge(const std::string& request_id, uint64_t declared);
 
   const ServerConfig& config() const { return config_; }
   EventLog& events() { return events_; }
+  // Parsing, hashing and response building run here, off the event loop.
+  net::thread_pool& cpu_pool() { return cpu_pool_; }
 
  private:
   net::awaitable<void> Listen(net::ip::tcp::acceptor acceptor);

@@ -50,18 +50,20 @@ std::vector<std::string_view> SuppliedRequestIds(const http::fields& fields) {
   return ids;
 }
 
-net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client,
+net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
+                                             StatusOr<std::unique_ptr<ExecuteIngest>> body,
                                              std::shared_ptr<pool::CancelFlag> cancel) {
-  const std::string request_id = ChooseRequestId(SuppliedRequestIds(request));
-  const auto received = std::chrono::steady_clock::now();
+  const std::string& request_id = arrival.request_id;
+  const auto received = arrival.received;
   ++in_flight_;
   struct InFlight {
     std::atomic<int>& count;
     ~InFlight() { --count; }
   } in_flight{in_flight_};
-  events_.Emit(
-      pool::EventLevel::kInfo, "request_received",
-      {{"request_id", request_id}, {"client", client}, {"content_length", request.body().size()}});
+  events_.Emit(pool::EventLevel::kInfo, "request_received",
+               {{"request_id", request_id},
+                {"client", arrival.client},
+                {"content_length", arrival.body_bytes}});
 
   auto finish = [&](HttpReply reply) {
     double ms =
@@ -78,6 +80,7 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
     if (!reply.error_message.empty()) fields["error_message"] = reply.error_message.substr(0, 2048);
     events_.Emit(level, "request_finished", fields);
     metrics_.RecordRequest(reply.status, std::string(reply.finish_reason()), ms);
+    reply.server_ms = ms;
     return reply;
   };
 
@@ -86,21 +89,24 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
         EndingReply(RequestEnding::kShuttingDown, "server is shutting down", request_id));
   }
 
-  // Multipart, SHA-256, validation and cache look-ups: on the parse pool.
-  std::string content_type(request[http::field::content_type]);
-  auto body = std::make_shared<std::string>(std::move(request.body()));
+  // The checks that need the whole body, validation and cache look-ups: on
+  // the parse pool (the body itself was hashed and stored as it arrived).
+  std::shared_ptr<ExecuteIngest> ingest;
+  if (body.ok()) ingest = std::move(*body);
+  Status refused = body.status();
   // GCC 12 destroys temporaries inside a co_await expression twice, so every
   // awaitable with state is built into a named variable first.
-  auto prepare = [this, body, content_type, request_id]() -> net::awaitable<Prepared> {
+  auto prepare = [this, ingest, refused, request_id]() -> net::awaitable<Prepared> {
     Prepared out;
     auto fail = [&](const Status& status) {
       out.reply = EndingReply(EndingForStatus(status), status.message(), request_id);
       return out;
     };
     auto reject = [&](const std::string& message) { return fail(InvalidArgumentError(message)); };
-    auto parsed = protocol::ParseExecuteRequest(content_type, *body);
+    if (ingest == nullptr) co_return fail(refused);
+    auto parsed = ingest->Finish();
     if (!parsed.ok()) co_return fail(parsed.status());
-    const auto& options = parsed->program.options;
+    const auto& options = parsed->request.program.options;
     if (options.gpu_count && config_.device == "cpu") {
       co_return reject(
           "options.gpu_count: this is a CPU server; gpu_count exceeds its GPU capacity (0)");
@@ -111,7 +117,7 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
     }
     // A tensor of the wrong length is the client's 400; a memfd that cannot
     // be made is ours, a 500 (EndingForStatus).
-    auto resolution = blobs_.Resolve(*parsed);
+    auto resolution = blobs_.Resolve(parsed->request.program, parsed->supplied);
     if (!resolution.ok()) co_return fail(resolution.status());
     if (!resolution->missing.empty()) {
       nlohmann::ordered_json miss = {{"status", "CACHE_MISS"},
@@ -121,7 +127,7 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
           BodyReply(RequestEnding::kCacheMiss, "application/json", DumpJson(miss), request_id);
       co_return out;
     }
-    Admitted admitted{std::move(*parsed), std::move(*resolution)};
+    Admitted admitted{std::move(parsed->request), std::move(*resolution)};
     admitted.timeout_seconds =
         std::min(options.timeout_seconds.value_or(config_.default_timeout_seconds),
                  config_.max_timeout_seconds);
@@ -134,7 +140,7 @@ net::awaitable<HttpReply> App::HandleExecute(Request request, std::string client
   };
   auto preparing = net::co_spawn(cpu_pool_, std::move(prepare), net::use_awaitable);
   Prepared prepared = co_await std::move(preparing);
-  body.reset();
+  ingest.reset();
   if (prepared.reply) co_return finish(std::move(*prepared.reply));
 
   auto admitted = std::make_shared<Admitted>(std::move(*prepared.admitted));

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +22,8 @@ struct HttpReply {
   std::string body;
   std::string request_id;  // X-Request-ID; empty for /health
   bool retry_after = false;
+  std::optional<double> server_ms;  // Server-Timing: from the request's header to its reply
+  std::vector<std::pair<std::string, std::string>> headers;  // any others
   // How an /execute request ended; empty for other routes.
   std::optional<RequestEnding> ending;
   // For the event log (spec/server.md §6).

@@ -16,11 +16,16 @@
 
 namespace kc::store {
 
+// Shown in /proc/<pid>/fd, which makes leaked blob memfds easy to spot.
+inline constexpr std::string_view kBlobMemfdName = "kcoral-blob";
+
 class Blob {
  public:
   // Copies `bytes` into a new sealed memfd. `sha256` must already be verified.
   static StatusOr<std::shared_ptr<const Blob>> FromBytes(std::string sha256,
                                                          std::string_view bytes);
+  // Takes a memfd of `size` bytes that is already sealed (BlobBuilder).
+  static std::shared_ptr<const Blob> FromSealedMemfd(std::string sha256, size_t size, UniqueFd fd);
 
   const std::string& sha256() const { return sha256_; }
   size_t size() const { return size_; }

@@ -4,46 +4,40 @@
 
 namespace kc::store {
 
-namespace {
-
-const protocol::BlobReference* FindReference(const protocol::Program& program,
-                                             const std::string& sha256) {
-  for (const protocol::BlobReference& reference : program.blobs) {
-    if (reference.sha256 == sha256) return &reference;
-  }
-  return nullptr;
-}
-
-}  // namespace
-
 BlobStore::BlobStore(const BlobStoreOptions& options)
     : memory_(options.memory_capacity_bytes),
       disk_(options.disk_dir, options.disk_capacity_bytes) {}
 
-StatusOr<Resolution> BlobStore::Resolve(const protocol::ExecuteRequest& request) {
-  const protocol::Program& program = request.program;
+bool BlobStore::Contains(const std::string& sha256) {
+  return memory_.Get(sha256) != nullptr || disk_.Contains(sha256);
+}
 
+StatusOr<Resolution> BlobStore::Resolve(const protocol::Program& program,
+                                        const std::unordered_map<std::string, BlobPtr>& supplied) {
   // Step 3: supplied bytes go into every tier that references them before any
-  // lookup, so a partially supplied retry still warms the caches.
-  std::unordered_map<std::string, BlobPtr> supplied;
-  for (const protocol::SuppliedBlob& part : request.blobs) {
-    // The parser rejects unreferenced parts; one that slips through is not cached.
-    const protocol::BlobReference* reference = FindReference(program, part.sha256);
-    if (reference == nullptr || supplied.contains(part.sha256)) continue;
-    StatusOr<BlobPtr> blob = Blob::FromBytes(part.sha256, part.bytes);
-    if (!blob.ok()) return blob.status().WithContext("blob " + part.sha256);
-    if (reference->used_by_file) disk_.Put(**blob);
-    if (reference->used_by_memory) memory_.Put(*blob);
-    supplied.emplace(part.sha256, *std::move(blob));
+  // lookup, so a partially supplied retry still warms the caches. (The parser
+  // rejects unreferenced parts.)
+  for (const protocol::BlobReference& reference : program.blobs) {
+    auto it = supplied.find(reference.sha256);
+    if (it == supplied.end()) continue;
+    if (reference.used_by_file) disk_.Put(*it->second);
+    if (reference.used_by_memory) memory_.Put(it->second);
   }
 
-  // Step 4: supplied, else disk (file uploads), else memory (other uploads).
+  // Step 4: supplied, else the tier of its use, else the other one; a blob
+  // found in the other tier is copied into the tier of its use.
   Resolution resolution;
   for (const protocol::BlobReference& reference : program.blobs) {
     BlobPtr blob;
     if (auto it = supplied.find(reference.sha256); it != supplied.end()) blob = it->second;
     if (blob == nullptr && reference.used_by_file) blob = disk_.Get(reference.sha256);
     if (blob == nullptr && reference.used_by_memory) blob = memory_.Get(reference.sha256);
+    if (blob == nullptr && reference.used_by_file) {
+      if ((blob = memory_.Get(reference.sha256))) disk_.Put(*blob);
+    }
+    if (blob == nullptr && reference.used_by_memory) {
+      if ((blob = disk_.Get(reference.sha256))) memory_.Put(blob);
+    }
     if (blob == nullptr) {
       resolution.missing.push_back(reference.sha256);
     } else {

@@ -31,11 +31,20 @@ class BlobStore {
  public:
   explicit BlobStore(const BlobStoreOptions& options);
 
-  // §3.2 steps 3-5: stores supplied blobs into every tier that references
-  // them, then looks each referenced hash up (supplied, disk, memory). A
-  // tensor whose available bytes have the wrong length is kInvalidArgument
-  // ("tensor upload 'x' expects N bytes, got M"), even when other blobs miss.
-  StatusOr<Resolution> Resolve(const protocol::ExecuteRequest& request);
+  // §3.2 steps 3-5: stores the request's supplied blobs (by hash) into every
+  // tier that references them, then looks each referenced hash up: supplied,
+  // then the tier of its use, then the other tier (a blob sent ahead with
+  // POST /blobs is in memory, whatever it is used for). A tensor whose
+  // available bytes have the wrong length is kInvalidArgument ("tensor upload
+  // 'x' expects N bytes, got M"), even when other blobs miss.
+  StatusOr<Resolution> Resolve(const protocol::Program& program,
+                               const std::unordered_map<std::string, BlobPtr>& supplied);
+
+  // A blob sent on its own (POST /blobs), for the programs that follow.
+  // False when it is too large to be kept (memory_tier.h).
+  bool Add(const BlobPtr& blob) { return memory_.Put(blob); }
+  // Whether a program referencing `sha256` would find it (HEAD /blobs/<sha256>).
+  bool Contains(const std::string& sha256);
 
   MemoryTier& memory() { return memory_; }
   DiskTier& disk() { return disk_; }

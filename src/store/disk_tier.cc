@@ -317,6 +317,12 @@ BlobPtr DiskTier::Get(const std::string& sha256) {
   return *std::move(blob);
 }
 
+bool DiskTier::Contains(const std::string& sha256) const {
+  if (!enabled_) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  return index_.contains(sha256);
+}
+
 uint64_t DiskTier::size_bytes() const {
   std::lock_guard<std::mutex> guard(mu_);
   return size_bytes_;

@@ -28,6 +28,8 @@ class DiskTier {
   bool enabled() const { return enabled_; }
   void Put(const Blob& blob);
   BlobPtr Get(const std::string& sha256);
+  // From the index alone (no read, no re-hash).
+  bool Contains(const std::string& sha256) const;
 
   uint64_t size_bytes() const;
 

@@ -4,15 +4,15 @@ namespace kc::store {
 
 MemoryTier::MemoryTier(size_t capacity_bytes) : capacity_bytes_(capacity_bytes) {}
 
-void MemoryTier::Put(const BlobPtr& blob) {
+bool MemoryTier::Put(const BlobPtr& blob) {
   // Objects larger than a quarter of the budget are never retained (server.md §4),
   // so one large upload cannot flush the whole cache.
-  if (blob == nullptr || blob->size() > capacity_bytes_ / 4) return;
+  if (blob == nullptr || blob->size() > capacity_bytes_ / 4) return false;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = index_.find(blob->sha256());
   if (it != index_.end()) {
     lru_.splice(lru_.begin(), lru_, it->second);
-    return;
+    return true;
   }
   lru_.push_front(blob);
   index_.emplace(blob->sha256(), lru_.begin());
@@ -23,6 +23,7 @@ void MemoryTier::Put(const BlobPtr& blob) {
     index_.erase(victim->sha256());
     lru_.pop_back();
   }
+  return true;
 }
 
 BlobPtr MemoryTier::Get(const std::string& sha256) {

@@ -19,7 +19,8 @@ class MemoryTier {
 
   // Inserts or refreshes `blob`, evicting least recently used blobs past the
   // capacity. A request that still holds an evicted blob keeps it alive.
-  void Put(const BlobPtr& blob);
+  // Returns whether the blob is kept (not when larger than a quarter of it).
+  bool Put(const BlobPtr& blob);
   // Returns the blob and marks it most recently used, or nullptr.
   BlobPtr Get(const std::string& sha256);
 

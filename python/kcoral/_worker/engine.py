@@ -8,13 +8,13 @@ anything device-specific is delegated to the runtime (runtime.py).
 import hashlib
 import json
 import linecache
-import mmap
 import os
 import sys
 import types
 
 from kcoral import _core
 from kcoral._worker import files, values
+from kcoral._worker.blob_maps import MappedBlob
 from kcoral._worker.errors import InstructionFailure, describe_exception, format_traceback
 
 
@@ -43,23 +43,12 @@ class CpuOnlyFunction:
         self.fn = fn
 
 
-def _map_blob(fd: int):
-    """A read-only view of a sealed memfd; bytes are never copied into a pipe."""
-    try:
-        size = os.fstat(fd).st_size
-        if size == 0:
-            return memoryview(b"")
-        return memoryview(mmap.mmap(fd, size, prot=mmap.PROT_READ))
-    finally:
-        os.close(fd)
-
-
 class Request:
     """State of one request: handles, results, encoded segments."""
 
     def __init__(self, program: dict, blob_fds: dict, limits: dict, workspace: str):
         self.instructions = program["instructions"]
-        self.blobs = {sha: _map_blob(fd) for sha, fd in blob_fds.items()}
+        self.blobs = {sha: MappedBlob(fd) for sha, fd in blob_fds.items()}
         self.workspace = workspace
         self.handles: dict = {}
         self.results: dict = {}
@@ -202,6 +191,8 @@ class Engine:
             linecache.cache.pop(key, None)
         if sys.path and sys.path[0] == request.workspace:
             sys.path.pop(0)
+        for blob in request.blobs.values():
+            blob.close()
 
     # -- instructions -------------------------------------------------------
 
@@ -224,17 +215,17 @@ class Engine:
             if ins.get("language") == "cuda":
                 return CudaSource(ins["source"])
             return self._exec_module(ins, request)
-        data = request.blobs[ins["blob"]]
+        blob = request.blobs[ins["blob"]]
         if kind == "bytes":
-            return bytes(data)
+            return blob.bytes_value()
         if kind == "file":
             path = files.normalize_path(ins["path"])
-            files.write_upload(request.workspace, path, data)
+            files.write_upload(request.workspace, path, blob.view())
             return path
         if kind == "tensor":
-            return self.runtime.upload_tensor(data, ins["dtype"], ins["shape"])
+            return self.runtime.upload_tensor(blob, ins["dtype"], ins["shape"])
         if kind == "library":
-            return self.runtime.load_library(data, ins["blob"], request)
+            return self.runtime.load_library(blob, ins["blob"], request)
         raise InstructionFailure("engine", f"unknown upload kind {kind!r}")
 
     def _exec_module(self, ins: dict, request: Request):

@@ -142,7 +142,8 @@ class GpuRuntime:
 
     # -- instructions ---------------------------------------------------------
 
-    def upload_tensor(self, data, dtype: str, shape: list):
+    def upload_tensor(self, blob, dtype: str, shape: list):
+        """One host-to-device copy, straight from the blob's mapping."""
         torch = self.torch
         try:
             torch_dtype = getattr(torch, dtype)
@@ -153,13 +154,13 @@ class GpuRuntime:
                 return torch.empty(shape, dtype=torch_dtype, device="cuda")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # frombuffer warns about read-only buffers; we copy
-                host = torch.frombuffer(data, dtype=torch_dtype)
+                host = torch.frombuffer(blob.view(), dtype=torch_dtype)
             return host.reshape(shape).to("cuda")
         except Exception as exc:  # noqa: BLE001
             raise InstructionFailure("runtime", f"cannot create the tensor: {type(exc).__name__}: {exc}") from exc
 
-    def load_library(self, data, sha256: str, request):
-        return load_library(data, sha256)
+    def load_library(self, blob, sha256: str, request):
+        return load_library(blob, sha256)
 
     def library_function(self, module, name: str):
         return library_function(module, name, "runtime")

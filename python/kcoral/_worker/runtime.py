@@ -12,7 +12,6 @@ CPU servers run in one of two modes (`kcoral server --cpu-execution`):
 """
 
 import os
-import tempfile
 
 from kcoral._worker.errors import InstructionFailure
 from kcoral._worker import tensors
@@ -68,13 +67,13 @@ class CpuRuntime:
         if not self.host_execution:
             raise InstructionFailure("unavailable", f"{what} uploads need a GPU server")
 
-    def upload_tensor(self, data, dtype: str, shape: list):
+    def upload_tensor(self, blob, dtype: str, shape: list):
         self._require_host_execution("tensor")
-        return tensors.host_tensor(data, dtype, shape)
+        return tensors.host_tensor(blob, dtype, shape)
 
-    def load_library(self, data, sha256: str, request):
+    def load_library(self, blob, sha256: str, request):
         self._require_host_execution("library")
-        return load_library(data, sha256)
+        return load_library(blob, sha256)
 
     def library_function(self, module, name: str):
         kind = "runtime" if self.host_execution else "unavailable"
@@ -87,23 +86,25 @@ class CpuRuntime:
         return tensors.export_host_tensor(value)
 
 
-def load_library(data, sha256: str):
-    """Loads uploaded library bytes with TVM-FFI (spec/protocol.md §6).
+def load_library(blob, sha256: str):
+    """Loads uploaded library bytes with TVM-FFI (spec/protocol.md §6),
+    straight from the blob's sealed memfd: nothing is written to disk.
 
-    The file lives only while it loads, in a directory of the worker's own
-    temporary space (its workspace or sandbox), so nothing is left behind."""
+    TVM-FFI picks a loader by the file name's suffix, which /proc/self/fd/N
+    lacks, so its loader for shared libraries is called by name."""
     try:
         import tvm_ffi
     except ImportError:
         raise InstructionFailure("unavailable", "library uploads need apache-tvm-ffi on the server") from None
-    with tempfile.TemporaryDirectory(prefix="kcoral-library-") as directory:
-        path = os.path.join(directory, f"{sha256}.so")
-        with open(path, "wb") as f:
-            f.write(data)
-        try:
-            return tvm_ffi.load_module(path)  # the mapping outlives the file
-        except Exception as exc:  # noqa: BLE001 - any loader failure is the upload's fault
-            raise InstructionFailure("compile", f"cannot load the uploaded library: {exc}") from exc
+    loader = tvm_ffi.get_global_func("ffi.Module.load_from_file.so", allow_missing=True)
+    if loader is None:
+        raise InstructionFailure("unavailable", "this apache-tvm-ffi has no loader for shared libraries")
+    try:
+        module = loader(f"/proc/self/fd/{blob.fd}", "so")
+        tvm_ffi._ffi_api.ModuleGlobalsAdd(module)  # as load_module does: the library stays loaded
+        return module
+    except Exception as exc:  # noqa: BLE001 - any loader failure is the upload's fault
+        raise InstructionFailure("compile", f"cannot load the uploaded library: {exc}") from exc
 
 
 def library_function(module, name: str, not_a_library_kind: str):

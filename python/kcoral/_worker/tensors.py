@@ -33,11 +33,12 @@ def _torch():
         return None
 
 
-def host_tensor(data, dtype: str, shape: list):
-    """A writable host tensor holding a copy of `data`."""
+def host_tensor(blob, dtype: str, shape: list):
+    """A writable host tensor over a copy-on-write mapping of the blob: no
+    copy up front, and the program's writes never reach the blob."""
     import numpy as np
 
-    array = np.frombuffer(data, dtype=_numpy_dtype(dtype)).reshape(shape).copy()
+    array = np.frombuffer(blob.private(), dtype=_numpy_dtype(dtype)).reshape(shape)
     torch = _torch()
     if torch is not None and dtype not in ("float8_e4m3fn", "float8_e5m2", "bfloat16"):
         return torch.from_numpy(array)

@@ -1,8 +1,8 @@
 #include "store/blob_store.h"
 
-#include <deque>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -14,11 +14,10 @@ namespace kc::store {
 namespace {
 
 using protocol::BlobReference;
-using protocol::ExecuteRequest;
-using protocol::SuppliedBlob;
+using protocol::Program;
 
-// Builds an ExecuteRequest by hand (no parser): references in first-use order
-// plus the supplied parts, whose bytes this object owns.
+// Builds a request by hand (no parser): references in first-use order plus
+// the supplied blobs.
 class RequestBuilder {
  public:
   RequestBuilder& FileBlob(const std::string& bytes) {
@@ -32,16 +31,19 @@ class RequestBuilder {
   }
   RequestBuilder& TensorBlob(const std::string& bytes, uint64_t expected, std::string id) {
     Reference(bytes, /*file=*/false, /*memory=*/true);
-    request_.program.blobs.back().tensor_bytes = expected;
-    request_.program.blobs.back().tensor_upload_id = std::move(id);
+    program_.blobs.back().tensor_bytes = expected;
+    program_.blobs.back().tensor_upload_id = std::move(id);
     return *this;
   }
   RequestBuilder& Supply(const std::string& bytes) {
-    const std::string& owned = storage_.emplace_back(bytes);
-    request_.blobs.push_back(SuppliedBlob{Sha256Hex(owned), owned});
+    StatusOr<BlobPtr> blob = Blob::FromBytes(Sha256Hex(bytes), bytes);
+    EXPECT_TRUE(blob.ok());
+    if (blob.ok()) supplied_.emplace((*blob)->sha256(), *blob);
     return *this;
   }
-  const ExecuteRequest& request() const { return request_; }
+  StatusOr<Resolution> ResolveIn(BlobStore& store) const {
+    return store.Resolve(program_, supplied_);
+  }
 
  private:
   RequestBuilder& Reference(const std::string& bytes, bool file, bool memory) {
@@ -49,12 +51,12 @@ class RequestBuilder {
     reference.sha256 = Sha256Hex(bytes);
     reference.used_by_file = file;
     reference.used_by_memory = memory;
-    request_.program.blobs.push_back(reference);
+    program_.blobs.push_back(reference);
     return *this;
   }
 
-  ExecuteRequest request_;
-  std::deque<std::string> storage_;  // stable addresses for the string_views
+  Program program_;
+  std::unordered_map<std::string, BlobPtr> supplied_;
 };
 
 class BlobStoreTest : public ::testing::Test {
@@ -81,7 +83,7 @@ TEST_F(BlobStoreTest, SuppliedBlobWarmsBothTiers) {
   BlobStore store(Options());
   RequestBuilder builder;
   builder.SharedBlob("both").Supply("both");
-  StatusOr<Resolution> resolution = store.Resolve(builder.request());
+  StatusOr<Resolution> resolution = builder.ResolveIn(store);
   ASSERT_TRUE(resolution.ok()) << resolution.status().message();
   EXPECT_TRUE(resolution->missing.empty());
   ASSERT_EQ(resolution->blobs.size(), 1u);
@@ -94,7 +96,7 @@ TEST_F(BlobStoreTest, FileBlobIsStoredOnlyOnDisk) {
   BlobStore store(Options());
   RequestBuilder builder;
   builder.FileBlob("file").Supply("file");
-  ASSERT_TRUE(store.Resolve(builder.request()).ok());
+  ASSERT_TRUE(builder.ResolveIn(store).ok());
   EXPECT_NE(store.disk().Get(Sha256Hex("file")), nullptr);
   EXPECT_EQ(store.memory().Get(Sha256Hex("file")), nullptr);
 }
@@ -103,7 +105,7 @@ TEST_F(BlobStoreTest, MemoryBlobIsStoredOnlyInMemory) {
   BlobStore store(Options());
   RequestBuilder builder;
   builder.MemoryBlob("tensor").Supply("tensor");
-  ASSERT_TRUE(store.Resolve(builder.request()).ok());
+  ASSERT_TRUE(builder.ResolveIn(store).ok());
   EXPECT_NE(store.memory().Get(Sha256Hex("tensor")), nullptr);
   EXPECT_EQ(store.disk().Get(Sha256Hex("tensor")), nullptr);
 }
@@ -112,11 +114,11 @@ TEST_F(BlobStoreTest, RetryWithoutBytesHitsTheCaches) {
   BlobStore store(Options());
   RequestBuilder first;
   first.FileBlob("f").MemoryBlob("m").Supply("f").Supply("m");
-  ASSERT_TRUE(store.Resolve(first.request()).ok());
+  ASSERT_TRUE(first.ResolveIn(store).ok());
 
   RequestBuilder second;
   second.FileBlob("f").MemoryBlob("m");
-  StatusOr<Resolution> resolution = store.Resolve(second.request());
+  StatusOr<Resolution> resolution = second.ResolveIn(store);
   ASSERT_TRUE(resolution.ok());
   EXPECT_TRUE(resolution->missing.empty());
   EXPECT_EQ(BytesOf(resolution->blobs.at(Sha256Hex("f"))), "f");
@@ -127,7 +129,7 @@ TEST_F(BlobStoreTest, MissingBlobsAreInFirstReferenceOrder) {
   BlobStore store(Options());
   RequestBuilder builder;
   builder.MemoryBlob("z").FileBlob("a").MemoryBlob("present").SharedBlob("m").Supply("present");
-  StatusOr<Resolution> resolution = store.Resolve(builder.request());
+  StatusOr<Resolution> resolution = builder.ResolveIn(store);
   ASSERT_TRUE(resolution.ok());
   EXPECT_EQ(resolution->missing,
             (std::vector<std::string>{Sha256Hex("z"), Sha256Hex("a"), Sha256Hex("m")}));
@@ -135,16 +137,33 @@ TEST_F(BlobStoreTest, MissingBlobsAreInFirstReferenceOrder) {
   EXPECT_TRUE(resolution->blobs.contains(Sha256Hex("present")));
 }
 
-TEST_F(BlobStoreTest, FileBlobIsNotServedFromTheMemoryTier) {
+// A blob sent ahead (POST /blobs) waits in memory, whatever it is used for.
+TEST_F(BlobStoreTest, FileBlobIsServedFromTheMemoryTierAndKeptOnDisk) {
   BlobStore store(Options());
   StatusOr<BlobPtr> blob = Blob::FromBytes(Sha256Hex("only in memory"), "only in memory");
   ASSERT_TRUE(blob.ok());
-  store.memory().Put(*blob);
+  store.Add(*blob);
+  EXPECT_TRUE(store.Contains(Sha256Hex("only in memory")));
   RequestBuilder builder;
   builder.FileBlob("only in memory");
-  StatusOr<Resolution> resolution = store.Resolve(builder.request());
+  StatusOr<Resolution> resolution = builder.ResolveIn(store);
   ASSERT_TRUE(resolution.ok());
-  EXPECT_EQ(resolution->missing, std::vector<std::string>{Sha256Hex("only in memory")});
+  EXPECT_TRUE(resolution->missing.empty());
+  EXPECT_TRUE(store.disk().Contains(Sha256Hex("only in memory")));
+}
+
+TEST_F(BlobStoreTest, MemoryBlobIsServedFromTheDiskTier) {
+  BlobStore store(Options());
+  RequestBuilder first;
+  first.FileBlob("on disk").Supply("on disk");
+  ASSERT_TRUE(first.ResolveIn(store).ok());
+  EXPECT_FALSE(store.memory().Get(Sha256Hex("on disk")));
+  RequestBuilder second;
+  second.MemoryBlob("on disk");
+  StatusOr<Resolution> resolution = second.ResolveIn(store);
+  ASSERT_TRUE(resolution.ok());
+  EXPECT_TRUE(resolution->missing.empty());
+  EXPECT_EQ(BytesOf(resolution->blobs.at(Sha256Hex("on disk"))), "on disk");
 }
 
 TEST_F(BlobStoreTest, BlobUsedByBothKindsIsServedFromEitherTier) {
@@ -154,7 +173,7 @@ TEST_F(BlobStoreTest, BlobUsedByBothKindsIsServedFromEitherTier) {
   store.memory().Put(*blob);
   RequestBuilder builder;
   builder.SharedBlob("either");
-  StatusOr<Resolution> resolution = store.Resolve(builder.request());
+  StatusOr<Resolution> resolution = builder.ResolveIn(store);
   ASSERT_TRUE(resolution.ok());
   EXPECT_TRUE(resolution->missing.empty());
 }
@@ -163,7 +182,7 @@ TEST_F(BlobStoreTest, PartiallySuppliedRetryStillWarmsTheCache) {
   BlobStore store(Options());
   RequestBuilder builder;
   builder.MemoryBlob("sent").MemoryBlob("not sent").Supply("sent");
-  StatusOr<Resolution> resolution = store.Resolve(builder.request());
+  StatusOr<Resolution> resolution = builder.ResolveIn(store);
   ASSERT_TRUE(resolution.ok());
   EXPECT_EQ(resolution->missing, std::vector<std::string>{Sha256Hex("not sent")});
   EXPECT_NE(store.memory().Get(Sha256Hex("sent")), nullptr);
@@ -173,7 +192,7 @@ TEST_F(BlobStoreTest, TensorLengthMismatchIsInvalidArgument) {
   BlobStore store(Options());
   RequestBuilder builder;
   builder.TensorBlob("12345678", 16, "weights").Supply("12345678");
-  StatusOr<Resolution> resolution = store.Resolve(builder.request());
+  StatusOr<Resolution> resolution = builder.ResolveIn(store);
   ASSERT_FALSE(resolution.ok());
   EXPECT_EQ(resolution.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(resolution.status().message(), "tensor upload 'weights' expects 16 bytes, got 8");
@@ -183,7 +202,7 @@ TEST_F(BlobStoreTest, TensorLengthMismatchIsInvalidArgumentEvenWithMissingBlobs)
   BlobStore store(Options());
   RequestBuilder builder;
   builder.MemoryBlob("missing").TensorBlob("1234", 8, "x").Supply("1234");
-  StatusOr<Resolution> resolution = store.Resolve(builder.request());
+  StatusOr<Resolution> resolution = builder.ResolveIn(store);
   ASSERT_FALSE(resolution.ok());
   EXPECT_EQ(resolution.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(resolution.status().message(), "tensor upload 'x' expects 8 bytes, got 4");
@@ -193,10 +212,10 @@ TEST_F(BlobStoreTest, CachedTensorWithTheWrongLengthIsInvalidArgument) {
   BlobStore store(Options());
   RequestBuilder first;
   first.MemoryBlob("1234").Supply("1234");
-  ASSERT_TRUE(store.Resolve(first.request()).ok());
+  ASSERT_TRUE(first.ResolveIn(store).ok());
   RequestBuilder second;
   second.TensorBlob("1234", 2, "t");
-  StatusOr<Resolution> resolution = store.Resolve(second.request());
+  StatusOr<Resolution> resolution = second.ResolveIn(store);
   ASSERT_FALSE(resolution.ok());
   EXPECT_EQ(resolution.status().message(), "tensor upload 't' expects 2 bytes, got 4");
 }
@@ -205,7 +224,7 @@ TEST_F(BlobStoreTest, TensorOfTheRightLengthResolves) {
   BlobStore store(Options());
   RequestBuilder builder;
   builder.TensorBlob("12345678", 8, "t").Supply("12345678");
-  StatusOr<Resolution> resolution = store.Resolve(builder.request());
+  StatusOr<Resolution> resolution = builder.ResolveIn(store);
   ASSERT_TRUE(resolution.ok());
   EXPECT_TRUE(resolution->missing.empty());
 }
@@ -214,7 +233,7 @@ TEST_F(BlobStoreTest, MissingTensorIsNotALengthError) {
   BlobStore store(Options());
   RequestBuilder builder;
   builder.TensorBlob("absent", 100, "t");
-  StatusOr<Resolution> resolution = store.Resolve(builder.request());
+  StatusOr<Resolution> resolution = builder.ResolveIn(store);
   ASSERT_TRUE(resolution.ok());
   EXPECT_EQ(resolution->missing, std::vector<std::string>{Sha256Hex("absent")});
 }
@@ -225,13 +244,13 @@ TEST_F(BlobStoreTest, DisabledDiskTierStillServesSuppliedFileBytes) {
   BlobStore store(options);
   RequestBuilder first;
   first.FileBlob("f").Supply("f");
-  StatusOr<Resolution> resolution = store.Resolve(first.request());
+  StatusOr<Resolution> resolution = first.ResolveIn(store);
   ASSERT_TRUE(resolution.ok());
   EXPECT_TRUE(resolution->missing.empty());
 
   RequestBuilder second;
   second.FileBlob("f");
-  resolution = store.Resolve(second.request());
+  resolution = second.ResolveIn(store);
   ASSERT_TRUE(resolution.ok());
   EXPECT_EQ(resolution->missing, std::vector<std::string>{Sha256Hex("f")});
 }
@@ -242,7 +261,7 @@ TEST_F(BlobStoreTest, ResolvedBlobsOutliveEviction) {
   BlobStore store(options);
   RequestBuilder builder;
   builder.MemoryBlob(std::string(10, 'k')).Supply(std::string(10, 'k'));
-  StatusOr<Resolution> resolution = store.Resolve(builder.request());
+  StatusOr<Resolution> resolution = builder.ResolveIn(store);
   ASSERT_TRUE(resolution.ok());
   for (char tag = 'a'; tag <= 'e'; ++tag) {
     StatusOr<BlobPtr> other =

@@ -1,0 +1,99 @@
+"""Large blobs sent ahead of their program (docs/protocol.md "Blob endpoints").
+
+Before it executes a program, the client settles each large blob (at least
+blob_names.LARGE_BLOB_BYTES) with the server: one it has not named yet is
+sent with ``POST /blobs`` and the server names it while it receives it (no
+hash on the client); one it has named is asked for with ``HEAD
+/blobs/<sha256>`` and sent only if missing. The program then goes alone, so
+a cold upload costs one transfer and no CACHE_MISS round trip.
+
+A server without these endpoints (the reference) answers 404 or 405 without
+our marker; the client then hashes locally and falls back to the three-attempt
+negotiation of protocol §3.3, which stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import httpx
+
+from . import blob_names
+from .errors import ProtocolError
+
+__all__ = ["BlobPreflight"]
+
+#: Set on every answer of our blob endpoints: a bare 404 means "no endpoint".
+MARKER_HEADER = "X-KCoral-Blob"
+CLAIM_HEADER = "X-KCoral-Blob-SHA256"
+
+
+class BlobPreflight:
+    """Per client: whether the server has blob endpoints, learned once."""
+
+    def __init__(self, send: Callable[..., httpx.Response]) -> None:
+        self._send = send
+        self.supported: bool | None = None  # None: not asked yet
+
+    def settle(self, program) -> set[str]:
+        """Names and sends ahead the program's large blobs; returns the digests
+        that must still travel inline (the server could not keep them)."""
+        inline: set[str] = set()
+        sent: set[str] = set()
+
+        def name(data: bytes) -> str:
+            if self.supported is False:
+                return blob_names.sha256_of(data)
+            digest, kept = self._upload(data, None)
+            if digest is None:  # no endpoint after all
+                return blob_names.sha256_of(data)
+            sent.add(digest)
+            if not kept:
+                inline.add(digest)
+            return digest
+
+        program._name_blobs(name)
+        for digest, data in program._blobs.items():
+            if self.supported is False:
+                break
+            if len(data) < blob_names.LARGE_BLOB_BYTES or digest in sent:
+                continue
+            present = self._present(digest)
+            if present is None:
+                break
+            if not present:
+                _, kept = self._upload(data, digest)
+                if not kept:
+                    inline.add(digest)
+        return inline
+
+    def _present(self, digest: str) -> bool | None:
+        response = self._send("HEAD", f"/blobs/{digest}")
+        if MARKER_HEADER not in response.headers:
+            self.supported = False
+            return None
+        self.supported = True
+        return response.status_code == 200
+
+    def _upload(self, data: bytes, claimed: str | None) -> tuple[str | None, bool]:
+        """POST /blobs; returns (digest, kept), or (None, False) without the endpoint."""
+        headers = {"Content-Type": "application/octet-stream"}
+        if claimed is not None:
+            headers[CLAIM_HEADER] = claimed
+        response = self._send("POST", "/blobs", content=data, headers=headers)
+        if MARKER_HEADER not in response.headers:
+            self.supported = False
+            return None, False
+        self.supported = True
+        try:
+            body = json.loads(response.content)
+            digest, kept, size = body["sha256"], body["cached"], body["size"]
+        except (ValueError, KeyError, TypeError):
+            raise ProtocolError(f"POST /blobs answered {response.status_code} without a blob") from None
+        if response.status_code != 200 or size != len(data) or (claimed and digest != claimed):
+            raise ProtocolError(f"POST /blobs answered {response.status_code}: {body!r}"[:500])
+        if not isinstance(digest, str) or len(digest) != 64:
+            raise ProtocolError("POST /blobs named the blob with a malformed digest")
+        blob_names.remember(data, digest)
+        return digest, bool(kept)

@@ -1,0 +1,58 @@
+// POST /blobs and HEAD /blobs/<sha256> (docs/protocol.md "Blob endpoints"):
+// a client that asks first which blobs the server lacks, and sends the ones
+// it lacks on their own, never pays a CACHE_MISS round trip; the reference
+// client ignores both and keeps the three-attempt negotiation (spec §3.3).
+#include "base/sha256.h"
+#include "server/app.h"
+
+namespace kc::server {
+
+namespace {
+
+// On every answer of the blob endpoints, so that a client can tell "blob
+// missing" from "no such endpoint" (a server without them, the reference).
+HttpReply Marked(HttpReply reply, std::string_view what) {
+  reply.headers.emplace_back("X-KCoral-Blob", what);
+  return reply;
+}
+
+}  // namespace
+
+HttpReply App::HandleBlobUpload(StatusOr<store::BlobPtr> blob, const std::string& request_id,
+                                const std::string& client,
+                                std::chrono::steady_clock::time_point received) {
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - received)
+          .count();
+  if (!blob.ok()) {
+    events_.Emit(pool::EventLevel::kWarning, "blob_refused",
+                 {{"request_id", request_id},
+                  {"client", client},
+                  {"error_message", blob.status().message()}});
+    return Marked(EndingReply(EndingForStatus(blob.status()), blob.status().message(), request_id),
+                  "refused");
+  }
+  const bool cached = blobs_.Add(*blob);
+  events_.Emit(pool::EventLevel::kInfo, "blob_received",
+               {{"request_id", request_id},
+                {"client", client},
+                {"sha256", (*blob)->sha256()},
+                {"bytes", (*blob)->size()},
+                {"cached", cached},
+                {"total_ms", ms}});
+  // Not cached (larger than a quarter of the memory tier): the client sends it inline.
+  nlohmann::ordered_json body = {
+      {"sha256", (*blob)->sha256()}, {"size", (*blob)->size()}, {"cached", cached}};
+  HttpReply reply{200, "application/json", DumpJson(body), request_id};
+  reply.server_ms = ms;
+  return Marked(std::move(reply), "stored");
+}
+
+HttpReply App::HandleBlobLookup(std::string_view sha256) {
+  // HEAD: the status is the answer, the body is never sent.
+  if (!IsSha256Hex(sha256)) return Marked({400, "application/json", "", ""}, "malformed");
+  const bool present = blobs_.Contains(std::string(sha256));
+  return Marked({present ? 200 : 404, "application/json", "", ""}, present ? "present" : "missing");
+}
+
+}  // namespace kc::server

@@ -1,0 +1,76 @@
+#include "server/execute_ingest.h"
+
+#include <utility>
+
+#include "protocol/multipart_reader.h"
+
+namespace kc::server {
+
+StatusOr<std::unique_ptr<ExecuteIngest>> ExecuteIngest::Start(std::string_view content_type) {
+  KC_ASSIGN_OR_RETURN(std::string boundary, protocol::MultipartBoundary(content_type));
+  return std::unique_ptr<ExecuteIngest>(new ExecuteIngest(std::move(boundary)));
+}
+
+Status ExecuteIngest::Take(std::string_view chunk) {
+  taken_.clear();
+  return stream_.Feed(chunk);
+}
+
+void ExecuteIngest::HashTaken() {
+  for (const Piece& piece : taken_) {
+    if (piece.target != kProgram) blobs_[piece.target]->builder.Hash(piece.bytes);
+  }
+}
+
+Status ExecuteIngest::StoreTaken() {
+  for (const Piece& piece : taken_) {
+    if (piece.target == kProgram) {
+      program_json_.append(piece.bytes);
+    } else {
+      KC_RETURN_IF_ERROR(blobs_[piece.target]->builder.Write(piece.bytes));
+    }
+  }
+  return Status::Ok();
+}
+
+Status ExecuteIngest::BeginPart(std::string_view name, std::string_view content_type) {
+  KC_ASSIGN_OR_RETURN(protocol::PartRole role, parts_.Classify(name, content_type));
+  if (role.is_program) {
+    current_ = kProgram;
+  } else {
+    current_ = static_cast<int>(blobs_.size());
+    blobs_.push_back(std::make_unique<BlobPart>());
+    blobs_.back()->sha256 = std::move(role.blob_sha256);
+  }
+  return Status::Ok();
+}
+
+Status ExecuteIngest::PartData(std::string_view bytes) {
+  taken_.push_back(Piece{*current_, bytes});
+  return Status::Ok();
+}
+
+Status ExecuteIngest::EndPart() {
+  current_.reset();
+  return Status::Ok();
+}
+
+StatusOr<IngestedExecute> ExecuteIngest::Finish() {
+  KC_RETURN_IF_ERROR(stream_.Finish());
+  std::vector<protocol::SuppliedBlob> supplied;
+  for (const auto& blob : blobs_)
+    supplied.push_back(protocol::SuppliedBlob{.sha256 = blob->sha256});
+  IngestedExecute out;
+  KC_ASSIGN_OR_RETURN(out.request, protocol::AssembleExecuteRequest(
+                                       parts_, std::move(program_json_), std::move(supplied)));
+  for (const auto& blob : blobs_) {
+    if (std::string actual = blob->builder.Digest(); actual != blob->sha256) {
+      return protocol::BlobMismatchError(blob->sha256, actual);
+    }
+    KC_ASSIGN_OR_RETURN(store::BlobPtr sealed, blob->builder.Seal(blob->sha256));
+    out.supplied.emplace(blob->sha256, std::move(sealed));
+  }
+  return out;
+}
+
+}  // namespace kc::server

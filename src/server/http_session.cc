@@ -1,0 +1,184 @@
+#include "server/http_session.h"
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include <boost/beast/core.hpp>
+
+#include "base/sha256.h"
+#include "server/blob_upload.h"
+#include "server/execute_ingest.h"
+#include "server/hang_up_watch.h"
+#include "server/request_id.h"
+
+namespace kc::server {
+
+namespace beast = boost::beast;
+using tcp = net::ip::tcp;
+
+namespace {
+
+constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
+constexpr auto kIdleTimeout = std::chrono::seconds(120);
+constexpr auto kBodyTimeout = std::chrono::seconds(600);
+constexpr std::string_view kBlobsPrefix = "/blobs/";
+
+enum class Route { kExecute, kUploadBlob, kLookUpBlob, kHealth, kMetrics, kWrongMethod, kNotFound };
+
+Route RouteOf(http::verb method, std::string_view target) {
+  const bool post = method == http::verb::post, get = method == http::verb::get;
+  if (target == "/execute") return post ? Route::kExecute : Route::kWrongMethod;
+  if (target == "/blobs") return post ? Route::kUploadBlob : Route::kWrongMethod;
+  if (target.starts_with(kBlobsPrefix)) {
+    return method == http::verb::head ? Route::kLookUpBlob : Route::kWrongMethod;
+  }
+  if (target == "/health") return get ? Route::kHealth : Route::kWrongMethod;
+  if (target == "/metrics") return get ? Route::kMetrics : Route::kWrongMethod;
+  return Route::kNotFound;
+}
+
+std::optional<std::string> ClaimedBlobHash(const http::fields& fields) {
+  auto it = fields.find("X-KCoral-Blob-SHA256");
+  if (it == fields.end()) return std::nullopt;
+  return std::string(it->value());
+}
+
+// POST /blobs takes raw bytes, and an optional claimed hash (blob_upload.h).
+Status CheckBlobUpload(const http::fields& fields) {
+  if (fields[http::field::content_type] != "application/octet-stream") {
+    return InvalidArgumentError("POST /blobs needs Content-Type application/octet-stream");
+  }
+  if (auto claimed = ClaimedBlobHash(fields); claimed && !IsSha256Hex(*claimed)) {
+    return InvalidArgumentError("X-KCoral-Blob-SHA256 must be 64 lowercase hex characters");
+  }
+  return Status::Ok();
+}
+
+http::response<http::string_body> ToBeast(HttpReply reply, unsigned version, bool keep_alive) {
+  http::response<http::string_body> response{static_cast<http::status>(reply.status), version};
+  response.set(http::field::server, "kcoral");
+  response.set(http::field::content_type, reply.content_type);
+  if (!reply.request_id.empty()) response.set("X-Request-ID", reply.request_id);
+  if (reply.retry_after) response.set(http::field::retry_after, "1");
+  if (reply.server_ms) {
+    // The standard way to show the server's share of a request's time.
+    response.set("Server-Timing", "total;dur=" + std::to_string(*reply.server_ms));
+  }
+  for (auto& [name, value] : reply.headers)
+    response.set(name, value);
+  response.body() = std::move(reply.body);
+  response.keep_alive(keep_alive);
+  response.prepare_payload();
+  return response;
+}
+
+}  // namespace
+
+net::awaitable<void> ServeConnection(App& app, tcp::socket socket) {
+  beast::tcp_stream stream(std::move(socket));
+  std::string client;
+  boost::system::error_code ep_ec;
+  auto endpoint = stream.socket().remote_endpoint(ep_ec);
+  if (!ep_ec) client = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::empty_body> header_parser;
+    // No limit while reading the header: Beast would fail the header read
+    // itself, and we owe the client a 413 (set below, before the body).
+    header_parser.body_limit(boost::none);
+    stream.expires_after(kIdleTimeout);
+    auto [header_ec, header_bytes] =
+        co_await http::async_read_header(stream, buffer, header_parser, kUseTuple);
+    if (header_ec) break;  // closed, timed out or malformed: nothing to answer
+    const auto received = std::chrono::steady_clock::now();
+
+    http::request_parser<http::buffer_body> parser(std::move(header_parser));
+    const auto& head = parser.get();
+    const Route route = RouteOf(head.method(), head.target());
+    const unsigned version = head.version();
+    bool keep_alive = head.keep_alive();
+    const uint64_t limit = app.config().max_request_bytes;
+    const bool upload = route == Route::kExecute || route == Route::kUploadBlob;
+    if (upload && parser.content_length() && *parser.content_length() > limit) {
+      // 413 without reading the body (spec §1.5); the connection cannot be reused.
+      HttpReply reply =
+          app.RequestTooLarge(ChooseRequestId(SuppliedRequestIds(head)), *parser.content_length());
+      auto response = ToBeast(std::move(reply), version, false);
+      co_await http::async_write(stream, response, kUseTuple);
+      break;
+    }
+    parser.body_limit(limit);
+    stream.expires_after(kBodyTimeout);
+
+    // The body: streamed into its consumer, or read and dropped.
+    std::string request_id;
+    StatusOr<std::unique_ptr<ExecuteIngest>> ingest = InternalError("no body");
+    std::optional<BlobUpload> blob_upload;
+    Status upload_check = Status::Ok();
+    BodyConsumer* consumer = nullptr;
+    if (upload) request_id = ChooseRequestId(SuppliedRequestIds(head));
+    if (route == Route::kExecute) {
+      ingest = ExecuteIngest::Start(head[http::field::content_type]);
+      if (ingest.ok()) consumer = ingest->get();
+    } else if (route == Route::kUploadBlob) {
+      upload_check = CheckBlobUpload(head);
+      if (upload_check.ok()) consumer = &blob_upload.emplace(ClaimedBlobHash(head));
+    }
+    auto reading = ReadBody(stream, buffer, parser, consumer, app.cpu_pool());
+    BodyResult body = co_await std::move(reading);
+    if (body.end == BodyEnd::kBroken) break;  // nobody to answer
+    if (body.end == BodyEnd::kTooLarge) {
+      HttpReply reply = app.RequestTooLarge(request_id.empty() ? NewUuid() : request_id, limit + 1);
+      auto response = ToBeast(std::move(reply), version, false);
+      co_await http::async_write(stream, response, kUseTuple);
+      break;
+    }
+    keep_alive = parser.get().keep_alive();
+    stream.expires_never();  // executions may run for many minutes
+
+    HttpReply reply;
+    switch (route) {
+      case Route::kExecute: {
+        if (ingest.ok() && !body.consumer.ok()) ingest = body.consumer;
+        auto cancel = std::make_shared<pool::CancelFlag>();
+        HangUpWatch watch(stream.get_executor(), stream.socket().native_handle(), cancel);
+        ExecuteArrival arrival{request_id, client, received, body.bytes};
+        auto handling = app.HandleExecute(std::move(arrival), std::move(ingest),
+                                          cancel);  // named: see execute_route.cc
+        reply = co_await std::move(handling);
+        break;
+      }
+      case Route::kUploadBlob: {
+        if (upload_check.ok()) upload_check = body.consumer;
+        StatusOr<store::BlobPtr> blob =
+            upload_check.ok() ? blob_upload->Finish() : StatusOr<store::BlobPtr>(upload_check);
+        reply = app.HandleBlobUpload(std::move(blob), request_id, client, received);
+        break;
+      }
+      case Route::kLookUpBlob:
+        reply = app.HandleBlobLookup(head.target().substr(kBlobsPrefix.size()));
+        break;
+      case Route::kHealth:
+        reply = app.HandleHealth();
+        break;
+      case Route::kMetrics:
+        reply = app.HandleMetrics();
+        break;
+      case Route::kWrongMethod:
+        reply = EndingReply(RequestEnding::kMethodNotAllowed, "method not allowed", "");
+        break;
+      case Route::kNotFound:
+        reply = {404, "application/json", R"({"detail":"Not Found"})", ""};
+        break;
+    }
+    auto response = ToBeast(std::move(reply), version, keep_alive);
+    stream.expires_after(kBodyTimeout);
+    auto [write_ec, written] = co_await http::async_write(stream, response, kUseTuple);
+    if (write_ec || !keep_alive) break;
+  }
+  boost::system::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+}
+
+}  // namespace kc::server
