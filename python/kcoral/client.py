@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from .blob_preflight import BlobPreflight
+from .blob_preflight import BlobPreflight, send_pieces
 from .errors import KCoralError, ProtocolError, TransportError
 from .program import Program
 from .result import ProgramResult, decode_program_result, decode_response, parse_cache_miss, strict_json_loads
@@ -52,7 +52,7 @@ def _multipart(program_json: bytes, blobs: Iterable[tuple[str, bytes]]) -> tuple
             + digest.encode("ascii")
             + b'"\r\nContent-Type: application/octet-stream\r\n\r\n'
         )
-        chunks.append(data)
+        chunks.extend(send_pieces(data))
     chunks.append(b"\r\n" + delim + b"--\r\n")
     return boundary, chunks, sum(len(c) for c in chunks)
 
