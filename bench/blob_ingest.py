@@ -5,7 +5,7 @@
 
 Starts its own servers on free loopback ports (ours, and the reference
 kcoral==0.1.1 when --reference names a Python that has it, by default
-build/reference-server-venv/bin/python if present), each with one worker and
+build/reference-server-venv/bin/python if present), each with two workers and
 room for a 1 GiB request, and uploads `bytes` values of each size to a
 program that returns their length:
 
@@ -111,7 +111,8 @@ class Side:
         self.log_dir = Path(tempfile.mkdtemp(prefix=f"kcoral-ingest-{name}-"))
         flags = ["--device", device, "--host", "127.0.0.1", "--port", str(self.port), "--log-dir", str(self.log_dir),
                  "--no-log-console", "--max-request-bytes", LIMIT, "--cache-capacity-bytes", str(16 << 30)]
-        flags += ["--num-workers", "1"] if device == "cpu" else ["--gpus", "0", "--workers-per-gpu", "1"]
+        # Two seats: a fresh worker is ready while the last one's replacement starts.
+        flags += ["--num-workers", "2"] if device == "cpu" else ["--gpus", "0", "--workers-per-gpu", "2"]
         if name == "reference":
             flags += ["--sandbox", "none"]  # bubblewrap is not installed on these machines
         self.server = subprocess.Popen([python, "-m", "kcoral", "server", *flags], start_new_session=True,
@@ -216,7 +217,8 @@ def main() -> None:
     header = "| size | state | " + " | ".join(f"{n} end-to-end | {n} MB/s | {n} server" for n in names)
     if len(names) == 2:
         header += " | ours/ref MB/s"
-    print(header + " |")
+    header += " |"
+    print(header)
     print("|" + "---|" * (header.count("|") - 1))
     for row in rows:
         print(format_row(row, names))

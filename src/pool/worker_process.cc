@@ -229,9 +229,12 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
       result.instruction_index = -1;
     } else if (type == ipc::frame_type::kOutcome && frame->fds.size() == 2) {
       auto outcome = ReadWholeFd(frame->fds[0].get());
-      auto parts = ReadWholeFd(frame->fds[1].get());
-      if (!outcome.ok() || !parts.ok())
-        return fail(RunResult::Ending::kBroken, "unreadable outcome");
+      auto parts = SharedBytes::MapSealedMemfd(frame->fds[1].get());
+      if (!outcome.ok()) return fail(RunResult::Ending::kBroken, "unreadable outcome");
+      if (!parts.ok()) {
+        child_.KillTreeAndReap();
+        return fail(RunResult::Ending::kBroken, "result data: " + parts.status().message());
+      }
       // The worker flushed and switched its fds back before answering, so
       // everything it wrote is already in the pipes.
       Drain(out_pipe->read.get(), result.out, limit);

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/shared_bytes.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
 #include "pool/cancel_flag.h"
@@ -74,7 +75,7 @@ struct RunResult {
   // hands the request to another worker.
   bool delivered = true;
   std::string outcome_json;
-  std::string parts;           // binary segments, concatenated
+  SharedBytes parts;           // binary segments, concatenated: the worker's sealed memfd, mapped
   int instruction_index = -1;  // running when it ended; -1 outside any
   std::string message;         // for kCrashed/kBroken
   CapturedStream out, err;

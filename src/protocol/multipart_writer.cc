@@ -38,29 +38,45 @@ EncodedMultipart WriteMultipart(const std::vector<OutgoingPart>& parts) {
     boundary = RandomBoundary();
   } while (OccursInAnyBody(parts, boundary));
 
-  size_t size = boundary.size() + 6;
-  for (const OutgoingPart& part : parts) {
-    size += boundary.size() + part.name.size() + part.content_type.size() + part.body.size() + 80;
-  }
   EncodedMultipart encoded;
   encoded.content_type = "multipart/form-data; boundary=" + boundary;
-  std::string& body = encoded.body;
-  body.reserve(size);
-  for (const OutgoingPart& part : parts) {
-    body += "--";
-    body += boundary;
-    body += "\r\nContent-Disposition: form-data; name=\"";
-    body += part.name;
-    body += "\"\r\nContent-Type: ";
-    body += part.content_type;
-    body += "\r\n\r\n";
-    body += part.body;
-    body += "\r\n";
+  size_t size = boundary.size() + 8;
+  for (const OutgoingPart& part : parts)
+    size += boundary.size() + part.name.size() + part.content_type.size() + 80;
+  std::string& framing = encoded.framing;
+  framing.reserve(size);                         // never reallocated below, so views into it hold
+  std::vector<std::pair<size_t, size_t>> texts;  // (offset, size) in framing
+  auto text = [&](const auto&... pieces) {
+    const size_t start = framing.size();
+    (framing.append(pieces), ...);
+    texts.emplace_back(start, framing.size() - start);
+  };
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const OutgoingPart& part = parts[k];
+    text(k == 0 ? "--" : "\r\n--", boundary, "\r\nContent-Disposition: form-data; name=\"",
+         part.name, "\"\r\nContent-Type: ", part.content_type, "\r\n\r\n");
   }
-  body += "--";
-  body += boundary;
-  body += "--\r\n";
+  text(parts.empty() ? "--" : "\r\n--", boundary, "--\r\n");
+  for (size_t k = 0; k < texts.size(); ++k) {
+    encoded.pieces.emplace_back(framing.data() + texts[k].first, texts[k].second);
+    if (k < parts.size() && !parts[k].body.empty()) encoded.pieces.push_back(parts[k].body);
+  }
   return encoded;
+}
+
+size_t EncodedMultipart::size() const {
+  size_t total = 0;
+  for (std::string_view piece : pieces)
+    total += piece.size();
+  return total;
+}
+
+std::string EncodedMultipart::Join() const {
+  std::string body;
+  body.reserve(size());
+  for (std::string_view piece : pieces)
+    body += piece;
+  return body;
 }
 
 }  // namespace kc::protocol

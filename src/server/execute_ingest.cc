@@ -13,6 +13,8 @@ StatusOr<std::unique_ptr<ExecuteIngest>> ExecuteIngest::Start(std::string_view c
 
 Status ExecuteIngest::Take(std::string_view chunk) {
   taken_.clear();
+  held_copies_.clear();
+  chunk_ = chunk;
   return stream_.Feed(chunk);
 }
 
@@ -46,6 +48,12 @@ Status ExecuteIngest::BeginPart(std::string_view name, std::string_view content_
 }
 
 Status ExecuteIngest::PartData(std::string_view bytes) {
+  // A piece outside the chunk is bytes the stream held back from the last
+  // one (a few, that might have begun a delimiter): valid only during this
+  // call, so kept here until the stages are done.
+  const bool in_chunk =
+      bytes.data() >= chunk_.data() && bytes.data() + bytes.size() <= chunk_.data() + chunk_.size();
+  if (!in_chunk) bytes = held_copies_.emplace_back(bytes);
   taken_.push_back(Piece{*current_, bytes});
   return Status::Ok();
 }

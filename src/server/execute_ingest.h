@@ -6,7 +6,9 @@
 // then blob hashes, in that order as before streaming).
 #pragma once
 
+#include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -55,7 +57,9 @@ class ExecuteIngest : public BodyConsumer, private protocol::MultipartSink {
   std::string program_json_;
   std::vector<std::unique_ptr<BlobPart>> blobs_;  // stable: the two stages hold them
   std::optional<int> current_;                    // the part being read
-  std::vector<Piece> taken_;                      // the last chunk's pieces
+  std::string_view chunk_;                        // the chunk being taken
+  std::vector<Piece> taken_;                      // its pieces
+  std::deque<std::string> held_copies_;           // pieces from the stream's own buffer
 };
 
 }  // namespace kc::server

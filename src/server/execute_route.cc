@@ -75,7 +75,7 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
                              {"http_status", reply.status},
                              {"finish_reason", reply.finish_reason()},
                              {"total_ms", ms},
-                             {"response_bytes", reply.body.size()}};
+                             {"response_bytes", reply.body_size()}};
     if (!reply.error_kind.empty()) fields["error_kind"] = reply.error_kind;
     if (!reply.error_message.empty()) fields["error_message"] = reply.error_message.substr(0, 2048);
     events_.Emit(level, "request_finished", fields);

@@ -4,6 +4,7 @@
 // error kind and Retry-After.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,15 +13,26 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/multipart_writer.h"
 #include "server/request_ending.h"
 
 namespace kc::server {
 
+// A body written as pieces, never joined: the views of `encoded` point into
+// `result_json` and into memory that `keep` holds (the worker's mapped
+// result memfd).
+struct PiecesBody {
+  std::string result_json;
+  std::shared_ptr<const void> keep;
+  protocol::EncodedMultipart encoded;
+};
+
 struct HttpReply {
   int status = 200;
   std::string content_type = "application/json";
-  std::string body;
-  std::string request_id;  // X-Request-ID; empty for /health
+  std::string body;                    // unless `pieces` is set
+  std::string request_id;              // X-Request-ID; empty for /health
+  std::shared_ptr<PiecesBody> pieces;  // a body of pieces, instead of `body`
   bool retry_after = false;
   std::optional<double> server_ms;  // Server-Timing: from the request's header to its reply
   std::vector<std::pair<std::string, std::string>> headers;  // any others
@@ -29,6 +41,8 @@ struct HttpReply {
   // For the event log (spec/server.md §6).
   std::string error_kind;
   std::string error_message;
+
+  size_t body_size() const { return pieces ? pieces->encoded.size() : body.size(); }
 
   // spec/server.md §6 finish_reason; empty outside /execute.
   std::string_view finish_reason() const {

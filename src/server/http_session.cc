@@ -3,6 +3,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/beast/core.hpp>
 
@@ -55,8 +56,8 @@ Status CheckBlobUpload(const http::fields& fields) {
   return Status::Ok();
 }
 
-http::response<http::string_body> ToBeast(HttpReply reply, unsigned version, bool keep_alive) {
-  http::response<http::string_body> response{static_cast<http::status>(reply.status), version};
+template <class Body>
+void SetHead(http::response<Body>& response, const HttpReply& reply, bool keep_alive) {
   response.set(http::field::server, "kcoral");
   response.set(http::field::content_type, reply.content_type);
   if (!reply.request_id.empty()) response.set("X-Request-ID", reply.request_id);
@@ -65,12 +66,35 @@ http::response<http::string_body> ToBeast(HttpReply reply, unsigned version, boo
     // The standard way to show the server's share of a request's time.
     response.set("Server-Timing", "total;dur=" + std::to_string(*reply.server_ms));
   }
-  for (auto& [name, value] : reply.headers)
+  for (const auto& [name, value] : reply.headers)
     response.set(name, value);
-  response.body() = std::move(reply.body);
   response.keep_alive(keep_alive);
-  response.prepare_payload();
-  return response;
+}
+
+// Writes the reply; a body of pieces goes out as it is, gathered by the
+// kernel from where the pieces are (the worker's mapped memfd).
+net::awaitable<boost::system::error_code> WriteReply(beast::tcp_stream& stream, HttpReply reply,
+                                                     unsigned version, bool keep_alive) {
+  const auto status = static_cast<http::status>(reply.status);
+  if (reply.pieces == nullptr) {
+    http::response<http::string_body> response{status, version};
+    SetHead(response, reply, keep_alive);
+    response.body() = std::move(reply.body);
+    response.prepare_payload();
+    auto [ec, n] = co_await http::async_write(stream, response, kUseTuple);
+    co_return ec;
+  }
+  http::response<http::empty_body> head{status, version};
+  SetHead(head, reply, keep_alive);
+  head.content_length(reply.body_size());
+  http::response_serializer<http::empty_body> serializer{head};
+  auto [head_ec, head_n] = co_await http::async_write_header(stream, serializer, kUseTuple);
+  if (head_ec) co_return head_ec;
+  std::vector<net::const_buffer> buffers;
+  for (std::string_view piece : reply.pieces->encoded.pieces)
+    buffers.emplace_back(piece.data(), piece.size());
+  auto [ec, n] = co_await net::async_write(stream, buffers, kUseTuple);
+  co_return ec;
 }
 
 }  // namespace
@@ -104,8 +128,8 @@ net::awaitable<void> ServeConnection(App& app, tcp::socket socket) {
       // 413 without reading the body (spec §1.5); the connection cannot be reused.
       HttpReply reply =
           app.RequestTooLarge(ChooseRequestId(SuppliedRequestIds(head)), *parser.content_length());
-      auto response = ToBeast(std::move(reply), version, false);
-      co_await http::async_write(stream, response, kUseTuple);
+      auto writing = WriteReply(stream, std::move(reply), version, false);
+      co_await std::move(writing);
       break;
     }
     parser.body_limit(limit);
@@ -130,8 +154,8 @@ net::awaitable<void> ServeConnection(App& app, tcp::socket socket) {
     if (body.end == BodyEnd::kBroken) break;  // nobody to answer
     if (body.end == BodyEnd::kTooLarge) {
       HttpReply reply = app.RequestTooLarge(request_id.empty() ? NewUuid() : request_id, limit + 1);
-      auto response = ToBeast(std::move(reply), version, false);
-      co_await http::async_write(stream, response, kUseTuple);
+      auto writing = WriteReply(stream, std::move(reply), version, false);
+      co_await std::move(writing);
       break;
     }
     keep_alive = parser.get().keep_alive();
@@ -172,10 +196,9 @@ net::awaitable<void> ServeConnection(App& app, tcp::socket socket) {
         reply = {404, "application/json", R"({"detail":"Not Found"})", ""};
         break;
     }
-    auto response = ToBeast(std::move(reply), version, keep_alive);
     stream.expires_after(kBodyTimeout);
-    auto [write_ec, written] = co_await http::async_write(stream, response, kUseTuple);
-    if (write_ec || !keep_alive) break;
+    auto writing = WriteReply(stream, std::move(reply), version, keep_alive);
+    if (auto write_ec = co_await std::move(writing); write_ec || !keep_alive) break;
   }
   boost::system::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_send, ignored);

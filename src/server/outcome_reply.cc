@@ -120,7 +120,8 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
   // The reply holds at least the outcome's results and every binary part
   // (json_writer.h spells strings as the worker does), so a bigger outcome
   // can be refused before it is parsed at all.
-  const uint64_t outcome_bytes = result.run.outcome_json.size() + result.run.parts.size();
+  const std::string_view data = result.run.parts.view();
+  const uint64_t outcome_bytes = result.run.outcome_json.size() + data.size();
   if (outcome_bytes > context.max_response_bytes) {
     return EndingReply(RequestEnding::kResponseTooLarge,
                        "the worker's outcome is " + std::to_string(outcome_bytes) +
@@ -153,13 +154,13 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
   size_t offset = 0;
   for (const JsonValue& length_field : segment_lengths->array()) {
     std::optional<uint64_t> length = length_field.AsUint64();
-    if (!length || *length > result.run.parts.size() - offset) {
+    if (!length || *length > data.size() - offset) {
       return engine_error("segment lengths exceed the data sent");
     }
-    segments.emplace_back(result.run.parts.data() + offset, *length);
+    segments.push_back(data.substr(offset, *length));
     offset += *length;
   }
-  if (offset != result.run.parts.size()) return engine_error("unused result data");
+  if (offset != data.size()) return engine_error("unused result data");
   if (Status s = protocol::FinalizeResults(*results, segments); !s.ok()) {
     return engine_error(s.message());
   }
@@ -192,19 +193,26 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
     reply = BodyReply(failed ? RequestEnding::kProgramFailed : RequestEnding::kCompleted,
                       "application/json", std::move(json), context.request_id);
   } else {
-    std::vector<protocol::OutgoingPart> parts = {{"result", "application/json", json}};
+    // The segments stay where the worker put them until the reply is written;
+    // the reply owns the result JSON.
+    auto pieces = std::make_shared<PiecesBody>();
+    pieces->result_json = std::move(json);
+    pieces->keep = result.run.parts.keeper();
+    std::vector<protocol::OutgoingPart> parts = {
+        {"result", "application/json", pieces->result_json}};
     for (size_t k = 0; k < segments.size(); ++k) {
       parts.push_back({"return:" + std::to_string(k), "application/octet-stream", segments[k]});
     }
-    auto encoded = protocol::WriteMultipart(parts);
+    pieces->encoded = protocol::WriteMultipart(parts);
     reply = BodyReply(failed ? RequestEnding::kProgramFailed : RequestEnding::kCompleted,
-                      std::move(encoded.content_type), std::move(encoded.body), context.request_id);
+                      pieces->encoded.content_type, "", context.request_id);
+    reply.pieces = std::move(pieces);
   }
   reply.error_kind = std::move(error_kind);
   reply.error_message = std::move(error_message);
-  if (reply.body.size() > context.max_response_bytes) {
+  if (reply.body_size() > context.max_response_bytes) {
     return EndingReply(RequestEnding::kResponseTooLarge,
-                       "the response is " + std::to_string(reply.body.size()) +
+                       "the response is " + std::to_string(reply.body_size()) +
                            " bytes, over max_response_bytes " +
                            std::to_string(context.max_response_bytes),
                        context.request_id);

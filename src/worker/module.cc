@@ -111,6 +111,9 @@ Status SendOutcome(const std::string& outcome_json, const py::list& segments,
                            static_cast<size_t>(info.size * info.itemsize));
     KC_RETURN_IF_ERROR(WriteAll(parts_fd.get(), bytes));
   }
+  // The server maps the segments and writes them to the socket as they are,
+  // so they must not change after this (it refuses an unsealed memfd).
+  KC_RETURN_IF_ERROR(SealMemfd(parts_fd.get()));
   nlohmann::json header = {{"type", ipc::frame_type::kOutcome}};
   if (meta.contains("retire")) header["retire"] = meta["retire"].cast<std::string>();
   if (meta.contains("gpu_access_detected_ns")) {

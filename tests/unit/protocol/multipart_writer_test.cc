@@ -40,7 +40,7 @@ TEST(MultipartWriter, WritesExactFraming) {
                          "Content-Type: application/octet-stream\r\n\r\nxy\r\n"
                          "--" +
                          b + "--\r\n";
-  EXPECT_EQ(encoded.body, expected);
+  EXPECT_EQ(encoded.Join(), expected);
 }
 
 TEST(MultipartWriter, BoundariesDifferBetweenCalls) {
@@ -63,7 +63,7 @@ TEST(MultipartWriter, BoundaryNeverOccursInAnyBody) {
 
 TEST(MultipartWriter, EmptyPartListWritesOnlyTheClose) {
   EncodedMultipart encoded = WriteMultipart({});
-  EXPECT_EQ(encoded.body, "--" + BoundaryOf(encoded) + "--\r\n");
+  EXPECT_EQ(encoded.Join(), "--" + BoundaryOf(encoded) + "--\r\n");
 }
 
 TEST(MultipartWriter, RoundTripsThroughReader) {
@@ -75,7 +75,7 @@ TEST(MultipartWriter, RoundTripsThroughReader) {
   EncodedMultipart encoded = WriteMultipart(parts);
   StatusOr<std::string> boundary = MultipartBoundary(encoded.content_type);
   ASSERT_TRUE(boundary.ok()) << boundary.status().message();
-  StatusOr<std::vector<MultipartPart>> read = ReadMultipart(encoded.body, *boundary);
+  StatusOr<std::vector<MultipartPart>> read = ReadMultipart(encoded.Join(), *boundary);
   ASSERT_TRUE(read.ok()) << read.status().message();
   ASSERT_EQ(read->size(), parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {

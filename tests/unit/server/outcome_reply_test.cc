@@ -25,7 +25,7 @@ pool::JobResult Outcome(std::string outcome_json, std::string parts = "") {
   result.ran = true;
   result.run.ending = pool::RunResult::Ending::kOutcome;
   result.run.outcome_json = std::move(outcome_json);
-  result.run.parts = std::move(parts);
+  result.run.parts = SharedBytes::Of(std::move(parts));
   return result;
 }
 
@@ -92,9 +92,19 @@ TEST_F(OutcomeReplyTest, MalformedOutcomeIsInvalidWorkerResponse) {
 }
 
 TEST_F(OutcomeReplyTest, BinaryPartsMakeAMultipartReply) {
-  HttpReply reply = Build(Outcome(Completed(R"({"out":{"type":"bytes","part":0}})", "[3]"), "abc"));
+  pool::JobResult result = Outcome(Completed(R"({"out":{"type":"bytes","part":0}})", "[3]"), "abc");
+  const char* worker_bytes = result.run.parts.view().data();
+  HttpReply reply = Build(std::move(result));
   ASSERT_EQ(reply.status, 200) << reply.body;
   EXPECT_EQ(reply.content_type.rfind("multipart/form-data; boundary=", 0), 0u);
+  // The segment is written from where the worker's bytes are, not copied.
+  ASSERT_NE(reply.pieces, nullptr);
+  bool viewed = false;
+  for (std::string_view piece : reply.pieces->encoded.pieces)
+    viewed |= piece.data() == worker_bytes && piece == "abc";
+  EXPECT_TRUE(viewed);
+  EXPECT_NE(reply.pieces->encoded.Join().find("\r\n\r\nabc\r\n--kcoral-"), std::string::npos);
+  EXPECT_EQ(reply.body_size(), reply.pieces->encoded.Join().size());
 }
 
 TEST_F(OutcomeReplyTest, OutcomeOverMaxResponseBytesIsRefusedUnparsed) {
