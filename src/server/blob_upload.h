@@ -5,6 +5,7 @@
 // X-KCoral-Blob-SHA256 header is checked against the digest.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -19,19 +20,19 @@ class BlobUpload : public BodyConsumer {
   explicit BlobUpload(std::optional<std::string> claimed_sha256)
       : claimed_(std::move(claimed_sha256)) {}
 
-  Status Take(std::string_view chunk) override {
-    taken_ = chunk;
+  Status Take(int slot, std::string_view chunk) override {
+    taken_[slot] = chunk;
     return Status::Ok();
   }
-  void HashTaken() override { builder_.Hash(taken_); }
-  Status StoreTaken() override { return builder_.Write(taken_); }
+  void HashTaken(int slot) override { builder_.Hash(taken_[slot]); }
+  Status StoreTaken(int slot) override { return builder_.Write(taken_[slot]); }
   // The sealed blob, or kInvalidArgument if the claimed hash does not match.
   StatusOr<store::BlobPtr> Finish();
 
  private:
   const std::optional<std::string> claimed_;
   store::BlobBuilder builder_;
-  std::string_view taken_;
+  std::array<std::string_view, kSlots> taken_;
 };
 
 }  // namespace kc::server

@@ -3,17 +3,15 @@
 #include <array>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <tuple>
 #include <vector>
-
-#include <boost/asio/experimental/awaitable_operators.hpp>
 
 namespace kc::server {
 
 namespace net = boost::asio;
 namespace http = boost::beast::http;
-using namespace boost::asio::experimental::awaitable_operators;
 
 namespace {
 
@@ -97,6 +95,82 @@ class BodySource {
   std::optional<uint64_t> remaining_;  // known length: bytes still to read
 };
 
+// The stages of the chunks in flight: Take and Hash on one strand, Store on
+// another; a slot is free again once both of its stages have run.
+class ChunkStages {
+ public:
+  ChunkStages(BodyConsumer& consumer, net::thread_pool& pool, net::any_io_executor io)
+      : consumer_(consumer),
+        hash_(net::make_strand(pool.get_executor())),
+        store_(net::make_strand(pool.get_executor())),
+        io_(io),
+        wake_(io) {}
+
+  // On the reader's executor, as are WaitFree and the stages' Done.
+  void Submit(int slot, std::string_view chunk) {
+    pending_[slot] = 2;
+    net::post(hash_, [this, slot, chunk] {
+      Status taken = failed() ? Status::Ok() : consumer_.Take(slot, chunk);
+      if (!taken.ok()) Fail(taken);
+      net::post(store_, [this, slot] {
+        if (!failed()) {
+          if (Status stored = consumer_.StoreTaken(slot); !stored.ok()) Fail(stored);
+        }
+        Done(slot);
+      });
+      if (!failed()) consumer_.HashTaken(slot);
+      Done(slot);
+    });
+  }
+
+  // Waits until `slot` is free (every slot, for -1).
+  net::awaitable<void> WaitFree(int slot) {
+    while (Busy(slot)) {
+      wake_.expires_at(net::steady_timer::time_point::max());
+      co_await wake_.async_wait(net::as_tuple(net::use_awaitable));
+    }
+  }
+
+  Status status() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_;
+  }
+
+ private:
+  bool failed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !status_.ok();
+  }
+  void Fail(const Status& status) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (status_.ok()) status_ = status;
+  }
+  bool Busy(int slot) const {
+    if (slot >= 0) return pending_[slot] > 0;
+    for (int pending : pending_) {
+      if (pending > 0) return true;
+    }
+    return false;
+  }
+  // A stage's last act: the count drops on the reader's executor, so the
+  // reader can only see a slot free (and end, destroying this) once no stage
+  // touches it any more.
+  void Done(int slot) {
+    net::post(io_, [this, slot] {
+      --pending_[slot];
+      wake_.cancel();  // the reader looks again
+    });
+  }
+
+  BodyConsumer& consumer_;
+  net::strand<net::thread_pool::executor_type> hash_, store_;
+  net::any_io_executor io_;
+  net::steady_timer wake_;                           // on the reader's executor
+  std::array<int, BodyConsumer::kSlots> pending_{};  // stages left per slot; reader's executor only
+  std::mutex mu_;
+  Status status_ = Status::Ok();  // the first error; guarded by mu_
+};
+
 }  // namespace
 
 net::awaitable<BodyResult> ReadBody(boost::beast::tcp_stream& stream,
@@ -104,54 +178,32 @@ net::awaitable<BodyResult> ReadBody(boost::beast::tcp_stream& stream,
                                     http::request_parser<http::buffer_body>& parser,
                                     BodyConsumer* consumer, net::thread_pool& pool) {
   BodyResult result;
-  auto fail = [&](boost::system::error_code ec) {
-    result.end = ec == http::error::body_limit ? BodyEnd::kTooLarge : BodyEnd::kBroken;
-    return result;
-  };
-  // Hash and store the last Take's pieces, at once.
-  auto stages = [&]() -> net::awaitable<Status> {
-    auto hash = [&]() -> net::awaitable<void> {
-      consumer->HashTaken();
-      co_return;
-    };
-    auto store = [&]() -> net::awaitable<Status> { co_return consumer->StoreTaken(); };
-    auto hashing = net::co_spawn(pool, hash, net::use_awaitable);  // named: see execute_route.cc
-    auto storing = net::co_spawn(pool, store, net::use_awaitable);
-    co_return co_await (std::move(hashing) && std::move(storing));
-  };
   BodySource source(stream, buffer, parser);
-  std::array<Chunk, 2> chunks;
-  Chunk* current = &chunks[0];
-  Chunk* next = &chunks[1];
-  if (auto ec = co_await source.Fill(*current)) co_return fail(ec);
-  for (;;) {
-    result.bytes += current->size;
-    const bool last = source.done();
-    bool taken = false;
-    if (consumer != nullptr && result.consumer.ok() && current->size > 0) {
-      std::string_view view(current->data.get(), current->size);
-      auto take = [&]() -> net::awaitable<Status> { co_return consumer->Take(view); };
-      auto taking = net::co_spawn(pool, take, net::use_awaitable);
-      result.consumer = co_await std::move(taking);
-      taken = result.consumer.ok();
+  std::array<Chunk, BodyConsumer::kSlots> chunks;
+  std::optional<ChunkStages> stages;
+  if (consumer != nullptr) stages.emplace(*consumer, pool, stream.get_executor());
+  boost::system::error_code read_ec;
+  for (int k = 0; !source.done(); k = (k + 1) % BodyConsumer::kSlots) {
+    if (stages) {
+      auto freeing = stages->WaitFree(k);  // named: see execute_route.cc
+      co_await std::move(freeing);
     }
-    if (last) {
-      if (taken) result.consumer = co_await stages();
-      co_return result;
+    auto filling = source.Fill(chunks[k]);
+    if ((read_ec = co_await std::move(filling))) break;
+    result.bytes += chunks[k].size;
+    if (stages && chunks[k].size > 0 && stages->status().ok()) {
+      stages->Submit(k, std::string_view(chunks[k].data.get(), chunks[k].size));
     }
-    // This chunk is hashed and stored while the next one arrives; after an
-    // error the rest is only read.
-    boost::system::error_code read_ec;
-    auto reading = source.Fill(*next);
-    if (taken) {
-      auto staging = stages();
-      std::tie(result.consumer, read_ec) = co_await (std::move(staging) && std::move(reading));
-    } else {
-      read_ec = co_await std::move(reading);
-    }
-    if (read_ec) co_return fail(read_ec);
-    std::swap(current, next);
   }
+  // Nothing may outlive the chunks: every stage finishes, even on a broken connection.
+  if (stages) {
+    auto draining = stages->WaitFree(-1);
+    co_await std::move(draining);
+    result.consumer = stages->status();
+  }
+  if (read_ec)
+    result.end = read_ec == http::error::body_limit ? BodyEnd::kTooLarge : BodyEnd::kBroken;
+  co_return result;
 }
 
 }  // namespace kc::server

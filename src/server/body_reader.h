@@ -2,10 +2,12 @@
 // BodyConsumer as it arrives, so a GiB upload is never held whole in memory
 // and its bytes are touched once (issue 11).
 //
-// Per chunk, the consumer first Take()s it (finds what it holds: cheap), then
-// hashes and stores the pieces on two threads of the parse pool at once while
-// the next chunk is read from the socket. After a consumer error the rest of
-// the body is still read (and dropped), so the client gets its 400 rather
+// Chunks go round a ring of kSlots buffers. Each chunk is Take()n (what it
+// holds is found: cheap) and hashed in order on one strand of the parse pool,
+// and stored in order on another, while the next chunks are read from the
+// socket: receiving, hashing and storing run at once, and a slow stage only
+// stalls the others when the ring is full. After a consumer error the rest
+// of the body is still read (and dropped), so the client gets its 400 rather
 // than a reset while it is still sending.
 #pragma once
 
@@ -22,13 +24,17 @@ namespace kc::server {
 
 class BodyConsumer {
  public:
+  // Chunks in flight at most; a chunk's pieces are kept by its slot.
+  static constexpr int kSlots = 4;
+
   virtual ~BodyConsumer() = default;
-  // In body order, on one thread at a time: notes what `chunk` holds. The
-  // chunk stays valid until HashTaken and StoreTaken have returned.
-  virtual Status Take(std::string_view chunk) = 0;
-  // The pieces of the last Take; the two run at once and share no state.
-  virtual void HashTaken() = 0;
-  virtual Status StoreTaken() = 0;
+  // In body order: notes what `chunk` holds, under `slot`. The chunk stays
+  // valid until HashTaken and StoreTaken of that slot have returned.
+  virtual Status Take(int slot, std::string_view chunk) = 0;
+  // The pieces taken under `slot`, each in chunk order. Hashing runs beside
+  // storing, and beside the Take of a later chunk, so the three share no state.
+  virtual void HashTaken(int slot) = 0;
+  virtual Status StoreTaken(int slot) = 0;
 };
 
 enum class BodyEnd {

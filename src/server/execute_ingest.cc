@@ -11,25 +11,26 @@ StatusOr<std::unique_ptr<ExecuteIngest>> ExecuteIngest::Start(std::string_view c
   return std::unique_ptr<ExecuteIngest>(new ExecuteIngest(std::move(boundary)));
 }
 
-Status ExecuteIngest::Take(std::string_view chunk) {
-  taken_.clear();
-  held_copies_.clear();
-  chunk_ = chunk;
+Status ExecuteIngest::Take(int slot, std::string_view chunk) {
+  taking_ = &taken_[slot];
+  taking_->pieces.clear();
+  taking_->held_copies.clear();
+  taking_->chunk = chunk;
   return stream_.Feed(chunk);
 }
 
-void ExecuteIngest::HashTaken() {
-  for (const Piece& piece : taken_) {
-    if (piece.target != kProgram) blobs_[piece.target]->builder.Hash(piece.bytes);
+void ExecuteIngest::HashTaken(int slot) {
+  for (const Piece& piece : taken_[slot].pieces) {
+    if (piece.blob != nullptr) piece.blob->builder.Hash(piece.bytes);
   }
 }
 
-Status ExecuteIngest::StoreTaken() {
-  for (const Piece& piece : taken_) {
-    if (piece.target == kProgram) {
+Status ExecuteIngest::StoreTaken(int slot) {
+  for (const Piece& piece : taken_[slot].pieces) {
+    if (piece.blob == nullptr) {
       program_json_.append(piece.bytes);
     } else {
-      KC_RETURN_IF_ERROR(blobs_[piece.target]->builder.Write(piece.bytes));
+      KC_RETURN_IF_ERROR(piece.blob->builder.Write(piece.bytes));
     }
   }
   return Status::Ok();
@@ -38,11 +39,11 @@ Status ExecuteIngest::StoreTaken() {
 Status ExecuteIngest::BeginPart(std::string_view name, std::string_view content_type) {
   KC_ASSIGN_OR_RETURN(protocol::PartRole role, parts_.Classify(name, content_type));
   if (role.is_program) {
-    current_ = kProgram;
+    current_ = nullptr;
   } else {
-    current_ = static_cast<int>(blobs_.size());
     blobs_.push_back(std::make_unique<BlobPart>());
     blobs_.back()->sha256 = std::move(role.blob_sha256);
+    current_ = blobs_.back().get();
   }
   return Status::Ok();
 }
@@ -51,10 +52,11 @@ Status ExecuteIngest::PartData(std::string_view bytes) {
   // A piece outside the chunk is bytes the stream held back from the last
   // one (a few, that might have begun a delimiter): valid only during this
   // call, so kept here until the stages are done.
+  const std::string_view chunk = taking_->chunk;
   const bool in_chunk =
-      bytes.data() >= chunk_.data() && bytes.data() + bytes.size() <= chunk_.data() + chunk_.size();
-  if (!in_chunk) bytes = held_copies_.emplace_back(bytes);
-  taken_.push_back(Piece{*current_, bytes});
+      bytes.data() >= chunk.data() && bytes.data() + bytes.size() <= chunk.data() + chunk.size();
+  if (!in_chunk) bytes = taking_->held_copies.emplace_back(bytes);
+  taking_->pieces.push_back(Piece{*current_, bytes});
   return Status::Ok();
 }
 

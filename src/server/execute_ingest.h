@@ -6,6 +6,7 @@
 // then blob hashes, in that order as before streaming).
 #pragma once
 
+#include <array>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -30,9 +31,9 @@ class ExecuteIngest : public BodyConsumer, private protocol::MultipartSink {
   // Refuses a Content-Type that is not multipart/form-data with a boundary.
   static StatusOr<std::unique_ptr<ExecuteIngest>> Start(std::string_view content_type);
 
-  Status Take(std::string_view chunk) override;
-  void HashTaken() override;
-  Status StoreTaken() override;
+  Status Take(int slot, std::string_view chunk) override;
+  void HashTaken(int slot) override;
+  Status StoreTaken(int slot) override;
   StatusOr<IngestedExecute> Finish();
 
  private:
@@ -46,20 +47,24 @@ class ExecuteIngest : public BodyConsumer, private protocol::MultipartSink {
     std::string sha256;  // as its name claims
     store::BlobBuilder builder;
   };
-  static constexpr int kProgram = -1;
   struct Piece {
-    int target;  // kProgram or an index into blobs_
+    BlobPart* blob;  // null: the program part
     std::string_view bytes;
+  };
+  // What one chunk held.
+  struct Taken {
+    std::string_view chunk;
+    std::vector<Piece> pieces;
+    std::deque<std::string> held_copies;  // pieces from the stream's own buffer
   };
 
   protocol::MultipartStream stream_;
   protocol::ExecuteParts parts_;
   std::string program_json_;
-  std::vector<std::unique_ptr<BlobPart>> blobs_;  // stable: the two stages hold them
-  std::optional<int> current_;                    // the part being read
-  std::string_view chunk_;                        // the chunk being taken
-  std::vector<Piece> taken_;                      // its pieces
-  std::deque<std::string> held_copies_;           // pieces from the stream's own buffer
+  std::vector<std::unique_ptr<BlobPart>> blobs_;  // Take adds; the stages hold pointers
+  std::optional<BlobPart*> current_;              // the part being read (null: program)
+  Taken* taking_ = nullptr;                       // the slot being taken
+  std::array<Taken, kSlots> taken_;
 };
 
 }  // namespace kc::server

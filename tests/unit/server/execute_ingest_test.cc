@@ -1,5 +1,6 @@
 #include "server/execute_ingest.h"
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -28,19 +29,33 @@ std::string Body(const std::string& blob, const std::string& name) {
          "--\r\n";
 }
 
-// Feeds `body` in chunks of `size` as ReadBody does: each chunk is taken,
-// hashed and stored, and then overwritten before the next (so a piece that
+// Feeds `body` in chunks of `size` round the slots as ReadBody does, each
+// chunk taken a full ring ahead of its hashing and storing (the stages may
+// lag that far), and overwritten once they are done (so a piece that
 // outlives its chunk would show).
 StatusOr<IngestedExecute> Ingest(const std::string& body, size_t size) {
   KC_ASSIGN_OR_RETURN(auto ingest, ExecuteIngest::Start(kContentType));
-  std::string chunk;
-  for (size_t at = 0; at < body.size(); at += size) {
-    chunk = body.substr(at, size);
-    KC_RETURN_IF_ERROR(ingest->Take(chunk));
-    ingest->HashTaken();
-    KC_RETURN_IF_ERROR(ingest->StoreTaken());
-    chunk.assign(chunk.size(), '#');
+  constexpr int kSlots = BodyConsumer::kSlots;
+  std::array<std::string, kSlots> chunks;
+  std::vector<int> pending;
+  auto finish = [&](int slot) -> Status {
+    ingest->HashTaken(slot);
+    KC_RETURN_IF_ERROR(ingest->StoreTaken(slot));
+    chunks[slot].assign(chunks[slot].size(), '#');
+    return Status::Ok();
+  };
+  int k = 0;
+  for (size_t at = 0; at < body.size(); at += size, k = (k + 1) % kSlots) {
+    if (pending.size() == kSlots) {
+      KC_RETURN_IF_ERROR(finish(pending.front()));
+      pending.erase(pending.begin());
+    }
+    chunks[k] = body.substr(at, size);
+    KC_RETURN_IF_ERROR(ingest->Take(k, chunks[k]));
+    pending.push_back(k);
   }
+  for (int slot : pending)
+    KC_RETURN_IF_ERROR(finish(slot));
   return ingest->Finish();
 }
 
