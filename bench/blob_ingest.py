@@ -18,7 +18,8 @@ ours `total_ms` of each request (from its header to its reply, so including
 the upload), and for the reference the time from its `request_received`
 event to its `request_finished` (after it has read the body, which flatters
 it). MB/s is 10^6 bytes per second of end-to-end time; each cell is the
-median of --rounds rounds. The servers take turns, size by size.
+median of --rounds rounds. The servers take turns, size by size, and are
+started afresh for each size.
 
 With --device gpu (the H200 machine) it instead uploads a float32 tensor to
 a torch CUDA tensor, checks it on the GPU, and returns a checksum.
@@ -110,7 +111,10 @@ class Side:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_dir = Path(tempfile.mkdtemp(prefix=f"kcoral-ingest-{name}-"))
         flags = ["--device", device, "--host", "127.0.0.1", "--port", str(self.port), "--log-dir", str(self.log_dir),
-                 "--no-log-console", "--max-request-bytes", LIMIT, "--cache-capacity-bytes", str(16 << 30)]
+                 "--no-log-console", "--max-request-bytes", LIMIT,
+                 # Room for a 1 GiB blob (a quarter of the tier), no more: with the
+                 # default 16 GiB, two servers fill a 24 GiB machine and both slow down.
+                 "--cache-capacity-bytes", str(4 << 30)]
         # Two seats: a fresh worker is ready while the last one's replacement starts.
         flags += ["--num-workers", "2"] if device == "cpu" else ["--gpus", "0", "--workers-per-gpu", "2"]
         if name == "reference":
@@ -194,26 +198,27 @@ def main() -> None:
     kind = "tensor" if args.device == "gpu" else "bytes"
     source = CHECKSUM if kind == "tensor" else LENGTH
 
-    sides = [Side("ours", sys.executable, args.device, source)]
-    if args.reference:
-        sides.append(Side("reference", args.reference, args.device, source))
-    rows = []
-    try:
-        for size in sizes:
+    names = ["ours"] + (["reference"] if args.reference else [])
+    pythons = {"ours": sys.executable, "reference": args.reference}
+    rows, peak = [], 0.0
+    for size in sizes:
+        # Fresh servers for each size, so that what one size left in the caches
+        # (GiB on a 24 GiB machine) does not slow the next down.
+        sides = [Side(name, pythons[name], args.device, source) for name in names]
+        try:
             for state in ("cold", "warm"):
                 cells = {}
                 for side in sides:
                     runs = [side.upload(size, state, kind) for _ in range(args.rounds)]
                     cells[side.name] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
                 rows.append((size, state, cells))
-                print_row(rows[-1], [s.name for s in sides])
-        peak = sides[0].peak_rss_mib()
-    finally:
-        for side in sides:
-            side.stop()
+                print_row(rows[-1], names)
+            peak = max(peak, sides[0].peak_rss_mib())
+        finally:
+            for side in sides:
+                side.stop()
     print()
     print(f"{kind} uploads, {args.device} server, median of {args.rounds} rounds; MB/s = 10^6 B/s end to end")
-    names = [s.name for s in sides]
     header = "| size | state | " + " | ".join(f"{n} end-to-end | {n} MB/s | {n} server" for n in names)
     if len(names) == 2:
         header += " | ours/ref MB/s"
@@ -222,7 +227,7 @@ def main() -> None:
     print("|" + "---|" * (header.count("|") - 1))
     for row in rows:
         print(format_row(row, names))
-    print(f"\nour server's peak RSS (VmHWM) after the run: {peak:.0f} MiB (largest upload {max(sizes) // MIB} MiB)")
+    print(f"\nour server's peak RSS (VmHWM): {peak:.0f} MiB (largest upload {max(sizes) // MIB} MiB)")
 
 
 def print_row(row, names) -> None:

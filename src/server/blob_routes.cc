@@ -1,4 +1,4 @@
-// POST /blobs and HEAD /blobs/<sha256> (docs/protocol.md "Blob endpoints"):
+// POST /blobs and HEAD /blobs/<sha256> (docs/data-path.md "Blob endpoints"):
 // a client that asks first which blobs the server lacks, and sends the ones
 // it lacks on their own, never pays a CACHE_MISS round trip; the reference
 // client ignores both and keeps the three-attempt negotiation (spec §3.3).

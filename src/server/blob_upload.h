@@ -1,5 +1,5 @@
 // BlobUpload: the body of POST /blobs, one blob sent ahead of the programs
-// that use it (docs/protocol.md "Blob endpoints"). Its bytes are hashed and
+// that use it (docs/data-path.md "Blob endpoints"). Its bytes are hashed and
 // written into a memfd as they arrive; the server names the blob by its
 // digest, so a client need not hash before it sends. An optional
 // X-KCoral-Blob-SHA256 header is checked against the digest.

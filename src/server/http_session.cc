@@ -97,6 +97,59 @@ net::awaitable<boost::system::error_code> WriteReply(beast::tcp_stream& stream, 
   co_return ec;
 }
 
+// How a request's body is taken in: streamed into its consumer, or (no
+// consumer) read and dropped.
+struct BodyIntake {
+  StatusOr<std::unique_ptr<ExecuteIngest>> ingest = InternalError("no body");
+  std::optional<BlobUpload> blob_upload;
+  Status refused = Status::Ok();  // POST /blobs headers that rule the body out
+  BodyConsumer* consumer = nullptr;
+};
+
+void PlanIntake(Route route, const http::fields& head, BodyIntake& intake) {
+  if (route == Route::kExecute) {
+    intake.ingest = ExecuteIngest::Start(head[http::field::content_type]);
+    if (intake.ingest.ok()) intake.consumer = intake.ingest->get();
+  } else if (route == Route::kUploadBlob) {
+    intake.refused = CheckBlobUpload(head);
+    if (intake.refused.ok()) intake.consumer = &intake.blob_upload.emplace(ClaimedBlobHash(head));
+  }
+}
+
+// The route's reply, once the body is in.
+net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_header<>& head,
+                                   BodyIntake& intake, const BodyResult& body,
+                                   ExecuteArrival arrival, beast::tcp_stream& stream) {
+  switch (route) {
+    case Route::kExecute: {
+      if (intake.ingest.ok() && !body.consumer.ok()) intake.ingest = body.consumer;
+      auto cancel = std::make_shared<pool::CancelFlag>();
+      HangUpWatch watch(stream.get_executor(), stream.socket().native_handle(), cancel);
+      auto handling = app.HandleExecute(std::move(arrival), std::move(intake.ingest),
+                                        cancel);  // named: see execute_route.cc
+      co_return co_await std::move(handling);
+    }
+    case Route::kUploadBlob: {
+      Status refused = intake.refused.ok() ? body.consumer : intake.refused;
+      StatusOr<store::BlobPtr> blob =
+          refused.ok() ? intake.blob_upload->Finish() : StatusOr<store::BlobPtr>(refused);
+      co_return app.HandleBlobUpload(std::move(blob), arrival.request_id, arrival.client,
+                                     arrival.received);
+    }
+    case Route::kLookUpBlob:
+      co_return app.HandleBlobLookup(head.target().substr(kBlobsPrefix.size()));
+    case Route::kHealth:
+      co_return app.HandleHealth();
+    case Route::kMetrics:
+      co_return app.HandleMetrics();
+    case Route::kWrongMethod:
+      co_return EndingReply(RequestEnding::kMethodNotAllowed, "method not allowed", "");
+    case Route::kNotFound:
+      break;
+  }
+  co_return HttpReply{404, "application/json", R"({"detail":"Not Found"})", ""};
+}
+
 }  // namespace
 
 net::awaitable<void> ServeConnection(App& app, tcp::socket socket) {
@@ -135,21 +188,11 @@ net::awaitable<void> ServeConnection(App& app, tcp::socket socket) {
     parser.body_limit(limit);
     stream.expires_after(kBodyTimeout);
 
-    // The body: streamed into its consumer, or read and dropped.
     std::string request_id;
-    StatusOr<std::unique_ptr<ExecuteIngest>> ingest = InternalError("no body");
-    std::optional<BlobUpload> blob_upload;
-    Status upload_check = Status::Ok();
-    BodyConsumer* consumer = nullptr;
     if (upload) request_id = ChooseRequestId(SuppliedRequestIds(head));
-    if (route == Route::kExecute) {
-      ingest = ExecuteIngest::Start(head[http::field::content_type]);
-      if (ingest.ok()) consumer = ingest->get();
-    } else if (route == Route::kUploadBlob) {
-      upload_check = CheckBlobUpload(head);
-      if (upload_check.ok()) consumer = &blob_upload.emplace(ClaimedBlobHash(head));
-    }
-    auto reading = ReadBody(stream, buffer, parser, consumer, app.cpu_pool());
+    BodyIntake intake;
+    PlanIntake(route, head, intake);
+    auto reading = ReadBody(stream, buffer, parser, intake.consumer, app.cpu_pool());
     BodyResult body = co_await std::move(reading);
     if (body.end == BodyEnd::kBroken) break;  // nobody to answer
     if (body.end == BodyEnd::kTooLarge) {
@@ -160,42 +203,9 @@ net::awaitable<void> ServeConnection(App& app, tcp::socket socket) {
     }
     keep_alive = parser.get().keep_alive();
     stream.expires_never();  // executions may run for many minutes
-
-    HttpReply reply;
-    switch (route) {
-      case Route::kExecute: {
-        if (ingest.ok() && !body.consumer.ok()) ingest = body.consumer;
-        auto cancel = std::make_shared<pool::CancelFlag>();
-        HangUpWatch watch(stream.get_executor(), stream.socket().native_handle(), cancel);
-        ExecuteArrival arrival{request_id, client, received, body.bytes};
-        auto handling = app.HandleExecute(std::move(arrival), std::move(ingest),
-                                          cancel);  // named: see execute_route.cc
-        reply = co_await std::move(handling);
-        break;
-      }
-      case Route::kUploadBlob: {
-        if (upload_check.ok()) upload_check = body.consumer;
-        StatusOr<store::BlobPtr> blob =
-            upload_check.ok() ? blob_upload->Finish() : StatusOr<store::BlobPtr>(upload_check);
-        reply = app.HandleBlobUpload(std::move(blob), request_id, client, received);
-        break;
-      }
-      case Route::kLookUpBlob:
-        reply = app.HandleBlobLookup(head.target().substr(kBlobsPrefix.size()));
-        break;
-      case Route::kHealth:
-        reply = app.HandleHealth();
-        break;
-      case Route::kMetrics:
-        reply = app.HandleMetrics();
-        break;
-      case Route::kWrongMethod:
-        reply = EndingReply(RequestEnding::kMethodNotAllowed, "method not allowed", "");
-        break;
-      case Route::kNotFound:
-        reply = {404, "application/json", R"({"detail":"Not Found"})", ""};
-        break;
-    }
+    auto dispatching = Dispatch(app, route, parser.get(), intake, body,
+                                ExecuteArrival{request_id, client, received, body.bytes}, stream);
+    HttpReply reply = co_await std::move(dispatching);
     stream.expires_after(kBodyTimeout);
     auto writing = WriteReply(stream, std::move(reply), version, keep_alive);
     if (auto write_ec = co_await std::move(writing); write_ec || !keep_alive) break;

@@ -1,6 +1,6 @@
 """The data path (issue 11): blob endpoints, streamed ingest, zero-copy values.
 
-POST /blobs and HEAD /blobs/<sha256> are ours (docs/protocol.md "Blob
+POST /blobs and HEAD /blobs/<sha256> are ours (docs/data-path.md "Blob
 endpoints"); POST /execute bodies are parsed as they arrive, so these tests
 also send bodies in odd pieces, large parts that cross the server's chunks,
 and check that the server never holds a large upload in its own memory.

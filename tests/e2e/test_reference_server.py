@@ -1,0 +1,85 @@
+"""Our client against the reference server (PyPI kcoral==0.1.1), in a virtual
+environment of its own: it has no blob endpoints, so large blobs fall back to
+local hashing and the CACHE_MISS negotiation (docs/data-path.md "The client")."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+import httpx
+import pytest
+
+from conftest import free_port
+
+HERE = Path(__file__).resolve().parent
+VENV = HERE.parents[1] / "build" / "reference-server-venv"
+PACKAGES = ["kcoral==0.1.1", "fastapi", "uvicorn", "httpx", "numpy", "ml_dtypes", "apache-tvm-ffi"]
+MIB = 1 << 20
+
+
+def reference_server_python() -> Path:
+    python = VENV / "bin" / "python"
+    marker = VENV / ".kcoral-0.1.1-server"
+    if not marker.exists():
+        venv.create(VENV, with_pip=True, clear=True)
+        install = subprocess.run([str(python), "-m", "pip", "install", "-q", *PACKAGES],
+                                 capture_output=True, text=True)
+        if install.returncode != 0:
+            pytest.fail(f"cannot install the reference server: {install.stderr[-2000:]}")
+        marker.touch()
+    return python
+
+
+@pytest.fixture
+def reference_server(tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen(
+        [str(reference_server_python()), "-m", "kcoral", "server", "--device", "cpu", "--sandbox", "none",
+         "--host", "127.0.0.1", "--port", str(port), "--log-dir", str(tmp_path / "logs"), "--no-log-console"],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "stderr", "wb"), start_new_session=True,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, cwd="/",
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert process.poll() is None, (tmp_path / "stderr").read_text()[-2000:]
+            assert time.monotonic() < deadline, "the reference server did not start"
+            time.sleep(0.2)
+        yield url
+    finally:
+        os.killpg(process.pid, 15)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+            process.wait()
+
+
+def test_our_client_falls_back_where_there_are_no_blob_endpoints(reference_server):
+    sys.path.insert(0, str(HERE.parents[1] / "python"))
+    from kcoral import Client, Program
+
+    large, small = os.urandom(2 * MIB + 1), b"small"
+    with Client(reference_server) as client:
+        for _ in range(2):  # cold, then the same objects again (cached there)
+            program = Program()
+            big = program.upload(kind="bytes", value=large)
+            little = program.upload(kind="bytes", value=small)
+            module = program.upload(kind="module", source="def main(a, b):\n    return [len(a), bytes(b)]\n")
+            fn = program.get_function(module=module, name="main")
+            program.return_(key="out", value=program.run(fn=fn, args=[big, little]))
+            result = client.execute(program, timeout_seconds=60)
+            assert result.completed, result.error
+            assert result.results["out"] == [len(large), small]
+        assert client._preflight.supported is False
