@@ -1,7 +1,7 @@
 """Upload throughput: blobs from a client to user code, ours and the reference's.
 
     python bench/blob_ingest.py [--sizes 1,64,256,1024] [--rounds 3] [--reference PYTHON]
-                                [--device cpu|gpu]
+                                [--device cpu|gpu] [--reuse-workers]
 
 Starts its own servers on free loopback ports (ours, and the reference
 kcoral==0.1.1 when --reference names a Python that has it, by default
@@ -71,8 +71,10 @@ for line in sys.stdin:
     size = int(size)
     if state == "cold" or size not in kept:
         kept.clear()
-        fresh = bytearray(os.urandom(16)) * (size // 16)  # fast to make, fresh by its first bytes
-        kept[size] = bytes(fresh)
+        # Fast to make and fresh each time: 16 random bytes repeated (as float32
+        # for a tensor, in [0, 1) so that its sum is finite).
+        seed = np.random.default_rng().random(4, dtype=np.float32).tobytes() if kind == "tensor" else os.urandom(16)
+        kept[size] = bytes(bytearray(seed) * (size // 16))
     data = kept[size]
     start = time.perf_counter()
     program = Program()
@@ -105,7 +107,7 @@ def free_port() -> int:
 class Side:
     """One server and a client process that talks to it."""
 
-    def __init__(self, name: str, python: str, device: str, source: str):
+    def __init__(self, name: str, python: str, device: str, source: str, reuse: bool):
         self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -119,6 +121,8 @@ class Side:
         flags += ["--num-workers", "2"] if device == "cpu" else ["--gpus", "0", "--workers-per-gpu", "2"]
         if name == "reference":
             flags += ["--sandbox", "none"]  # bubblewrap is not installed on these machines
+        if reuse:
+            flags += ["--max-requests-per-worker", "0"]
         self.server = subprocess.Popen([python, "-m", "kcoral", "server", *flags], start_new_session=True,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 300
@@ -193,6 +197,8 @@ def main() -> None:
     parser.add_argument("--reference", default=str(DEFAULT_REFERENCE) if DEFAULT_REFERENCE.exists() else "",
                         help="a Python with kcoral==0.1.1 and its server's dependencies ('' to skip)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument("--reuse-workers", action="store_true",
+                        help="reuse workers (--max-requests-per-worker 0), so a GPU worker's CUDA start is not timed")
     args = parser.parse_args()
     sizes = [int(s) * MIB for s in args.sizes.split(",")]
     kind = "tensor" if args.device == "gpu" else "bytes"
@@ -204,7 +210,7 @@ def main() -> None:
     for size in sizes:
         # Fresh servers for each size, so that what one size left in the caches
         # (GiB on a 24 GiB machine) does not slow the next down.
-        sides = [Side(name, pythons[name], args.device, source) for name in names]
+        sides = [Side(name, pythons[name], args.device, source, args.reuse_workers) for name in names]
         try:
             for state in ("cold", "warm"):
                 cells = {}
@@ -218,7 +224,9 @@ def main() -> None:
             for side in sides:
                 side.stop()
     print()
-    print(f"{kind} uploads, {args.device} server, median of {args.rounds} rounds; MB/s = 10^6 B/s end to end")
+    workers = "reused workers" if args.reuse_workers else "a fresh worker per request"
+    print(f"{kind} uploads, {args.device} server, {workers}, median of {args.rounds} rounds; "
+          "MB/s = 10^6 B/s end to end")
     header = "| size | state | " + " | ".join(f"{n} end-to-end | {n} MB/s | {n} server" for n in names)
     if len(names) == 2:
         header += " | ours/ref MB/s"
