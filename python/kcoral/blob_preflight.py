@@ -1,4 +1,4 @@
-"""Large blobs sent ahead of their program (docs/protocol.md "Blob endpoints").
+"""Large blobs sent ahead of their program (docs/data-path.md "Blob endpoints").
 
 Before it executes a program, the client settles each large blob (at least
 blob_names.LARGE_BLOB_BYTES) with the server: one it has not named yet is

@@ -13,7 +13,7 @@ import mmap
 import os
 
 #: A ``bytes`` upload at least this large reaches user code as a read-only
-#: memoryview of the mapping instead of a copy (docs/protocol.md "Uploads").
+#: memoryview of the mapping instead of a copy (docs/data-path.md "In the worker").
 VIEW_BYTES = 1 << 20
 
 
