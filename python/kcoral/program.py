@@ -6,6 +6,7 @@ import errno
 import math
 import operator
 import os
+import re
 import stat
 import sys
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ DTYPE_ITEM_SIZES: dict[str, int] = {
 }
 
 _UPLOAD_KINDS = ("module", "tensor", "bytes", "library")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _MODULE_LANGUAGES = ("python", "cuda")
 
 
@@ -51,6 +53,11 @@ def _copy_bytes(value: bytes | bytearray | memoryview) -> bytes:
     if isinstance(value, bytes):
         return value
     return memoryview(value).tobytes()
+
+
+def _check_sha256(sha256: object) -> None:
+    if sha256 is not None and (not isinstance(sha256, str) or not _SHA256_RE.fullmatch(sha256)):
+        raise ValueError(f"sha256 must be 64 lowercase hex characters, got {sha256!r}")
 
 
 def _ref_id(value: object, what: str) -> str:
@@ -232,8 +239,12 @@ class Program:
             raise ValueError(f"{what} references unknown id {ref!r}")
         return ref
 
-    def _add_blob(self, data: bytes, instruction: dict[str, Any]) -> None:
+    def _add_blob(self, data: bytes, instruction: dict[str, Any], sha256: str | None = None) -> None:
         """Sets ``instruction["blob"]`` now, or when the blob is named."""
+        if sha256 is not None:
+            instruction["blob"] = sha256
+            self._blobs.setdefault(sha256, data)
+            return
         digest = blob_names.known_name(data)
         if digest is None and len(data) >= blob_names.LARGE_BLOB_BYTES:
             for unnamed, users in self._unnamed:
@@ -268,9 +279,14 @@ class Program:
         dtype: object = None,
         shape: object = None,
         language: str | None = None,
+        sha256: str | None = None,
     ) -> Register:
         """Upload a ``module`` (Python source, or CUDA source with
-        ``language="cuda"``), a ``tensor``, ``bytes`` or a ``library``."""
+        ``language="cuda"``), a ``tensor``, ``bytes`` or a ``library``.
+
+        ``sha256``: the blob's digest, if the caller knows it, so that it is
+        not hashed here (a server checks it when the bytes reach it; one that
+        already has blobs of that digest uses those)."""
         if kind not in _UPLOAD_KINDS:
             raise ValueError(
                 f"unsupported upload kind {kind!r}; expected one of {', '.join(_UPLOAD_KINDS)}"
@@ -278,6 +294,7 @@ class Program:
             )
         if id is not None:
             self._check_explicit_id(id)
+        _check_sha256(sha256)
 
         def reject(**fields: object) -> None:
             for field, field_value in fields.items():
@@ -287,7 +304,7 @@ class Program:
         blob: bytes | None = None
         instruction: dict[str, Any]
         if kind == "module":
-            reject(value=value, dtype=dtype, shape=shape)
+            reject(value=value, dtype=dtype, shape=shape, sha256=sha256)
             if not isinstance(source, str):
                 raise TypeError("a module upload needs source as a str")
             if language is not None and language not in _MODULE_LANGUAGES:
@@ -315,7 +332,7 @@ class Program:
             blob = _copy_bytes(value)  # type: ignore[arg-type]
             instruction = {"op": "upload", "id": None, "kind": kind, "blob": None}
         if blob is not None:
-            self._add_blob(blob, instruction)
+            self._add_blob(blob, instruction, sha256)
         return Register(self._commit(instruction, id, "upload"))
 
     def _check_file_path(self, path: str, taken_files: set[str], taken_dirs: set[str]) -> None:
@@ -334,11 +351,14 @@ class Program:
             if ch == "/":
                 dirs.add(path[:i])
 
-    def upload_file(self, *, blob: bytes | bytearray | memoryview, path: str, id: str | None = None) -> Register:
+    def upload_file(
+        self, *, blob: bytes | bytearray | memoryview, path: str, id: str | None = None, sha256: str | None = None
+    ) -> Register:
         """Write ``blob`` to ``path`` in the request workspace; the handle binds
-        the normalized path string."""
+        the normalized path string. ``sha256`` as for ``upload``."""
         if id is not None:
             self._check_explicit_id(id)
+        _check_sha256(sha256)
         if not _is_bytes_like(blob):
             raise TypeError(f"blob must be bytes, bytearray or memoryview, not {type(blob).__name__}")
         normalized = normalize_remote_path(path)
@@ -346,7 +366,7 @@ class Program:
         data = _copy_bytes(blob)
         self._register_file_path(normalized, self._file_paths, self._file_dirs)
         instruction = {"op": "upload", "id": None, "kind": "file", "blob": None, "path": normalized}
-        self._add_blob(data, instruction)
+        self._add_blob(data, instruction, sha256)
         return Register(self._commit(instruction, id, "upload"))
 
     def upload_folder(self, folder: str | os.PathLike[str], *, path: str) -> None:

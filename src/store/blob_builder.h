@@ -35,8 +35,6 @@ class BlobBuilder {
   // Seals the memfd into a blob named `sha256` (the caller has checked it).
   StatusOr<BlobPtr> Seal(std::string sha256);
 
-  size_t written() const { return written_; }
-
  private:
   UniqueFd fd_;          // made once the bytes outgrow kInlineBytes
   std::string pending_;  // the bytes until then

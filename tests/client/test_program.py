@@ -332,3 +332,34 @@ def test_program_json_is_serializable():
     p.run(fn=f, args=[1.5, "ü", None, True])
     text = json.dumps({"instructions": p.instructions}, ensure_ascii=False, allow_nan=False)
     assert "é" in text
+
+
+def test_a_large_blob_is_named_when_needed_and_remembered():
+    from kcoral import blob_names
+
+    data = bytes(range(256)) * (blob_names.LARGE_BLOB_BYTES // 256 + 1)
+    p = Program()
+    p.upload(id="d", kind="bytes", value=data)
+    assert p._unnamed and not p._blobs  # not hashed at call time
+    assert p.instructions[0]["blob"] == sha(data)  # hashed when the wire form is asked for
+    assert blob_names.known_name(data) == sha(data)
+    again = Program()
+    again.upload(id="d", kind="bytes", value=data)
+    assert not again._unnamed and again._blobs == {sha(data): data}  # remembered by identity
+    assert blob_names.known_name(bytearray(data)) is None  # only exact bytes objects
+
+
+def test_a_caller_supplied_hash_is_used_as_is():
+    digest = "ab" * 32
+    p = Program()
+    p.upload(id="d", kind="bytes", value=b"payload", sha256=digest)
+    p.upload_file(blob=b"file", path="f.txt", sha256="cd" * 32)
+    assert p.instructions[0]["blob"] == digest and p._blobs[digest] == b"payload"
+    assert p.instructions[1]["blob"] == "cd" * 32
+    with pytest.raises(ValueError, match="sha256"):
+        p.upload(kind="bytes", value=b"x", sha256="ABC")
+    with pytest.raises(ValueError, match="sha256"):
+        p.upload_file(blob=b"x", path="g.txt", sha256="0" * 63)
+    assert len(p) == 2 and "g.txt" not in p._file_paths
+    with pytest.raises(TypeError, match="sha256"):
+        p.upload(kind="module", source="x = 1", sha256=digest)
