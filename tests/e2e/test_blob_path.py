@@ -196,3 +196,24 @@ def test_a_large_result_goes_out_without_server_copies(make_server):
     peak_mib = int(status["VmHWM"].split()[0]) / 1024
     # The mapping is counted while it is written (shared pages), once; two copies were 320 MiB more.
     assert peak_mib < 220, f"server peak RSS {peak_mib:.0f} MiB for a 160 MiB result"
+
+
+def test_a_blob_too_large_to_keep_travels_inline(make_server):
+    """The memory tier keeps nothing over a quarter of its size: POST /blobs
+    says so, and the client sends that blob with its program (no CACHE_MISS)."""
+    from kcoral import Client, Program
+
+    server = make_server("--num-workers", "1", "--cache-capacity-bytes", str(4 * MIB))
+    data = os.urandom(2 * MIB)
+    assert upload(server.url, data).json()["cached"] is False
+    p = Program()
+    d = p.upload(kind="bytes", value=os.urandom(2 * MIB))
+    m = p.upload(kind="module", source=DESCRIBE)
+    p.return_(key="out", value=p.run(fn=p.get_function(module=m, name="main"), args=[d]))
+    with Client(server.url) as client:
+        result = client.execute(p)
+    assert result.completed, result.error
+    assert result.results["out"][:2] == ["memoryview", 2 * MIB]
+    time.sleep(0.2)
+    finished = [e["finish_reason"] for e in server.events() if e.get("event") == "request_finished"]
+    assert finished == ["completed"]
