@@ -1,13 +1,17 @@
 #include "worker/namespace_init.h"
 
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -42,9 +46,18 @@ long RawSyscall(long number, long a = 0, long b = 0, long c = 0, long d = 0) {
 #endif
 }
 
-int InitMain(void*) {
-  // Dies with the zygote, and the namespace with it.
+int InitMain(void* zygote_pidfd) {
+  // Dies with the zygote, and the namespace with it. PDEATHSIG only covers a
+  // zygote that dies from here on, so a zygote already gone (killed between
+  // the clone and this line; its pidfd is then readable) means exit now:
+  // otherwise this init would reap an empty namespace forever.
   RawSyscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL);
+  struct pollfd zygote = {static_cast<int>(reinterpret_cast<intptr_t>(zygote_pidfd)), POLLIN, 0};
+  const struct timespec now = {0, 0};
+  if (RawSyscall(SYS_ppoll, reinterpret_cast<long>(&zygote), 1, reinterpret_cast<long>(&now)) !=
+      0) {
+    RawSyscall(SYS_exit_group, 0);
+  }
   RawSyscall(SYS_prctl, PR_SET_NAME, reinterpret_cast<long>("kcoral-init"));
   RawSyscall(SYS_close_range, 0, ~0u, 0);
   const unsigned long sigchld = 1ul << (SIGCHLD - 1);  // the kernel's sigset_t
@@ -66,15 +79,25 @@ StatusOr<pid_t> StartNamespaceInit() {
   if (stack == MAP_FAILED)
     return FailedPreconditionError(std::string("pid namespace: init stack: ") +
                                    std::strerror(errno));
+  // The init's only way to tell that the zygote died before it could ask for
+  // PDEATHSIG (InitMain); its copy of the descriptor is closed there.
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, ::getpid(), 0));
+  if (pidfd < 0) {
+    const int pidfd_errno = errno;
+    ::munmap(stack, kStackBytes);
+    return FailedPreconditionError(std::string("pid namespace: pidfd_open: ") +
+                                   std::strerror(pidfd_errno));
+  }
   // Born with every signal blocked: the handlers it inherits are the
   // zygote's and must never run on its stack.
   sigset_t all, previous;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &previous);
-  const pid_t pid =
-      ::clone(InitMain, static_cast<char*>(stack) + kStackBytes, CLONE_VM | SIGCHLD, nullptr);
+  const pid_t pid = ::clone(InitMain, static_cast<char*>(stack) + kStackBytes, CLONE_VM | SIGCHLD,
+                            reinterpret_cast<void*>(static_cast<intptr_t>(pidfd)));
   const int clone_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  ::close(pidfd);
   if (pid < 0) {
     ::munmap(stack, kStackBytes);
     return FailedPreconditionError(std::string("pid namespace: start its init: ") +

@@ -15,6 +15,7 @@ sandbox a worker only knows pids of its own PID namespace.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import signal
 import tempfile
@@ -227,7 +228,10 @@ def test_dead_standby_workers_are_replaced_without_a_request_noticing(make_serve
         time.sleep(0.3)  # ready, not merely forked
         victims = workers(server)
         for pid in victims:
-            os.kill(pid, signal.SIGKILL)
+            # Killing a sandboxed worker also ends its namespace's pid 1, which may
+            # be next in the list: gone already is fine.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             answers = list(pool.map(lambda i: answer(server, i), range(20)))
         assert answers == [(200, "ok")] * 20, (round_, [a for a in answers if a != (200, "ok")])
