@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -184,6 +185,7 @@ class Side:
         except subprocess.TimeoutExpired:
             os.killpg(self.server.pid, 9)
             self.server.wait()
+        shutil.rmtree(self.log_dir, ignore_errors=True)
 
 
 def stamp(text: str) -> float:
