@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "AsyncClient": "kcoral.async_client",
     "Client": "kcoral.client",
     "Program": "kcoral.program",
     "Register": "kcoral.program",
@@ -28,6 +29,7 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover
     from .artifacts import ReturnedFile, ReturnedFolder
+    from .async_client import AsyncClient
     from .client import Client
     from .errors import KCoralError, ProtocolError, RemoteExecutionError, TransportError
     from .program import Program, Register

@@ -10,17 +10,20 @@ a cold upload costs one transfer and no CACHE_MISS round trip.
 A server without these endpoints (the reference) answers 404 or 405 without
 our marker; the client then hashes locally and falls back to the three-attempt
 negotiation of protocol §3.3, which stays as it was.
+
+The preflight does no I/O itself: `BlobPreflight.settle` is a generator of
+steps (steps.py) that yields its HEAD and POST requests, so the blocking
+and the async client drive the same code.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-
-import httpx
+from typing import Any
 
 from . import blob_names
 from .errors import ProtocolError
+from .steps import Request, Steps
 
 __all__ = ["BlobPreflight", "send_pieces"]
 
@@ -45,58 +48,71 @@ def send_pieces(data: bytes) -> list:
 
 
 class BlobPreflight:
-    """Per client: whether the server has blob endpoints, learned once."""
+    """Per client: whether the server has blob endpoints, learned once.
 
-    def __init__(self, send: Callable[..., httpx.Response]) -> None:
-        self._send = send
+    Shared by the requests a client has in flight; they only ever learn the
+    same answer, so racing writes of ``supported`` are harmless.
+    """
+
+    def __init__(self) -> None:
         self.supported: bool | None = None  # None: not asked yet
 
-    def settle(self, program) -> set[str]:
+    def settle(self, program) -> Steps[Any]:
         """Names and sends ahead the program's large blobs; returns the digests
         that must still travel inline (the server could not keep them)."""
         inline: set[str] = set()
         sent: set[str] = set()
-
-        def name(data: bytes) -> str:
-            if self.supported is False:
-                return blob_names.sha256_of(data)
-            digest, kept = self._upload(data, None)
-            if digest is None:  # no endpoint after all
-                return blob_names.sha256_of(data)
-            sent.add(digest)
-            if not kept:
-                inline.add(digest)
-            return digest
-
-        program._name_blobs(name)
-        for digest, data in program._blobs.items():
+        names: dict[int, str] = {}  # id(bytes) -> digest; the program holds the bytes
+        for data in [data for data, _ in program._unnamed]:
+            names[id(data)] = yield from self._name(data, sent, inline)
+        # A blob another thread named meanwhile (the same Program executed
+        # twice at once) is not in `names`; its memo entry names it.
+        program._name_blobs(lambda data: names.get(id(data)) or blob_names.sha256_of(data))
+        for digest, data in list(program._blobs.items()):
             if self.supported is False:
                 break
             if len(data) < blob_names.LARGE_BLOB_BYTES or digest in sent:
                 continue
-            present = self._present(digest)
+            present = yield from self._present(digest)
             if present is None:
                 break
             if not present:
-                _, kept = self._upload(data, digest)
+                _, kept = yield from self._upload(data, digest)
                 if not kept:
                     inline.add(digest)
         return inline
 
-    def _present(self, digest: str) -> bool | None:
-        response = self._send("HEAD", f"/blobs/{digest}")
+    def _name(self, data: bytes, sent: set[str], inline: set[str]) -> Steps[Any]:
+        if self.supported is False:
+            return blob_names.sha256_of(data)
+        # Named since the program was built (by another program with the same
+        # bytes, or an earlier call that failed): the lookup below checks it.
+        known = blob_names.known_name(data)
+        if known is not None:
+            return known
+        digest, kept = yield from self._upload(data, None)
+        if digest is None:  # no endpoint after all
+            return blob_names.sha256_of(data)
+        sent.add(digest)
+        if not kept:
+            inline.add(digest)
+        return digest
+
+    def _present(self, digest: str) -> Steps[Any]:
+        """HEAD /blobs/<digest>: True or False, or None without the endpoint."""
+        response = yield Request("HEAD", f"/blobs/{digest}")
         if MARKER_HEADER not in response.headers:
             self.supported = False
             return None
         self.supported = True
         return response.status_code == 200
 
-    def _upload(self, data: bytes, claimed: str | None) -> tuple[str | None, bool]:
+    def _upload(self, data: bytes, claimed: str | None) -> Steps[Any]:
         """POST /blobs; returns (digest, kept), or (None, False) without the endpoint."""
         headers = {"Content-Type": "application/octet-stream", "Content-Length": str(len(data))}
         if claimed is not None:
             headers[CLAIM_HEADER] = claimed
-        response = self._send("POST", "/blobs", content=send_pieces(data), headers=headers)
+        response = yield Request("POST", "/blobs", headers, send_pieces(data))
         if MARKER_HEADER not in response.headers:
             self.supported = False
             return None, False

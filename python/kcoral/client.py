@@ -2,93 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import httpx
 
-from .blob_preflight import BlobPreflight, send_pieces
-from .errors import KCoralError, ProtocolError, TransportError
+from .blob_preflight import BlobPreflight
+from .errors import TransportError
+from .mapping import Outcome, check_concurrency, map_threads
+from .negotiation import check_program, execute_steps, health_steps, target_of, wire_options
 from .program import Program
-from .result import ProgramResult, decode_program_result, decode_response, parse_cache_miss, strict_json_loads
+from .result import ProgramResult
+from .steps import Request, drive, http_client_options
 
 __all__ = ["Client"]
-
-NODE_HEADER = "X-KCoral-Node"
-_MAX_NODE_LEN = 512
-_MAX_ATTEMPTS = 3
-
-
-def _encode_program(program: Program, options: dict[str, Any]) -> bytes:
-    envelope: dict[str, Any] = {"instructions": program.instructions}
-    if options:
-        envelope["options"] = options
-    text = json.dumps(envelope, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    # A lone surrogate (a str Python allows) is not UTF-8; inside a JSON string
-    # its backslash escape "\\udXXX" is the same value (protocol §4.2).
-    return text.encode("utf-8", "backslashreplace")
-
-
-def _multipart(program_json: bytes, blobs: Iterable[tuple[str, bytes]]) -> tuple[str, list[bytes], int]:
-    """Frame the request body; returns (boundary, chunks, total length)."""
-    blobs = list(blobs)
-    while True:
-        boundary = "kcoral-" + secrets.token_hex(16)
-        marker = boundary.encode("ascii")
-        if marker not in program_json and not any(marker in data for _, data in blobs):
-            break
-    delim = b"--" + marker
-    chunks: list[bytes] = [
-        delim,
-        b'\r\nContent-Disposition: form-data; name="program"\r\nContent-Type: application/json\r\n\r\n',
-        program_json,
-    ]
-    for digest, data in blobs:
-        chunks.append(b"\r\n" + delim)
-        chunks.append(
-            b'\r\nContent-Disposition: form-data; name="blob:'
-            + digest.encode("ascii")
-            + b'"\r\nContent-Type: application/octet-stream\r\n\r\n'
-        )
-        chunks.extend(send_pieces(data))
-    chunks.append(b"\r\n" + delim + b"--\r\n")
-    return boundary, chunks, sum(len(c) for c in chunks)
-
-
-def _server_error(response: httpx.Response) -> KCoralError:
-    """Build a KCoralError from a non-200 response, parsing the body leniently."""
-    code = response.status_code
-    message = f"HTTP {code}"
-    kind = None
-    request_id = None
-    try:
-        body = json.loads(response.content)
-    except (ValueError, UnicodeDecodeError):
-        body = None
-    if isinstance(body, dict):
-        if isinstance(body.get("request_id"), str):
-            request_id = body["request_id"]
-        error = body.get("error")
-        if isinstance(error, dict):
-            if isinstance(error.get("message"), str):
-                message = error["message"]
-            if isinstance(error.get("kind"), str):
-                kind = error["kind"]
-    if request_id is None:
-        request_id = response.headers.get("X-Request-ID")
-    return KCoralError(code, message, kind=kind, request_id=request_id)
-
-
-def _route(response: httpx.Response) -> str | None:
-    values = response.headers.get_list(NODE_HEADER)
-    if len(values) != 1:
-        return None
-    value = values[0]
-    if not 1 <= len(value) <= _MAX_NODE_LEN:
-        return None
-    return value
 
 
 class Client:
@@ -108,11 +35,8 @@ class Client:
         if not isinstance(base_url, str) or not base_url:
             raise ValueError("base_url must be a non-empty string")
         self._base_url = base_url.rstrip("/")
-        self._http = httpx.Client(
-            headers=dict(headers or {}),
-            timeout=httpx.Timeout(None, connect=connect_timeout_seconds),
-        )
-        self._preflight = BlobPreflight(self._send)
+        self._http = httpx.Client(**http_client_options(headers, connect_timeout_seconds))
+        self._preflight = BlobPreflight()
 
     @property
     def base_url(self) -> str:
@@ -128,30 +52,21 @@ class Client:
         self._http.close()
 
     # ------------------------------------------------------------------ http
-    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _send(self, request: Request) -> httpx.Response:
         try:
-            return self._http.request(method, self._base_url + path, **kwargs)
+            return self._http.request(
+                request.method, self._base_url + request.path, headers=request.headers, content=request.content
+            )
         except httpx.HTTPError as exc:
-            raise TransportError(f"{method} {path} failed: {exc}") from exc
+            raise TransportError(f"{request.method} {request.path} failed: {exc}") from exc
 
     def health(self) -> dict[str, Any]:
         """``GET /health``; the body must be a JSON object with status ``ok``."""
-        response = self._send("GET", "/health")
-        if response.status_code != 200:
-            raise _server_error(response)
-        body = strict_json_loads(response.content, "health body")
-        if not isinstance(body, dict):
-            raise ProtocolError("health body is not a JSON object")
-        if body.get("status") != "ok":
-            raise ProtocolError(f"server health status is {body.get('status')!r}")
-        return body
+        return drive(health_steps(), self._send)
 
     def target(self) -> dict[str, Any]:
         """The server's compile target from ``/health``, e.g. ``{"arch": "sm_90a"}``."""
-        target = self.health().get("target")
-        if not isinstance(target, dict) or "arch" not in target:
-            raise ProtocolError("server health has no target.arch (is it a CPU server?)")
-        return target
+        return target_of(self.health())
 
     def execute(
         self,
@@ -166,53 +81,45 @@ class Client:
         Large blobs are sent ahead where the server has blob endpoints
         (blob_preflight.py). Then blob bytes are negotiated with the server
         cache: the first attempt sends none (but those the server could not
-        keep), the second the ones reported missing, the third all.
+        keep), the second the ones reported missing, the third all
+        (negotiation.py, shared with AsyncClient).
         Raises KCoralError (non-200), TransportError (no response) or
         ProtocolError (malformed response, or still missing after a full resend).
         """
-        if not isinstance(program, Program):
-            raise TypeError(f"program must be a kcoral.Program, not {type(program).__name__}")
-        if gpu_count is not None and (
-            not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or not 1 <= gpu_count <= 8
-        ):
-            raise ValueError(f"gpu_count must be an int in 1..8, got {gpu_count!r}")
-        options: dict[str, Any] = {}
-        if timeout_seconds is not None:
-            options["timeout_seconds"] = timeout_seconds
-        if output_limit_bytes is not None:
-            options["output_limit_bytes"] = output_limit_bytes
-        if gpu_count is not None:
-            options["gpu_count"] = gpu_count
-        to_send = sorted(self._preflight.settle(program))
-        program_json = _encode_program(program, options)
-        local_blobs = dict(program._blobs)
+        check_program(program)
+        options = wire_options(
+            timeout_seconds=timeout_seconds, gpu_count=gpu_count, output_limit_bytes=output_limit_bytes
+        )
+        return drive(execute_steps(program, options, self._preflight), self._send)
 
-        route: str | None = None
-        for attempt in range(1, _MAX_ATTEMPTS + 1):
-            boundary, chunks, length = _multipart(program_json, ((h, local_blobs[h]) for h in to_send))
-            headers = {
-                "Content-Type": f"multipart/form-data; boundary={boundary}",
-                "Content-Length": str(length),
-            }
-            if route is not None:
-                headers[NODE_HEADER] = route
-            response = self._send("POST", "/execute", content=chunks, headers=headers)
-            if response.status_code != 200:
-                raise _server_error(response)
-            body, parts = decode_response(response.headers.get("Content-Type"), response.content)
-            if body.get("status") != "CACHE_MISS":
-                return decode_program_result(body, parts)
-            if parts is not None:
-                raise ProtocolError("a CACHE_MISS response must not be multipart")
-            missing = parse_cache_miss(body)
-            if attempt == _MAX_ATTEMPTS:
-                break
-            unknown = [digest for digest in missing if digest not in local_blobs]
-            if unknown:
-                raise ProtocolError(f"server misses blobs with no local bytes to send: {', '.join(unknown)}")
-            route = _route(response)
-            to_send = missing if attempt == 1 else list(local_blobs)
-        raise ProtocolError("server still reports CACHE_MISS after a complete blob resend")
+    def map(
+        self,
+        programs: Iterable[Program],
+        *,
+        concurrency: int = 8,
+        progress: bool | None = None,
+        **execute_options: Any,
+    ) -> Iterator[tuple[int, Outcome]]:
+        """Execute many programs, at most ``concurrency`` at once, and yield
+        ``(index, outcome)`` as each finishes (not in input order).
+
+        ``index`` is the program's position in ``programs``; ``outcome`` is its
+        ProgramResult, or the exception execute() raised for it (KCoralError,
+        TransportError, ...) as a value: a failed call loses no other result,
+        and every index comes exactly once. ``execute_options`` are execute()'s
+        keywords, checked here before anything runs. ``progress=None`` shows a
+        tqdm bar when stderr is a terminal; True/False forces it. Runs on
+        threads (mapping.py says why); for thousands at once, use
+        AsyncClient.map.
+
+            for index, outcome in client.map(programs, concurrency=16, timeout_seconds=60):
+                if isinstance(outcome, Exception):
+                    ...  # no answer for programs[index]
+        """
+        check_concurrency(concurrency)
+        wire_options(**execute_options)  # a bad keyword raises here, before anything runs
+        return map_threads(self.execute, programs, concurrency, progress, execute_options)
 
     def __repr__(self) -> str:
         return f"Client({self._base_url!r})"
+

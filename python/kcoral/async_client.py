@@ -1,0 +1,147 @@
+"""Asynchronous HTTP client for a KCoral server (protocol §1, §3.3, §5.1).
+
+AsyncClient is Client on ``httpx.AsyncClient``: the same methods, argument
+checks, blob preflight, CACHE_MISS negotiation and errors, driven from the
+same I/O-free steps (steps.py, negotiation.py). It suits thousands of
+evaluations in flight from one process:
+
+    async with kcoral.AsyncClient("http://127.0.0.1:8000") as client:
+        results = await asyncio.gather(*(client.execute(p) for p in programs))
+        # or, bounded, as they finish:
+        async for index, outcome in client.map(programs, concurrency=64):
+            ...
+
+Its connection pool takes any number of connections (steps.py says why), so
+the caller bounds concurrency. CPU work of an exchange (encoding, framing,
+decoding results, hashing where a server cannot name blobs) runs on the event
+loop; a result of hundreds of MiB pauses the loop while it is checked.
+execute(), health() and target() work under any loop httpx supports; map
+uses asyncio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Mapping
+from typing import Any
+
+import httpx
+
+from .blob_preflight import BlobPreflight
+from .errors import TransportError
+from .mapping import Outcome, check_concurrency, map_tasks
+from .negotiation import check_program, execute_steps, health_steps, target_of, wire_options
+from .program import Program
+from .result import ProgramResult
+from .steps import Request, adrive, http_client_options
+
+__all__ = ["AsyncClient"]
+
+
+class AsyncClient:
+    """Asynchronous client of one KCoral server (or router).
+
+    Only the connect phase has a timeout: an execution holds its HTTP request
+    open until the server answers. Use ``async with`` or call ``aclose()``.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout_seconds: float = 10.0,
+    ) -> None:
+        if not isinstance(base_url, str) or not base_url:
+            raise ValueError("base_url must be a non-empty string")
+        self._base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(**http_client_options(headers, connect_timeout_seconds))
+        self._preflight = BlobPreflight()
+
+    @property
+    def base_url(self) -> str:
+        return self._base_url
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # ------------------------------------------------------------------ http
+    async def _send(self, request: Request) -> httpx.Response:
+        content = None if request.content is None else _pieces(request.content)
+        try:
+            return await self._http.request(
+                request.method, self._base_url + request.path, headers=request.headers, content=content
+            )
+        except httpx.HTTPError as exc:
+            raise TransportError(f"{request.method} {request.path} failed: {exc}") from exc
+
+    async def health(self) -> dict[str, Any]:
+        """``GET /health``; the body must be a JSON object with status ``ok``."""
+        return await adrive(health_steps(), self._send)
+
+    async def target(self) -> dict[str, Any]:
+        """The server's compile target from ``/health``, e.g. ``{"arch": "sm_90a"}``."""
+        return target_of(await self.health())
+
+    async def execute(
+        self,
+        program: Program,
+        *,
+        timeout_seconds: float | None = None,
+        gpu_count: int | None = None,
+        output_limit_bytes: int | None = None,
+    ) -> ProgramResult:
+        """Run ``program`` and return its COMPLETED or FAILED outcome, as
+        Client.execute does (negotiation.py). Raises KCoralError (non-200),
+        TransportError (no response) or ProtocolError (malformed response, or
+        still missing after a full resend). Cancelling it closes the request's
+        connection; the server then cancels the program."""
+        check_program(program)
+        options = wire_options(
+            timeout_seconds=timeout_seconds, gpu_count=gpu_count, output_limit_bytes=output_limit_bytes
+        )
+        return await adrive(execute_steps(program, options, self._preflight), self._send)
+
+    def map(
+        self,
+        programs: Iterable[Program],
+        *,
+        concurrency: int = 8,
+        progress: bool | None = None,
+        **execute_options: Any,
+    ) -> AsyncIterator[tuple[int, Outcome]]:
+        """Execute many programs, at most ``concurrency`` at once, and yield
+        ``(index, outcome)`` as each finishes (not in input order); an async
+        iterator, on asyncio.
+
+        ``index`` is the program's position in ``programs``; ``outcome`` is its
+        ProgramResult, or the exception execute() raised for it (KCoralError,
+        TransportError, ...) as a value: a failed call loses no other result,
+        and every index comes exactly once. ``execute_options`` are execute()'s
+        keywords, checked here before anything runs. ``progress=None`` shows a
+        tqdm bar when stderr is a terminal; True/False forces it. To stop
+        early, close the iterator (``async with contextlib.aclosing(...)``):
+        that cancels the executions in flight.
+
+            async for index, outcome in client.map(programs, concurrency=64):
+                if isinstance(outcome, Exception):
+                    ...  # no answer for programs[index]
+        """
+        check_concurrency(concurrency)
+        wire_options(**execute_options)  # a bad keyword raises here, before anything runs
+        return map_tasks(self.execute, programs, concurrency, progress, execute_options)
+
+    def __repr__(self) -> str:
+        return f"AsyncClient({self._base_url!r})"
+
+
+async def _pieces(pieces: list[Any]) -> AsyncIterator[Any]:
+    """A request body for httpx.AsyncClient, which takes no sync iterables.
+    Content-Length is set by the steps, so the body is not chunked."""
+    for piece in pieces:
+        yield piece
