@@ -23,6 +23,7 @@ _EXPORTS = {
     "TransportError": "kcoral.errors",
     "ProtocolError": "kcoral.errors",
     "RemoteExecutionError": "kcoral.errors",
+    "RemoteFunction": "kcoral.remote_function",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .client import Client
     from .errors import KCoralError, ProtocolError, RemoteExecutionError, TransportError
     from .program import Program, Register
+    from .remote_function import RemoteFunction
     from .result import ProgramResult
 
 

@@ -123,3 +123,13 @@ class Client:
     def __repr__(self) -> str:
         return f"Client({self._base_url!r})"
 
+    def function(self, *, timeout=None, output_limit_bytes=None, cpu_only=False):
+        """Decorator: ``@client.function(timeout=60)`` on a plain ``def`` makes
+        a RemoteFunction that runs locally when called and on this server
+        through ``.remote()`` / ``.execute()`` (protocol §5.6,
+        kcoral/remote_function.py). ``timeout`` (seconds) and
+        ``output_limit_bytes`` become the execute options; ``cpu_only``
+        marks the call as not touching the GPU."""
+        from .remote_function import function_decorator
+
+        return function_decorator(self, timeout=timeout, output_limit_bytes=output_limit_bytes, cpu_only=cpu_only)
