@@ -1,6 +1,7 @@
 """The `kcoral` command.
 
   kcoral server [flags]   start a KCoral server (the C++ kcoral-server; see --help)
+  kcoral run TOOL ...     run python, shell, ncu, compute-sanitizer or run-iket on a server's worker
   kcoral version          print the package version
 """
 
@@ -15,6 +16,11 @@ commands:
   server    start a KCoral server, for example
               kcoral server --device cpu --num-workers 8 --host 0.0.0.0 --port 8000
             `kcoral server --help` lists every flag.
+  run       run a tool on a server's worker: kcoral run TOOL [options] -- [the tool's arguments]
+            tools: python, shell, compute-sanitizer, ncu, run-iket; for example
+              kcoral run python --url http://gpu:8001 --send bench.py -- bench.py
+              kcoral run ncu --url http://gpu:8001 --send bench.py --out prof -- --set full -- python bench.py
+            `kcoral run --help` lists the tools, `kcoral run TOOL --help` shows a tool's options.
   version   print the package version
 """
 
@@ -46,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         # Workers run in this interpreter, where kcoral and its dependencies live.
         env.setdefault("KCORAL_PYTHON", sys.executable)
         os.execve(binary, [binary, *rest], env)
+    if command == "run":
+        from kcoral.tools.dispatch import main as run_main
+
+        return run_main(rest)
     if command == "version":
         from kcoral import __version__
 

@@ -1,0 +1,61 @@
+"""`kcoral run run-iket`: `["run-iket", "--output-dir", <outputs>, *args]`; the
+whole output directory comes back as OUT (spec/benchmark.md §3.6). Uploaded
+as module `definition`; standard library only.
+"""
+
+import os
+
+SUMMARY = "run-iket profile; its output directory comes back as OUT"
+USAGE = "profile [profiler options] -- APPLICATION [args]"
+DESCRIPTION = (
+    "Run run-iket on a KCoral GPU worker. Its `profile` subcommand is required, and a second\n"
+    "'--' separates its options from the application. kcoral chooses the output directory:\n"
+    "everything run-iket writes there (JSON traces, intermediates) comes back as OUT\n"
+    "(--out is required), so --output-dir, --working-dir and -o (or any prefix) are refused."
+)
+EXAMPLES = """\
+  kcoral run run-iket --send bench.py --out traces -- profile -- python bench.py
+"""
+FETCH = False
+FETCH_REFUSAL = "the whole output directory comes back as OUT"
+OUT_REQUIRED = True
+
+NO_OUTPUT = "outputs/ (run-iket wrote no file)"
+_REFUSED_LONG = ("--output-dir", "--working-dir")
+_REFUSED_SHORT = ("-o",)
+
+
+def _refused(option):
+    if option.startswith("--"):
+        name = option.split("=", 1)[0]
+        return len(name) > 2 and any(refused.startswith(name) for refused in _REFUSED_LONG)
+    return any(option == short or option.startswith(short) for short in _REFUSED_SHORT)
+
+
+def check(args):
+    if "--" not in args:
+        raise ValueError(
+            "run-iket: separate the profiler options from the application with a second '--' "
+            "(kcoral run run-iket --out DIR -- profile [options] -- APPLICATION [args])"
+        )
+    index = args.index("--")
+    options, application = args[:index], args[index + 1 :]
+    if "profile" not in options:
+        raise ValueError("run-iket: the `profile` subcommand is required before the second '--'")
+    if not application:
+        raise ValueError("run-iket: the application is missing after the second '--'")
+    for option in options:
+        if option.startswith("-") and _refused(option):
+            raise ValueError(f"run-iket {option}: kcoral manages the output directory; remove this option")
+
+
+def _has_files(directory):
+    for _root, _dirs, files in os.walk(directory):
+        if files:
+            return True
+    return False
+
+
+def run(args, tool):
+    returncode = tool.execute(["run-iket", "--output-dir", tool.outputs, *args])
+    return {"returncode": returncode, "missing": [] if _has_files(tool.outputs) else [NO_OUTPUT]}
