@@ -1,106 +1,17 @@
+"""Client and AsyncClient against a scripted server: every case runs with both
+(`make_client`), since both drive the same steps (negotiation.py)."""
+
 from __future__ import annotations
 
-import email.parser
-import email.policy
-import json
-import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+import os
 
 import numpy as np
 import pytest
 
-from kcoral import Client, KCoralError, Program, ProtocolError, TransportError
-from wire_helpers import multipart, outcome, sha, tensor_node
-
-REQUEST_ID = "0b7e1f9a-4c39-4a8e-9d47-4d3c8e0a1b2c"
-
-Reply = tuple[int, dict[str, str], bytes]
-
-
-def json_reply(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
-    h = {"Content-Type": "application/json", "X-Request-ID": REQUEST_ID}
-    h.update(headers or {})
-    return status, h, json.dumps(body).encode()
-
-
-def cache_miss(missing: list[str], node: str | None = None) -> Reply:
-    return json_reply({"status": "CACHE_MISS", "request_id": REQUEST_ID, "missing_blobs": missing},
-                      headers={"X-KCoral-Node": node} if node else None)
-
-
-class Recorded:
-    def __init__(self, method: str, path: str, headers: Any, body: bytes) -> None:
-        self.method, self.path, self.headers, self.body = method, path, headers, body
-        self.program: Any = None
-        self.blobs: dict[str, bytes] = {}
-        self.part_names: list[str] = []
-        if method == "POST":
-            msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-                b"Content-Type: " + headers["Content-Type"].encode() + b"\r\n\r\n" + body)
-            assert msg.is_multipart()
-            for part in msg.iter_parts():
-                name = part.get_param("name", header="content-disposition")
-                self.part_names.append(name)
-                payload = part.get_payload(decode=True)
-                if name == "program":
-                    assert part.get_content_type() == "application/json"
-                    self.program_raw = payload
-                    self.program = json.loads(payload)
-                else:
-                    assert name.startswith("blob:")
-                    assert part.get_content_type() == "application/octet-stream"
-                    self.blobs[name[5:]] = payload
-
-
-class FakeServer:
-    """A real HTTP server on 127.0.0.1 that answers from a script and records requests."""
-
-    def __init__(self, replies: list[Reply | Callable[[Recorded], Reply]]) -> None:
-        self.replies = list(replies)
-        self.requests: list[Recorded] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length", "0"))
-                body = self.rfile.read(length)
-                rec = Recorded(self.command, self.path, self.headers, body)
-                outer.requests.append(rec)
-                reply = outer.replies.pop(0)
-                status, headers, payload = reply(rec) if callable(reply) else reply
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST = _handle
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host}:{port}/prefix/"
-
-    def __enter__(self) -> FakeServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join()
-
+from kcoral import KCoralError, Program, ProtocolError, TransportError
+from kcoral.blob_names import LARGE_BLOB_BYTES
+from wire_helpers import REQUEST_ID, FakeServer, Reply, cache_miss, json_reply, multipart, outcome, sha, tensor_node
+from wire_helpers import make_client  # noqa: F401  (the fixture: each test runs with both clients)
 
 def make_program() -> tuple[Program, dict[str, bytes]]:
     p = Program()
@@ -121,12 +32,12 @@ def make_program() -> tuple[Program, dict[str, bytes]]:
 COMPLETED = json_reply(outcome(results={"out": {"type": "integer", "value": 1}}, request_id=REQUEST_ID))
 
 
-def test_negotiation_sends_missing_blobs_then_completes():
+def test_negotiation_sends_missing_blobs_then_completes(make_client):
     p, blobs = make_program()
     hashes = list(blobs)
     missing = [hashes[2], hashes[0]]
     with FakeServer([cache_miss(missing, node="node-7"), COMPLETED]) as srv:
-        with Client(srv.url, headers={"Authorization": "Bearer t"}) as client:
+        with make_client(srv.url, headers={"Authorization": "Bearer t"}) as client:
             result = client.execute(p, timeout_seconds=30, gpu_count=2)
     assert result.completed and result["out"] == 1 and result.request_id == REQUEST_ID
     first, second = srv.requests
@@ -148,11 +59,11 @@ def test_negotiation_sends_missing_blobs_then_completes():
     assert "é".encode() in first.program_raw
 
 
-def test_third_attempt_resends_everything_with_route_from_attempt_two():
+def test_third_attempt_resends_everything_with_route_from_attempt_two(make_client):
     p, blobs = make_program()
     h = list(blobs)
     with FakeServer([cache_miss([h[1]], node="n1"), cache_miss([h[0]], node="n2"), COMPLETED]) as srv:
-        with Client(srv.url) as client:
+        with make_client(srv.url) as client:
             assert client.execute(p).completed
     a1, a2, a3 = srv.requests
     assert a1.blobs == {} and a2.blobs == {h[1]: blobs[h[1]]}
@@ -162,22 +73,22 @@ def test_third_attempt_resends_everything_with_route_from_attempt_two():
     assert "options" not in a1.program
 
 
-def test_third_cache_miss_raises_protocol_error():
+def test_third_cache_miss_raises_protocol_error(make_client):
     p, blobs = make_program()
     h = list(blobs)
     with FakeServer([cache_miss([h[0]]), cache_miss([h[0]]), cache_miss([h[0]])]) as srv:
-        with Client(srv.url) as client:
+        with make_client(srv.url) as client:
             with pytest.raises(ProtocolError, match="complete blob resend"):
                 client.execute(p)
     assert len(srv.requests) == 3
     assert all("X-KCoral-Node" not in r.headers for r in srv.requests)
 
 
-def test_no_node_header_without_valid_route():
+def test_no_node_header_without_valid_route(make_client):
     p, blobs = make_program()
     h = list(blobs)
     with FakeServer([cache_miss([h[0]], node="x" * 513), COMPLETED]) as srv:
-        with Client(srv.url) as client:
+        with make_client(srv.url) as client:
             client.execute(p)
     assert "X-KCoral-Node" not in srv.requests[1].headers
 
@@ -186,28 +97,28 @@ def test_no_node_header_without_valid_route():
     "missing",
     [[], ["zz"], ["A" * 64], [sha(b"not-local")], None],
 )
-def test_invalid_cache_miss_bodies(missing):
+def test_invalid_cache_miss_bodies(missing, make_client):
     p, blobs = make_program()
     if missing is None:
         h = list(blobs)[0]
         missing = [h, h]
     with FakeServer([cache_miss(missing)]) as srv:
-        with Client(srv.url) as client:
+        with make_client(srv.url) as client:
             with pytest.raises(ProtocolError):
                 client.execute(p)
     assert len(srv.requests) == 1
 
 
-def test_multipart_cache_miss_rejected():
+def test_multipart_cache_miss_rejected(make_client):
     p, blobs = make_program()
     ctype, raw = multipart({"status": "CACHE_MISS", "request_id": REQUEST_ID, "missing_blobs": [list(blobs)[0]]}, [])
     with FakeServer([(200, {"Content-Type": ctype}, raw)]) as srv:
-        with Client(srv.url) as client:
+        with make_client(srv.url) as client:
             with pytest.raises(ProtocolError):
                 client.execute(p)
 
 
-def test_program_without_blobs_and_multipart_result():
+def test_program_without_blobs_and_multipart_result(make_client):
     p = Program()
     m = p.upload(kind="module", source="x")
     p.return_(key="m", value=m)
@@ -215,13 +126,13 @@ def test_program_without_blobs_and_multipart_result():
     body = outcome(results={"t": tensor_node("int32", [3], data, 0)})
     ctype, raw = multipart(body, [("return:0", data)])
     with FakeServer([(200, {"Content-Type": ctype}, raw)]) as srv:
-        with Client(srv.url) as client:
+        with make_client(srv.url) as client:
             result = client.execute(p, output_limit_bytes=0)
     assert result["t"].tolist() == [0, 1, 2]
     assert srv.requests[0].program["options"] == {"output_limit_bytes": 0}
 
 
-def test_lone_surrogates_and_big_ints_in_args_are_sent_as_python_json_reads_them():
+def test_lone_surrogates_and_big_ints_in_args_are_sent_as_python_json_reads_them(make_client):
     # A lone surrogate is a str Python allows but UTF-8 cannot carry: the program
     # carries its JSON escape (protocol §4.2). Integers keep every digit.
     args = ["\ud800 x \udfff", 2**200, -(2**65), {"\udc00": [2**70]}]
@@ -232,7 +143,7 @@ def test_lone_surrogates_and_big_ints_in_args_are_sent_as_python_json_reads_them
     body = outcome(results={"s": {"type": "string", "value": "\ud800"},
                             "i": {"type": "integer", "value": -(2**200)}})
     with FakeServer([json_reply(body)]) as srv:
-        with Client(srv.url) as client:
+        with make_client(srv.url) as client:
             result = client.execute(p)
     raw = srv.requests[0].program_raw
     raw.decode("utf-8")  # valid UTF-8 on the wire
@@ -241,12 +152,12 @@ def test_lone_surrogates_and_big_ints_in_args_are_sent_as_python_json_reads_them
     assert result["s"] == "\ud800" and result["i"] == -(2**200)
 
 
-def test_error_responses_raise_kcoral_error():
+def test_error_responses_raise_kcoral_error(make_client):
     p, _ = make_program()
     err = {"status": "ERROR", "request_id": "rid-1", "error": {"kind": "parse", "message": "instructions[0]: bad"}}
     with FakeServer([json_reply(err, status=400), (503, {"Content-Type": "text/plain", "Retry-After": "1",
                                                         "X-Request-ID": "rid-2"}, b"busy")]) as srv:
-        with Client(srv.url) as client:
+        with make_client(srv.url) as client:
             with pytest.raises(KCoralError) as info:
                 client.execute(p)
             assert info.value.status_code == 400 and info.value.kind == "parse"
@@ -259,8 +170,8 @@ def test_error_responses_raise_kcoral_error():
     assert len(srv.requests) == 2  # no retry on 503
 
 
-def test_execute_argument_checks():
-    with Client("http://127.0.0.1:9") as client:
+def test_execute_argument_checks(make_client):
+    with make_client("http://127.0.0.1:9") as client:
         with pytest.raises(TypeError):
             client.execute({"instructions": []})  # type: ignore[arg-type]
         for bad in (0, 9, True, 2.0):
@@ -270,14 +181,14 @@ def test_execute_argument_checks():
             client.execute(Program(), timeout_seconds=float("nan"))
 
 
-def test_transport_error():
+def test_transport_error(make_client):
     import socket
 
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()  # nothing listens there now
-    with Client(f"http://127.0.0.1:{port}", connect_timeout_seconds=2) as client:
+    with make_client(f"http://127.0.0.1:{port}", connect_timeout_seconds=2) as client:
         p = Program()
         p.upload(kind="module", source="")
         with pytest.raises(TransportError):
@@ -286,7 +197,7 @@ def test_transport_error():
             client.health()
 
 
-def test_health_and_target():
+def test_health_and_target(make_client):
     health = {"status": "ok", "instance_id": "i", "started_at": "2026-01-01T00:00:00Z", "gpu_count": 1,
               "load": {"request_capacity": 8, "requests_in_progress": 0, "requests_waiting": 0},
               "target": {"arch": "sm_90a"}, "versions": {"torch": "2.14"}, "extra": [1]}
@@ -294,7 +205,7 @@ def test_health_and_target():
     with FakeServer([json_reply(health), json_reply(health), json_reply(cpu),
                      json_reply(dict(health, status="unavailable")),
                      json_reply({"status": "unavailable"}, status=503), json_reply([1])]) as srv:
-        with Client(srv.url) as client:
+        with make_client(srv.url) as client:
             assert client.health() == health
             assert client.target() == {"arch": "sm_90a"}
             with pytest.raises(ProtocolError):
@@ -307,6 +218,81 @@ def test_health_and_target():
             with pytest.raises(ProtocolError):
                 client.health()
     assert all(r.method == "GET" and r.path == "/prefix/health" for r in srv.requests)
+
+
+def large_program(data: bytes) -> Program:
+    p = Program()
+    d = p.upload(id="d", kind="bytes", value=data)
+    m = p.upload(id="m", kind="module", source="def main(d):\n    return len(d)\n")
+    p.return_(key="out", value=p.run(id="r", fn=p.get_function(id="f", module=m, name="main"), args=[d]))
+    return p
+
+
+def blob_reply(data: bytes, cached: bool = True, marker: str = "stored") -> Reply:
+    return json_reply({"sha256": sha(data), "size": len(data), "cached": cached},
+                      headers={"X-KCoral-Blob": marker})
+
+
+def blob_lookup(present: bool) -> Reply:
+    return 200 if present else 404, {"X-KCoral-Blob": "present" if present else "missing"}, b""
+
+
+def test_a_large_blob_goes_ahead_and_the_program_alone(make_client):
+    data = os.urandom(LARGE_BLOB_BYTES)  # new bytes: named by the server, not hashed here
+    with FakeServer([blob_reply(data), COMPLETED]) as srv:
+        with make_client(srv.url) as client:
+            assert client.execute(large_program(data)).completed
+            assert client._preflight.supported is True
+    upload, program = srv.requests
+    assert (upload.method, upload.path) == ("POST", "/prefix/blobs") and upload.body == data
+    assert "X-KCoral-Blob-SHA256" not in upload.headers
+    assert program.part_names == ["program"] and program.program["instructions"][0]["blob"] == sha(data)
+
+
+def test_a_blob_named_before_is_only_looked_up(make_client):
+    data = os.urandom(LARGE_BLOB_BYTES)
+    with FakeServer([blob_reply(data), COMPLETED, blob_lookup(True), COMPLETED,
+                     blob_lookup(False), blob_reply(data), COMPLETED]) as srv:
+        with make_client(srv.url) as client:
+            for _ in range(3):  # sent; then present; then evicted and sent again, claimed
+                assert client.execute(large_program(data)).completed
+    methods = [(r.method, r.path.replace("/prefix", "")) for r in srv.requests]
+    assert methods == [("POST", "/blobs"), ("POST", "/execute"), ("HEAD", f"/blobs/{sha(data)}"),
+                       ("POST", "/execute"), ("HEAD", f"/blobs/{sha(data)}"), ("POST", "/blobs"),
+                       ("POST", "/execute")]
+    assert srv.requests[5].headers["X-KCoral-Blob-SHA256"] == sha(data)
+    assert all(r.blobs == {} for r in srv.requests if r.path.endswith("/execute"))
+
+
+def test_a_blob_the_server_cannot_keep_goes_with_its_program(make_client):
+    data = os.urandom(LARGE_BLOB_BYTES)
+    with FakeServer([blob_reply(data, cached=False), COMPLETED]) as srv:
+        with make_client(srv.url) as client:
+            assert client.execute(large_program(data)).completed
+    assert srv.requests[1].blobs == {sha(data): data}
+
+
+def test_without_blob_endpoints_large_blobs_are_negotiated(make_client):
+    first, second = os.urandom(LARGE_BLOB_BYTES), os.urandom(LARGE_BLOB_BYTES)
+    no_endpoint = (404, {"Content-Type": "text/plain"}, b"not found")  # no X-KCoral-Blob: the reference
+    with FakeServer([no_endpoint, cache_miss([sha(first)]), COMPLETED, cache_miss([sha(second)]), COMPLETED]) as srv:
+        with make_client(srv.url) as client:
+            assert client.execute(large_program(first)).completed
+            assert client._preflight.supported is False
+            assert client.execute(large_program(second)).completed  # learned once: no POST /blobs now
+    assert [(r.method, r.path) for r in srv.requests] == [("POST", "/prefix/blobs")] + [("POST", "/prefix/execute")] * 4
+    assert [r.blobs for r in srv.requests[1:]] == [{}, {sha(first): first}, {}, {sha(second): second}]
+
+
+def test_blob_endpoint_answers_that_break_the_protocol(make_client):
+    data = os.urandom(LARGE_BLOB_BYTES)
+    wrong_size = json_reply({"sha256": sha(data), "size": 1, "cached": True}, headers={"X-KCoral-Blob": "stored"})
+    no_body = (200, {"X-KCoral-Blob": "stored"}, b"")
+    for reply in (wrong_size, no_body):
+        with FakeServer([reply]) as srv:
+            with make_client(srv.url) as client:
+                with pytest.raises(ProtocolError, match="POST /blobs"):
+                    client.execute(large_program(data))
 
 
 def test_lazy_imports_in_worker_modules():
