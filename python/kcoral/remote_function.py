@@ -122,6 +122,7 @@ class RemoteFunction(Generic[P, R]):
         cpu_only: bool = False,
     ) -> None:
         _check_callable(fn)
+        functools.update_wrapper(self, fn)  # first: it copies fn.__dict__ onto self
         self._client = client
         self._fn = fn
         self._name = fn.__code__.co_name
@@ -130,7 +131,6 @@ class RemoteFunction(Generic[P, R]):
         self._timeout = timeout
         self._output_limit_bytes = output_limit_bytes
         self._cpu_only = cpu_only
-        functools.update_wrapper(self, fn)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         """Run the function here, in this process."""
@@ -244,13 +244,15 @@ def _json_copy(value: Any, path: str, fname: str) -> Any:
                 copied = {}
                 for key, element in item.items():
                     if type(key) is not str:
-                        raise TypeError(f"{fname}(): argument {where} has a key {key!r} that is not a str; {_JSON_HINT}")
+                        raise TypeError(
+                            f"{fname}(): argument {where} has a key {key!r} that is not a str; {_JSON_HINT}"
+                        )
                     copied[key] = walk(element, f"{where}[{key!r}]")
                 return copied
             finally:
                 active.discard(id(item))
-        what = "bytes-like" if isinstance(item, (bytes, bytearray, memoryview)) else "a tensor" if _is_tensor(item) else None
-        if what is not None:
+        if isinstance(item, (bytes, bytearray, memoryview)) or _is_tensor(item):
+            what = "a tensor" if _is_tensor(item) else "bytes-like"
             raise TypeError(f"{fname}(): argument {where} is {what} inside a container; {_JSON_HINT}")
         raise TypeError(f"{fname}(): argument {where} has unsupported type {kind.__name__}; {_JSON_HINT}")
 
@@ -281,7 +283,7 @@ def _check_callable(fn: object) -> None:
         raise ValueError("remote functions require a def statement, not a lambda")
     if fn.__code__.co_freevars:
         raise ValueError(
-            f"remote function {name} captures variables of an enclosing function: "
+            f"remote function {name} captures variables of an enclosing scope: "
             f"{', '.join(fn.__code__.co_freevars)}; pass them as arguments"
         )
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
+import inspect
 import json
 import math
 import os
 import subprocess
-import sys
 import textwrap
 import venv
 from pathlib import Path
@@ -325,11 +325,15 @@ def test_a_nested_def_without_closure_is_accepted():
 
 # ----------------------------------------------------------- local call
 def test_calling_runs_locally_and_keeps_the_function_metadata():
-    remote_add = client.function()(add)
+    add._fn = "an attribute of the function"  # copied onto the wrapper, without clobbering it
+    try:
+        remote_add = client.function()(add)
+    finally:
+        del add._fn
     assert remote_add(1) == 18 and remote_add(1, 2, scale=1) == 3
     assert remote_add.__name__ == "add" and remote_add.__doc__ == "Adds and scales."
     assert remote_add.__wrapped__ is add
-    assert str(__import__("inspect").signature(remote_add)) == str(__import__("inspect").signature(add))
+    assert inspect.signature(remote_add) == inspect.signature(add)
 
 
 # ----------------------------------------------------------- wire shape
@@ -572,7 +576,8 @@ REFERENCE_DRIVER = textwrap.dedent(
     client = Client("http://127.0.0.1:9")
     out = []
     for name, args, kwargs in samples.CASES:
-        program = client.function(cpu_only=name.startswith("cpu"))(getattr(samples, name)).build_program(*args, **kwargs)
+        remote = client.function(cpu_only=name.startswith("cpu"))(getattr(samples, name))
+        program = remote.build_program(*args, **kwargs)
         out.append([dict(i) for i in program.instructions])
     print(json.dumps(out))
     """
