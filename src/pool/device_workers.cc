@@ -4,9 +4,10 @@ namespace kc::pool {
 
 DeviceWorkers::DeviceWorkers(DeviceSpec spec, WorkerLaunch launch, bool use_zygote,
                              std::chrono::seconds spawn_timeout, WorkerSetup& setup,
-                             EventSink& events)
+                             GpuArbiter& arbiter, EventSink& events)
     : spec_(std::move(spec)),
       launch_([&] {
+        if (!spec_.gpu_uuid.empty()) launch.env.push_back("CUDA_VISIBLE_DEVICES=" + spec_.gpu_uuid);
         for (const auto& e : spec_.extra_env)
           launch.env.push_back(e);
         return std::move(launch);
@@ -15,12 +16,14 @@ DeviceWorkers::DeviceWorkers(DeviceSpec spec, WorkerLaunch launch, bool use_zygo
       spawn_timeout_(spawn_timeout),
       setup_(setup),
       events_(events),
-      lease_(spec_.gpu_index >= 0 ? std::make_unique<GpuLease>(spec_.gpu_index) : nullptr) {}
+      lease_(spec_.gpu_index >= 0
+                 ? std::make_unique<GpuLease>(arbiter, std::vector<int>{spec_.gpu_index})
+                 : nullptr) {}
 
 StatusOr<std::unique_ptr<WorkerProcess>> DeviceWorkers::Prepare(
     std::unique_ptr<WorkerProcess> worker, Clock::time_point deadline) {
   KC_RETURN_IF_ERROR(worker->AwaitReady(deadline));
-  if (lease_) KC_RETURN_IF_ERROR(worker->Initialize(*lease_, deadline));
+  if (lease_) KC_RETURN_IF_ERROR(worker->Initialize(lease_.get(), deadline));
   events_.Emit(EventLevel::kInfo, "worker_ready", {{"device", spec_.name}, {"pid", worker->pid()}});
   return worker;
 }

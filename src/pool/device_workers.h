@@ -25,16 +25,19 @@ namespace kc::pool {
 struct DeviceSpec {
   std::string name = "cpu";  // "cpu" or "gpu<index>": seats are "<name>/w<i>"
   int gpu_index = -1;        // -1: no GPU, no lease
+  std::string gpu_uuid;      // "GPU-...": workers see only it (CUDA_VISIBLE_DEVICES)
   int seats = 1;
   int standby = 1;
-  std::vector<std::string> extra_env;     // e.g. CUDA_VISIBLE_DEVICES=GPU-<uuid>
+  std::vector<std::string> extra_env;     // e.g. KCORAL_GPU_ARCH=sm_90a
   std::vector<std::string> device_nodes;  // the GPU's /dev/nvidia* nodes, for the sandbox
 };
 
 class DeviceWorkers {
  public:
+  // `arbiter` holds this device's GPU (unused for "cpu") and outlives it.
   DeviceWorkers(DeviceSpec spec, WorkerLaunch launch, bool use_zygote,
-                std::chrono::seconds spawn_timeout, WorkerSetup& setup, EventSink& events);
+                std::chrono::seconds spawn_timeout, WorkerSetup& setup, GpuArbiter& arbiter,
+                EventSink& events);
   ~DeviceWorkers() { Stop(); }
 
   // Starts the zygote and one worker, whose describe() is returned; then the spawner.

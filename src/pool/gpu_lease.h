@@ -1,62 +1,47 @@
-// GpuLease: one exclusive lease per GPU, granted in strict FIFO order
-// (spec/server.md §2.6). The arbiter lives in the server, so a killed worker
-// cannot leak the lease. A history ring answers "who held this GPU at time t"
-// for gpu_access reports (interfered_request_id).
+// GpuLease: one holder's claim on a fixed set of GPUs, taken and given back
+// whole through the server's GpuArbiter (gpu_arbiter.h): one GPU for the
+// workers of a seat's device, several for a reserved multi-GPU job. The
+// arbiter lives in the server, so a killed worker cannot leak a lease.
 //
-// Thread-safe. Usage (one holder at a time):
-//   lease.Acquire("req-1");   // blocks until granted
-//   ...                       // exclusive use of the GPU
+// Thread-safe; one holder at a time. Usage:
+//   lease.Acquire("req-1");   // blocks until every GPU of the set is granted
+//   ...                       // exclusive use of those GPUs
 //   lease.Release();
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
-#include <cstdint>
-#include <deque>
-#include <mutex>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "pool/gpu_arbiter.h"
 
 namespace kc::pool {
 
 class GpuLease {
  public:
-  explicit GpuLease(int gpu_index) : gpu_index_(gpu_index) {}
+  GpuLease(GpuArbiter& arbiter, std::vector<int> gpus)
+      : arbiter_(arbiter), gpus_(std::move(gpus)) {}
 
-  // Blocks until `holder` owns the lease (FIFO among waiters).
-  void Acquire(const std::string& holder);
-  void Release();
+  void Acquire(const std::string& holder) { arbiter_.Acquire(gpus_, holder); }
+  // False, holding nothing, if `give_up` turned true while waiting.
+  bool AcquireUnless(const std::string& holder, const std::function<bool()>& give_up) {
+    return arbiter_.Acquire(gpus_, holder, give_up);
+  }
+  void Release() { arbiter_.Release(gpus_); }
 
-  // The holder at steady-clock time `when_ns`, or nullopt if the GPU was free.
+  // Who held any GPU of the set at `when_ns` (the first GPU that was held).
   std::optional<std::string> HolderAt(int64_t when_ns) const;
-  // Everyone who held the lease at some time in [from_ns, to_ns], in order:
-  // what a waiter waited for (workers' initialize/retire, other requests).
+  // Everyone who held a GPU of the set in [from_ns, to_ns], in order, once each.
   std::vector<std::string> HoldersBetween(int64_t from_ns, int64_t to_ns) const;
 
-  int gpu_index() const { return gpu_index_; }
-  // Holder plus waiters.
+  const std::vector<int>& gpus() const { return gpus_; }
+  // Holder plus waiters, on the busiest GPU of the set.
   int depth() const;
 
  private:
-  struct Tenure {
-    int64_t start_ns, end_ns;
-    std::string holder;
-  };
-  static constexpr size_t kHistory = 256;
-
-  const int gpu_index_;
-
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<uint64_t> waiters_;  // tickets, guarded by mu_
-  uint64_t next_ticket_ = 0;      // guarded by mu_
-  bool held_ = false;             // guarded by mu_
-  std::string holder_;            // guarded by mu_
-  int64_t held_since_ns_ = 0;     // guarded by mu_
-  std::deque<Tenure> history_;    // guarded by mu_
+  GpuArbiter& arbiter_;
+  const std::vector<int> gpus_;
 };
-
-int64_t SteadyNowNs();
 
 }  // namespace kc::pool

@@ -57,9 +57,22 @@ JobResult WorkerPool::Busy(const Job& job) {
 
 Status WorkerPool::Start() {
   KC_ASSIGN_OR_RETURN(setup_, WorkerSetup::Create(options_.sandbox));
+  std::vector<int> gpu_indices;
+  std::vector<DeviceSpec> gpus;
   for (const DeviceSpec& spec : options_.devices) {
-    auto device = std::make_unique<DeviceWorkers>(spec, options_.launch, options_.use_zygote,
-                                                  options_.spawn_timeout, *setup_, events_);
+    if (spec.gpu_index < 0) continue;
+    gpu_indices.push_back(spec.gpu_index);
+    gpus.push_back(spec);
+  }
+  arbiter_ = std::make_unique<GpuArbiter>(gpu_indices);
+  if (!gpus.empty()) {
+    reserved_ = std::make_unique<ReservedGpuJobs>(
+        std::move(gpus), options_.launch, options_.spawn_timeout, *setup_, *arbiter_, events_);
+  }
+  for (const DeviceSpec& spec : options_.devices) {
+    auto device =
+        std::make_unique<DeviceWorkers>(spec, options_.launch, options_.use_zygote,
+                                        options_.spawn_timeout, *setup_, *arbiter_, events_);
     KC_ASSIGN_OR_RETURN(nlohmann::json describe, device->Start());
     if (devices_.empty()) {
       describe_ = describe;
@@ -111,6 +124,7 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
     return;
   }
   const auto started = Clock::now();
+  if (job.gpu_count > 0) return RunReservedJob(seat, job, started);
   job.run.lease = device.lease();
   JobResult result;
   // A worker that died before it took the request (killed in stand-by, its
@@ -170,6 +184,31 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
   }
 }
 
+void WorkerPool::RunReservedJob(const std::string& seat, Job& job, Clock::time_point started) {
+  JobResult result;
+  result.ran = true;
+  result.queue_ms = MillisecondsSince(job.enqueued, started);
+  result.worker_id = seat + "/reserved";
+  events_.Emit(EventLevel::kInfo, "request_routed",
+               {{"request_id", job.run.request_id},
+                {"worker_id", result.worker_id},
+                {"gpu_count", job.gpu_count},
+                {"queue_ms", result.queue_ms}});
+  ReservedRun reserved;
+  if (reserved_) {
+    reserved = reserved_->Run(job.run, job.gpu_count);
+  } else {  // the route refuses gpu_count on a CPU server first
+    reserved.run.ending = RunResult::Ending::kBroken;
+    reserved.run.message = "gpu_count: this server has no GPUs to reserve";
+  }
+  result.run = std::move(reserved.run);
+  result.gpu_ids = std::move(reserved.gpu_ids);
+  result.pid = reserved.pid;
+  result.elapsed_ms = MillisecondsSince(started);
+  result.cancelled = result.run.ending == RunResult::Ending::kCancelled;
+  job.done(std::move(result));
+}
+
 void WorkerPool::BeginShutdown() {
   shutting_down_ = true;
   queue_.Close();
@@ -183,6 +222,8 @@ void WorkerPool::Join() {
   for (auto& device : devices_)
     device->Stop();
   devices_.clear();
+  reserved_.reset();
+  arbiter_.reset();
   setup_.reset();
 }
 

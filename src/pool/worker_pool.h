@@ -20,6 +20,8 @@
 #include "pool/admission_queue.h"
 #include "pool/device_workers.h"
 #include "pool/event_sink.h"
+#include "pool/gpu_arbiter.h"
+#include "pool/reserved_gpu_job.h"
 #include "pool/worker_process.h"
 
 namespace kc::pool {
@@ -57,10 +59,12 @@ struct JobResult {
   bool cancelled = false;  // the client went away, before or while it ran
   // For a gpu_access violation: who held the GPU lease when it happened.
   std::optional<std::string> interfered_request_id;
+  std::vector<int> gpu_ids;  // a reserved job's GPUs (options.gpu_count); else empty
 };
 
 struct Job {
-  RunRequest run;  // `workspace` and `lease` are filled in by the pool; `cancel` by the caller
+  RunRequest run;     // `workspace` and `lease` are filled in by the pool; `cancel` by the caller
+  int gpu_count = 0;  // > 0: whole GPUs on a transient worker (reserved_gpu_job.h)
   std::function<void(JobResult)> done;  // called exactly once, from a pool thread
   Clock::time_point enqueued;
   Clock::time_point wait_deadline;
@@ -84,6 +88,8 @@ class WorkerPool {
 
   // False when the queue is full or the pool is shutting down (503 busy).
   bool Submit(std::shared_ptr<Job> job);
+  // How many whole GPUs a job may reserve (gpu_count); 0 on a CPU pool.
+  int reservable_gpus() const { return reserved_ ? reserved_->gpu_count() : 0; }
 
   PoolLoad Load() const;
   const nlohmann::json& describe() const { return describe_; }
@@ -99,11 +105,14 @@ class WorkerPool {
   void SeatLoop(DeviceWorkers& device, std::string seat);
   void RunJob(DeviceWorkers& device, const std::string& seat,
               std::unique_ptr<WorkerProcess>& occupant, Job& job);
+  void RunReservedJob(const std::string& seat, Job& job, Clock::time_point started);
   static JobResult Busy(const Job& job);
 
   const PoolOptions options_;
   EventSink& events_;
   std::unique_ptr<WorkerSetup> setup_;
+  std::unique_ptr<GpuArbiter> arbiter_;        // every GPU of the pool
+  std::unique_ptr<ReservedGpuJobs> reserved_;  // GPU pools only
   nlohmann::json describe_ = {{"target", nlohmann::json::object()},
                               {"versions", nlohmann::json::object()}};
   AdmissionQueue<Job> queue_;

@@ -97,11 +97,13 @@ Status WorkerProcess::AwaitReady(Clock::time_point deadline) {
   return Status::Ok();
 }
 
-Status WorkerProcess::Initialize(GpuLease& lease, Clock::time_point deadline) {
-  lease.Acquire("initialize");
+Status WorkerProcess::Initialize(GpuLease* lease, Clock::time_point deadline) {
+  if (lease != nullptr) lease->Acquire("initialize");
   struct Release {
-    GpuLease& lease;
-    ~Release() { lease.Release(); }
+    GpuLease* lease;
+    ~Release() {
+      if (lease != nullptr) lease->Release();
+    }
   } release{lease};
   KC_RETURN_IF_ERROR(ipc::SendFrame(socket_.get(), {{"type", ipc::frame_type::kInitialize}}));
   auto frame_or = ipc::ReceiveFrameBefore(socket_.get(), deadline);
@@ -200,7 +202,12 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
     auto frame = ipc::ReceiveFrame(socket_.get());
     if (!frame.ok()) return crashed();
     const std::string type = frame->type();
-    if (type == ipc::frame_type::kLeaseAcquire && request.lease != nullptr) {
+    if (type == ipc::frame_type::kLeaseAcquire && request.gpus_held) {
+      if (!ipc::SendFrame(socket_.get(), {{"type", ipc::frame_type::kLeaseGranted}}).ok())
+        return crashed();
+    } else if (type == ipc::frame_type::kLeaseRelease && request.gpus_held) {
+      // the reservation outlives the run; its holder gives it back
+    } else if (type == ipc::frame_type::kLeaseAcquire && request.lease != nullptr) {
       if (!held) {
         const auto asked = Clock::now();
         request.lease->Acquire(request.request_id);

@@ -53,7 +53,10 @@ struct RunRequest {
   uint64_t max_response_bytes = 0;
   // Excludes time spent waiting for the GPU lease (spec/protocol.md §2.2).
   std::chrono::nanoseconds timeout{0};
-  GpuLease* lease = nullptr;                 // GPU workers: arbitrates lease frames
+  GpuLease* lease = nullptr;  // GPU workers: arbitrates lease frames
+  // The caller holds every GPU the worker sees (a reserved job,
+  // reserved_gpu_job.h): lease frames are granted at once.
+  bool gpus_held = false;
   std::shared_ptr<const CancelFlag> cancel;  // raised: kill the worker, end kCancelled
 };
 
@@ -107,8 +110,9 @@ class WorkerProcess {
   RunResult Run(const RunRequest& request);
 
   // Creates the CUDA context while `lease` is held, so that a new context never
-  // disturbs a neighbour's measurement (spec/server.md §2.4). GPU workers only.
-  Status Initialize(GpuLease& lease, Clock::time_point deadline);
+  // disturbs a neighbour's measurement (spec/server.md §2.4). GPU workers
+  // only; `lease` null: the caller already holds the worker's GPUs.
+  Status Initialize(GpuLease* lease, Clock::time_point deadline);
 
   // Gives the worker its workspace and cgroup; they are removed after its tree.
   void Attach(WorkerResources resources) { resources_ = std::move(resources); }

@@ -36,11 +36,11 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
       pool::DeviceSpec spec;
       spec.name = "gpu" + std::to_string(index);
       spec.gpu_index = index;
+      spec.gpu_uuid = gpu.uuid;
       spec.seats = config.workers_per_gpu;
       spec.standby = standby >= 0 ? std::max(1, standby) : spec.seats;
-      // Pinned by UUID before CUDA starts; the worker sees its GPU as "cuda".
-      spec.extra_env = {"CUDA_VISIBLE_DEVICES=" + gpu.uuid, "KCORAL_GPU_ARCH=" + gpu.arch,
-                        "KCORAL_GPU_NAME=" + gpu.name};
+      // Pinned by UUID (gpu_uuid) before CUDA starts; the worker sees its GPU as "cuda".
+      spec.extra_env = {"KCORAL_GPU_ARCH=" + gpu.arch, "KCORAL_GPU_NAME=" + gpu.name};
       if (std::getenv("TVM_FFI_CUDA_ARCH_LIST") == nullptr) {
         spec.extra_env.push_back("TVM_FFI_CUDA_ARCH_LIST=" + gpu.tvm_arch_list);
       }

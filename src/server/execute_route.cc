@@ -111,9 +111,10 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
       co_return reject(
           "options.gpu_count: this is a CPU server; gpu_count exceeds its GPU capacity (0)");
     }
-    if (options.gpu_count) {
-      co_return reject(
-          "options.gpu_count: multi-GPU programs are not supported by this server yet");
+    if (options.gpu_count && *options.gpu_count > pool_->reservable_gpus()) {
+      co_return reject("options.gpu_count: " + std::to_string(*options.gpu_count) +
+                       " exceeds this GPU server's configured capacity (" +
+                       std::to_string(pool_->reservable_gpus()) + " GPUs)");
     }
     // A tensor of the wrong length is the client's 400; a memfd that cannot
     // be made is ours, a 500 (EndingForStatus).
@@ -155,6 +156,7 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
   job->run.program_json = admitted->request.program_json;
   for (const auto& [sha, blob] : admitted->resolution.blobs)
     job->run.blobs.push_back({sha, blob->fd()});
+  job->gpu_count = static_cast<int>(admitted->request.program.options.gpu_count.value_or(0));
   job->run.output_limit_bytes = admitted->output_limit_bytes;
   job->run.max_response_bytes = config_.max_response_bytes;
   job->run.timeout =

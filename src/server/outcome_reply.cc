@@ -57,6 +57,12 @@ void BeginOutcomeBody(JsonWriter& writer, std::string_view status, const std::st
       .Bool(result.run.out.truncated)
       .Key("stderr_truncated")
       .Bool(result.run.err.truncated);
+  if (!result.gpu_ids.empty()) {  // only for options.gpu_count, and always together
+    writer.Key("gpu_ids").BeginArray();
+    for (int id : result.gpu_ids)
+      writer.Int(id);
+    writer.EndArray().Key("gpu_count").Int(static_cast<int64_t>(result.gpu_ids.size()));
+  }
 }
 
 // A worker that died inside instruction i: 200 FAILED runtime (§10).

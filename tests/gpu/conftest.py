@@ -34,6 +34,20 @@ def gpu_server(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(scope="session")
+def two_gpu_server(tmp_path_factory):
+    """A server on GPUs 0 and 1, for multi-GPU requests; skips on a one-GPU machine."""
+    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout if _has_gpu() else ""
+    if sum(1 for line in listed.splitlines() if line.startswith("GPU ")) < 2:
+        pytest.skip("needs two GPUs")
+    server = servers.Server(
+        tmp_path_factory.mktemp("gpu2"), "--gpus", "0,1", "--workers-per-gpu", "4", "--max-timeout-seconds", "120",
+        device="gpu", ready_timeout=180,
+    )
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def gpu_client(gpu_server):
     from kcoral import Client

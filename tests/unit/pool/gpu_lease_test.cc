@@ -21,8 +21,9 @@ using namespace std::chrono_literals;
 using testing::WaitUntil;
 
 TEST(GpuLease, FirstCallerIsGrantedAtOnce) {
-  GpuLease lease(3);
-  EXPECT_EQ(lease.gpu_index(), 3);
+  GpuArbiter arbiter({3});
+  GpuLease lease(arbiter, {3});
+  EXPECT_EQ(lease.gpus(), std::vector<int>{3});
   lease.Acquire("req-1");
   EXPECT_EQ(lease.depth(), 1);
   EXPECT_EQ(lease.HolderAt(SteadyNowNs()), "req-1");
@@ -31,7 +32,8 @@ TEST(GpuLease, FirstCallerIsGrantedAtOnce) {
 }
 
 TEST(GpuLease, SecondCallerWaits) {
-  GpuLease lease(0);
+  GpuArbiter arbiter({0});
+  GpuLease lease(arbiter, {0});
   lease.Acquire("first");
   std::atomic<bool> granted{false};
   std::thread second([&] {
@@ -49,7 +51,8 @@ TEST(GpuLease, SecondCallerWaits) {
 }
 
 TEST(GpuLease, WaitersAreGrantedInArrivalOrder) {
-  GpuLease lease(0);
+  GpuArbiter arbiter({0});
+  GpuLease lease(arbiter, {0});
   lease.Acquire("holder");
   std::mutex mu;
   std::vector<int> grant_order;
@@ -77,7 +80,8 @@ TEST(GpuLease, WaitersAreGrantedInArrivalOrder) {
 }
 
 TEST(GpuLease, HolderAtAnswersForTenuresAndGaps) {
-  GpuLease lease(0);
+  GpuArbiter arbiter({0});
+  GpuLease lease(arbiter, {0});
   const int64_t before = SteadyNowNs();
   std::this_thread::sleep_for(2ms);
 
@@ -110,7 +114,8 @@ TEST(GpuLease, HolderAtAnswersForTenuresAndGaps) {
 }
 
 TEST(GpuLease, DepthCountsHolderAndWaiters) {
-  GpuLease lease(0);
+  GpuArbiter arbiter({0});
+  GpuLease lease(arbiter, {0});
   EXPECT_EQ(lease.depth(), 0);
   lease.Acquire("holder");
   EXPECT_EQ(lease.depth(), 1);
@@ -129,7 +134,8 @@ TEST(GpuLease, DepthCountsHolderAndWaiters) {
 }
 
 TEST(GpuLease, ReleaseWithoutHoldingIsANoOp) {
-  GpuLease lease(0);
+  GpuArbiter arbiter({0});
+  GpuLease lease(arbiter, {0});
   lease.Release();
   EXPECT_EQ(lease.depth(), 0);
   EXPECT_EQ(lease.HolderAt(SteadyNowNs()), std::nullopt);

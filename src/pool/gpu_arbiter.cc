@@ -1,0 +1,126 @@
+#include "pool/gpu_arbiter.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace kc::pool {
+
+int64_t SteadyNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+GpuArbiter::GpuArbiter(const std::vector<int>& gpu_indices) {
+  for (int index : gpu_indices)
+    gpus_[index];
+}
+
+const GpuArbiter::Gpu& GpuArbiter::At(int gpu) const {
+  auto it = gpus_.find(gpu);
+  KC_CHECK(it != gpus_.end());  // a GPU this server does not have: a bug in the caller
+  return it->second;
+}
+
+bool GpuArbiter::Grantable(const std::vector<int>& gpus, uint64_t ticket) const {
+  return std::all_of(gpus.begin(), gpus.end(), [&](int index) {
+    const Gpu& gpu = At(index);
+    return !gpu.held && gpu.waiters.front() == ticket;
+  });
+}
+
+bool GpuArbiter::Acquire(const std::vector<int>& gpus, const std::string& holder,
+                         const std::function<bool()>& give_up) {
+  std::unique_lock lock(mu_);
+  for (int index : gpus)
+    At(index);  // checks that it exists
+  const uint64_t ticket = next_ticket_++;
+  for (int index : gpus)
+    gpus_.at(index).waiters.push_back(ticket);
+  auto leave_queues = [&] {
+    for (int index : gpus) {
+      auto& waiters = gpus_.at(index).waiters;
+      waiters.erase(std::find(waiters.begin(), waiters.end(), ticket));
+    }
+    cv_.notify_all();  // whoever queued behind us may be at the front now
+  };
+  while (!Grantable(gpus, ticket)) {
+    if (!give_up) {
+      cv_.wait(lock);
+    } else if (cv_.wait_for(lock, std::chrono::milliseconds(50)) == std::cv_status::timeout &&
+               give_up()) {
+      leave_queues();
+      return false;
+    }
+  }
+  leave_queues();
+  const int64_t now = SteadyNowNs();
+  for (int index : gpus) {
+    Gpu& gpu = gpus_.at(index);
+    gpu.held = true;
+    gpu.holder = holder;
+    gpu.held_since_ns = now;
+  }
+  return true;
+}
+
+void GpuArbiter::Release(const std::vector<int>& gpus) {
+  std::lock_guard lock(mu_);
+  const int64_t now = SteadyNowNs();
+  for (int index : gpus) {
+    Gpu& gpu = gpus_.at(index);
+    if (!gpu.held) continue;
+    gpu.history.push_back({gpu.held_since_ns, now, gpu.holder});
+    if (gpu.history.size() > kHistory) gpu.history.pop_front();
+    gpu.held = false;
+    gpu.holder.clear();
+  }
+  cv_.notify_all();
+}
+
+StatusOr<std::vector<int>> GpuArbiter::Choose(int count) const {
+  if (count < 1 || count > static_cast<int>(gpus_.size())) {
+    return InvalidArgumentError("gpu_count " + std::to_string(count) + " exceeds the " +
+                                std::to_string(gpus_.size()) + " GPU(s) of this server");
+  }
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<int, int>> by_load;  // (depth, index)
+  for (const auto& [index, gpu] : gpus_)
+    by_load.emplace_back(static_cast<int>(gpu.waiters.size()) + (gpu.held ? 1 : 0), index);
+  std::sort(by_load.begin(), by_load.end());
+  std::vector<int> chosen;
+  for (int i = 0; i < count; ++i)
+    chosen.push_back(by_load[i].second);
+  std::sort(chosen.begin(), chosen.end());
+  return chosen;
+}
+
+std::optional<std::string> GpuArbiter::HolderAt(int index, int64_t when_ns) const {
+  std::lock_guard lock(mu_);
+  const Gpu& gpu = At(index);
+  if (gpu.held && when_ns >= gpu.held_since_ns) return gpu.holder;
+  for (auto it = gpu.history.rbegin(); it != gpu.history.rend(); ++it) {
+    if (when_ns >= it->start_ns && when_ns <= it->end_ns) return it->holder;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> GpuArbiter::HoldersBetween(int index, int64_t from_ns,
+                                                    int64_t to_ns) const {
+  std::lock_guard lock(mu_);
+  const Gpu& gpu = At(index);
+  std::vector<std::string> holders;
+  for (const Tenure& tenure : gpu.history) {
+    if (tenure.end_ns >= from_ns && tenure.start_ns <= to_ns) holders.push_back(tenure.holder);
+  }
+  if (gpu.held && gpu.held_since_ns <= to_ns) holders.push_back(gpu.holder);
+  return holders;
+}
+
+int GpuArbiter::depth(int index) const {
+  std::lock_guard lock(mu_);
+  const Gpu& gpu = At(index);
+  return static_cast<int>(gpu.waiters.size()) + (gpu.held ? 1 : 0);
+}
+
+}  // namespace kc::pool

@@ -1,0 +1,121 @@
+#include "pool/reserved_gpu_job.h"
+
+#include <algorithm>
+
+#include "pool/gpu_lease.h"
+
+namespace kc::pool {
+
+namespace {
+
+double MillisecondsBetween(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+int64_t Ns(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// Launcher variables of distributed runs describe the server's own launch, not
+// this job's: a program that reads them would join the wrong group.
+bool IsLauncherVariable(std::string_view entry) {
+  static constexpr std::string_view kNames[] = {
+      "RANK=",        "WORLD_SIZE=",   "LOCAL_RANK=",          "LOCAL_WORLD_SIZE=",
+      "GROUP_RANK=",  "ROLE_RANK=",    "ROLE_WORLD_SIZE=",     "MASTER_ADDR=",
+      "MASTER_PORT=", "TORCHELASTIC_", "CUDA_VISIBLE_DEVICES="};
+  return std::any_of(std::begin(kNames), std::end(kNames),
+                     [&](std::string_view name) { return entry.rfind(name, 0) == 0; });
+}
+
+}  // namespace
+
+WorkerLaunch ReservedGpuJobs::LaunchFor(const std::vector<const DeviceSpec*>& chosen) const {
+  WorkerLaunch launch = launch_;
+  std::erase_if(launch.env, [](const std::string& e) { return IsLauncherVariable(e); });
+  std::string visible;
+  for (const DeviceSpec* gpu : chosen)
+    visible += (visible.empty() ? "" : ",") + gpu->gpu_uuid;
+  launch.env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
+  for (const auto& e : chosen.front()->extra_env)  // one target per server (worker_pool.cc)
+    launch.env.push_back(e);
+  return launch;
+}
+
+StatusOr<std::unique_ptr<WorkerProcess>> ReservedGpuJobs::StartWorker(
+    const std::vector<const DeviceSpec*>& chosen) {
+  std::vector<std::string> nodes;
+  for (const DeviceSpec* gpu : chosen) {
+    for (const std::string& node : gpu->device_nodes) {
+      if (std::find(nodes.begin(), nodes.end(), node) == nodes.end()) nodes.push_back(node);
+    }
+  }
+  KC_ASSIGN_OR_RETURN(PreparedWorker prepared, setup_.Prepare(nodes));
+  KC_ASSIGN_OR_RETURN(auto worker,
+                      WorkerProcess::Start(WithSpec(LaunchFor(chosen), prepared.spec)));
+  worker->Attach(std::move(prepared.resources));
+  const auto deadline = Clock::now() + spawn_timeout_;
+  KC_RETURN_IF_ERROR(worker->AwaitReady(deadline));
+  KC_RETURN_IF_ERROR(worker->Initialize(nullptr, deadline));  // the GPUs are ours already
+  return worker;
+}
+
+ReservedRun ReservedGpuJobs::Run(RunRequest request, int gpu_count) {
+  ReservedRun reserved;
+  RunResult& run = reserved.run;
+  auto chosen_ids = arbiter_.Choose(gpu_count);
+  if (!chosen_ids.ok()) {  // the route checks gpu_count against the GPUs first
+    run.ending = RunResult::Ending::kBroken;
+    run.message = chosen_ids.status().message();
+    return reserved;
+  }
+  std::vector<const DeviceSpec*> chosen;
+  for (int id : *chosen_ids) {
+    chosen.push_back(&*std::find_if(gpus_.begin(), gpus_.end(),
+                                    [&](const DeviceSpec& gpu) { return gpu.gpu_index == id; }));
+  }
+  GpuLease lease(arbiter_, *chosen_ids);
+  const auto asked = Clock::now();
+  const bool granted = lease.AcquireUnless(
+      request.request_id, [&] { return request.cancel != nullptr && request.cancel->raised(); });
+  const auto held_since = Clock::now();
+  run.lease_wait_ms = MillisecondsBetween(asked, held_since);
+  if (!granted) {
+    run.ending = RunResult::Ending::kCancelled;
+    run.message = "the client closed the connection";
+    return reserved;
+  }
+  for (std::string& holder : lease.HoldersBetween(Ns(asked), Ns(held_since))) {
+    if (holder != request.request_id) run.lease_waited_for.push_back(std::move(holder));
+  }
+  reserved.gpu_ids = *chosen_ids;
+  events_.Emit(EventLevel::kInfo, "gpus_reserved",
+               {{"request_id", request.request_id},
+                {"gpu_ids", reserved.gpu_ids},
+                {"lease_wait_ms", run.lease_wait_ms}});
+
+  auto worker = StartWorker(chosen);
+  if (worker.ok()) {
+    reserved.pid = (*worker)->pid();
+    request.workspace = (*worker)->workspace().path().string();
+    request.lease = nullptr;
+    request.gpus_held = true;
+    const double wait_ms = run.lease_wait_ms;
+    auto waited_for = std::move(run.lease_waited_for);
+    run = (*worker)->Run(request);
+    run.lease_wait_ms = wait_ms;
+    run.lease_waited_for = std::move(waited_for);
+    worker->reset();  // the whole tree, and its CUDA contexts, before the GPUs go back
+  } else {
+    run.ending = RunResult::Ending::kCrashed;
+    run.message = "the job's worker could not start: " + worker.status().message();
+  }
+  lease.Release();
+  run.lease_held_ms = MillisecondsBetween(held_since, Clock::now());
+  events_.Emit(EventLevel::kInfo, "gpus_released",
+               {{"request_id", request.request_id},
+                {"gpu_ids", reserved.gpu_ids},
+                {"lease_held_ms", run.lease_held_ms}});
+  return reserved;
+}
+
+}  // namespace kc::pool

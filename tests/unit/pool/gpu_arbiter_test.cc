@@ -1,0 +1,189 @@
+// The reservation logic of multi-GPU jobs over a fake inventory of eight GPUs:
+// all-or-nothing, FIFO per GPU, no starvation of a waiting set, no deadlock
+// between overlapping sets.
+#include "pool/gpu_arbiter.h"
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "wait_until.h"
+
+namespace kc::pool {
+namespace {
+
+using namespace std::chrono_literals;
+
+using testing::WaitUntil;
+
+const std::vector<int> kEightGpus = {0, 1, 2, 3, 4, 5, 6, 7};
+
+// A thread that acquires `gpus` as `holder`, says when it got them, and holds
+// them until told to let go.
+class Acquirer {
+ public:
+  Acquirer(GpuArbiter& arbiter, std::vector<int> gpus, std::string holder)
+      : arbiter_(arbiter), gpus_(std::move(gpus)) {
+    thread_ = std::thread([this, holder] {
+      arbiter_.Acquire(gpus_, holder);
+      granted_ = true;
+      while (!let_go_)
+        std::this_thread::sleep_for(1ms);
+      arbiter_.Release(gpus_);
+    });
+  }
+  ~Acquirer() {
+    let_go_ = true;
+    thread_.join();
+  }
+  bool granted() const { return granted_; }
+  void LetGo() { let_go_ = true; }
+
+ private:
+  GpuArbiter& arbiter_;
+  const std::vector<int> gpus_;
+  std::atomic<bool> granted_{false}, let_go_{false};
+  std::thread thread_;
+};
+
+TEST(GpuArbiter, ASetIsGrantedOnlyWhenAllItsGpusAreFree) {
+  GpuArbiter arbiter(kEightGpus);
+  arbiter.Acquire({1}, "single");
+  Acquirer set(arbiter, {0, 1}, "set");
+  ASSERT_TRUE(WaitUntil([&] { return arbiter.depth(0) == 1 && arbiter.depth(1) == 2; }));
+  std::this_thread::sleep_for(30ms);
+  EXPECT_FALSE(set.granted());
+  // Waiting, it claims nothing: GPU 0 is queued on, not held.
+  EXPECT_EQ(arbiter.HolderAt(0, SteadyNowNs()), std::nullopt);
+  arbiter.Release({1});
+  ASSERT_TRUE(WaitUntil([&] { return set.granted(); }));
+  EXPECT_EQ(arbiter.HolderAt(0, SteadyNowNs()), "set");
+  EXPECT_EQ(arbiter.HolderAt(1, SteadyNowNs()), "set");
+}
+
+TEST(GpuArbiter, AWaitingSetHoldsLaterSinglesBackSoItNeverStarves) {
+  GpuArbiter arbiter(kEightGpus);
+  arbiter.Acquire({1}, "running");
+  Acquirer set(arbiter, {0, 1}, "set");
+  ASSERT_TRUE(WaitUntil([&] { return arbiter.depth(1) == 2; }));
+  // GPU 0 is free, but a later single-GPU request on it queues behind the set.
+  Acquirer later(arbiter, {0}, "later");
+  ASSERT_TRUE(WaitUntil([&] { return arbiter.depth(0) == 2; }));
+  std::this_thread::sleep_for(30ms);
+  EXPECT_FALSE(later.granted());
+  arbiter.Release({1});
+  ASSERT_TRUE(WaitUntil([&] { return set.granted(); }));
+  EXPECT_FALSE(later.granted());  // never shares the set's GPUs
+  set.LetGo();
+  ASSERT_TRUE(WaitUntil([&] { return later.granted(); }));
+}
+
+TEST(GpuArbiter, OtherGpusAreNotHeldBackBySetsThatDoNotUseThem) {
+  GpuArbiter arbiter(kEightGpus);
+  arbiter.Acquire({1}, "running");
+  Acquirer set(arbiter, {0, 1}, "set");
+  ASSERT_TRUE(WaitUntil([&] { return arbiter.depth(1) == 2; }));
+  Acquirer elsewhere(arbiter, {2}, "elsewhere");
+  EXPECT_TRUE(WaitUntil([&] { return elsewhere.granted(); }));
+  arbiter.Release({1});
+}
+
+TEST(GpuArbiter, GivingUpLeavesEveryQueue) {
+  GpuArbiter arbiter(kEightGpus);
+  arbiter.Acquire({1}, "running");
+  std::atomic<bool> give_up{false};
+  std::atomic<bool> returned{false}, result{true};
+  std::thread set([&] {
+    result = arbiter.Acquire({0, 1}, "set", [&] { return give_up.load(); });
+    returned = true;
+  });
+  ASSERT_TRUE(WaitUntil([&] { return arbiter.depth(0) == 1; }));
+  give_up = true;
+  ASSERT_TRUE(WaitUntil([&] { return returned.load(); }));
+  set.join();
+  EXPECT_FALSE(result);
+  EXPECT_EQ(arbiter.depth(0), 0);
+  EXPECT_EQ(arbiter.depth(1), 1);
+  Acquirer single(arbiter, {0}, "single");  // nothing is left in the way
+  EXPECT_TRUE(WaitUntil([&] { return single.granted(); }));
+  arbiter.Release({1});
+}
+
+TEST(GpuArbiter, ChooseTakesTheLeastBusyGpusThenTheLowest) {
+  GpuArbiter arbiter(kEightGpus);
+  EXPECT_EQ(*arbiter.Choose(2), (std::vector<int>{0, 1}));
+  EXPECT_EQ(*arbiter.Choose(8), kEightGpus);
+  arbiter.Acquire({0}, "a");
+  arbiter.Acquire({2}, "b");
+  EXPECT_EQ(*arbiter.Choose(3), (std::vector<int>{1, 3, 4}));
+  EXPECT_FALSE(arbiter.Choose(9).ok());
+  EXPECT_FALSE(arbiter.Choose(0).ok());
+  arbiter.Release({0, 2});
+}
+
+TEST(GpuArbiter, ReleaseRecordsTheSetOnEveryGpu) {
+  GpuArbiter arbiter(kEightGpus);
+  const int64_t before = SteadyNowNs();
+  arbiter.Acquire({3, 5}, "job");
+  std::this_thread::sleep_for(2ms);
+  const int64_t during = SteadyNowNs();
+  arbiter.Release({3, 5});
+  EXPECT_EQ(arbiter.HolderAt(3, during), "job");
+  EXPECT_EQ(arbiter.HolderAt(5, during), "job");
+  EXPECT_EQ(arbiter.HolderAt(4, during), std::nullopt);
+  EXPECT_EQ(arbiter.HoldersBetween(5, before, SteadyNowNs()), std::vector<std::string>{"job"});
+}
+
+// Random overlapping sets and singles from many threads: everyone is served
+// (no deadlock) and no GPU ever has two holders at once.
+TEST(GpuArbiter, OverlappingSetsNeverDeadlockOrShare) {
+  GpuArbiter arbiter(kEightGpus);
+  std::mutex mu;
+  std::vector<int> users(8, 0);
+  std::atomic<bool> shared{false};
+  std::atomic<int> served{0};
+  std::vector<std::thread> threads;
+  constexpr int kThreads = 12, kRounds = 40;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 random(t);
+      for (int round = 0; round < kRounds; ++round) {
+        std::set<int> pick;
+        const int size = 1 + static_cast<int>(random() % 4);
+        while (static_cast<int>(pick.size()) < size)
+          pick.insert(static_cast<int>(random() % 8));
+        const std::vector<int> gpus(pick.begin(), pick.end());
+        arbiter.Acquire(gpus, "t" + std::to_string(t));
+        {
+          std::lock_guard lock(mu);
+          for (int g : gpus)
+            if (++users[g] > 1) shared = true;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(random() % 300));
+        {
+          std::lock_guard lock(mu);
+          for (int g : gpus)
+            --users[g];
+        }
+        arbiter.Release(gpus);
+        ++served;
+      }
+    });
+  }
+  for (auto& thread : threads)
+    thread.join();
+  EXPECT_FALSE(shared);
+  EXPECT_EQ(served, kThreads * kRounds);
+  for (int g : kEightGpus)
+    EXPECT_EQ(arbiter.depth(g), 0);
+}
+
+}  // namespace
+}  // namespace kc::pool
