@@ -24,4 +24,5 @@ def check(args):
 
 
 def run(args, tool):
+    tool.append_cuda_bin()
     return {"returncode": tool.execute(["compute-sanitizer", *args]), "missing": []}

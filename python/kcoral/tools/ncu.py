@@ -67,6 +67,7 @@ def run(args, tool):
     options, application = split(list(args))
     if "NCU_PROFILE" not in tool.overrides:
         tool.env["NCU_PROFILE"] = "1"  # keeps TIRx's Proton timer out of the way
+    tool.append_cuda_bin()
     report = os.path.join(tool.outputs, REPORT)
     command = ["ncu", "--config-file", "0", "--export", report, *options, *application]
     returncode = tool.execute(command)

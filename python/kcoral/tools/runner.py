@@ -137,6 +137,17 @@ class Tool:
     def fail(self, message):
         raise ToolError(message)
 
+    def append_cuda_bin(self):
+        """Appends the CUDA toolkit's bin directories ($CUDA_HOME/bin,
+        /usr/local/cuda/bin) to PATH where they are missing, so that ncu and
+        compute-sanitizer are found on a server started without them on PATH.
+        Appended, they never change what PATH already resolves."""
+        entries = [e for e in self.env.get("PATH", "").split(os.pathsep) if e]
+        for home in (self.env.get("CUDA_HOME"), self.env.get("CUDA_PATH"), "/usr/local/cuda"):
+            if home and os.path.isdir(os.path.join(home, "bin")) and os.path.join(home, "bin") not in entries:
+                entries.append(os.path.join(home, "bin"))
+        self.env["PATH"] = os.pathsep.join(entries)
+
     def execute(self, command):
         if not command or not all(isinstance(word, str) for word in command):
             raise ToolError("the command must be a non-empty list of strings")
