@@ -57,3 +57,35 @@ def test_reference_client_runs_unchanged(make_server):
     # The bytes upload really went through CACHE_MISS first.
     finishes = [e["finish_reason"] for e in server.events() if e["event"] == "request_finished"]
     assert "cache_miss" in finishes
+
+
+def reference_environment() -> dict:
+    """The environment without PYTHONPATH, which points at this checkout's
+    kcoral (tests/conftest.py): with it, the venv would import ours."""
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def test_reference_kcoral_run_python_against_our_server(shared_server, tmp_path):
+    """The reference CLI's `kcoral run python` (spec/benchmark.md §3): --send,
+    arguments, -e, --fetch/--out, a missing artifact and the exit status."""
+    reference_python()
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, sys\n"
+        "print('args', sys.argv[1:], os.environ['FOO'], os.getcwd() == os.environ['KCORAL_DIR'])\n"
+        "os.makedirs('res/sub')\n"
+        "open('res/sub/r.txt', 'w').write('result')\n"
+        "sys.exit(3)\n"
+    )
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [str(VENV / "bin" / "kcoral"), "run", "python", "--url", shared_server.url, "--send", str(script),
+         "-e", "FOO=bar", "--out", str(out), "--fetch", "res", "--fetch", "absent", "--", "job.py", "a b"],
+        capture_output=True, text=True, timeout=120, cwd="/", env=reference_environment(),
+    )
+    assert run.returncode == 3, run.stderr[-4000:]
+    assert run.stdout == "args ['a b'] bar True\n"
+    assert (out / "res" / "sub" / "r.txt").read_text() == "result"
+    assert "absent" in run.stderr

@@ -35,8 +35,10 @@ def reference_server_python() -> Path:
     return python
 
 
-@pytest.fixture
-def reference_server(tmp_path):
+@pytest.fixture(scope="module")
+def reference_server(tmp_path_factory):
+    """One reference server for the module (it takes seconds to start)."""
+    tmp_path = tmp_path_factory.mktemp("reference-server")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     process = subprocess.Popen(
@@ -83,3 +85,27 @@ def test_our_client_falls_back_where_there_are_no_blob_endpoints(reference_serve
             assert result.completed, result.error
             assert result.results["out"] == [len(large), small]
         assert client._preflight.supported is False
+
+
+def test_our_kcoral_run_against_the_reference_server(reference_server, tmp_path):
+    """`kcoral run python` (spec/benchmark.md §3) needs nothing of a server
+    beyond the generic protocol: ours works against the reference's."""
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, sys\n"
+        "print('args', sys.argv[1:], os.environ['FOO'], os.getcwd() == os.environ['KCORAL_DIR'])\n"
+        "os.makedirs('res/sub')\n"
+        "open('res/sub/r.txt', 'w').write('result')\n"
+        "sys.exit(3)\n"
+    )
+    out = tmp_path / "out"
+    kcoral = [sys.executable, "-m", "kcoral", "run"]
+    run = subprocess.run(
+        [*kcoral, "python", "--url", reference_server, "--send", str(script), "-e", "FOO=bar", "--out", str(out),
+         "--fetch", "res", "--fetch", "absent", "--", "job.py", "a b"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert run.returncode == 3, run.stderr[-4000:]
+    assert run.stdout == "args ['a b'] bar True\n"
+    assert (out / "res" / "sub" / "r.txt").read_text() == "result"
+    assert "kcoral: missing artifacts: absent" in run.stderr
