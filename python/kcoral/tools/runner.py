@@ -62,12 +62,14 @@ def _enter(dir_fd, name, create):
     return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
 
 
-def _copy_fd(source_fd, dir_fd, name, mode):
+def _write_file(dir_fd, name, mode, read):
+    """Creates `name` (never through a symlink, never over a file) with the
+    bytes that `read(size)` gives until it gives none."""
     target = os.open(name, _NEW_FILE_FLAGS, mode, dir_fd=dir_fd)
     try:
-        os.fchmod(target, mode)
+        os.fchmod(target, mode)  # whatever the umask
         while True:
-            chunk = os.read(source_fd, 1 << 20)
+            chunk = read(1 << 20)
             if not chunk:
                 break
             view = memoryview(chunk)
@@ -93,17 +95,10 @@ def unpack_inputs(data, inputs):
                     next_fd = _enter(fd, name, create=True)
                     os.close(fd)
                     fd = next_fd
-                source = tar.extractfile(member)
-                target = os.open(parts[-1], _NEW_FILE_FLAGS, _mode(member.mode), dir_fd=fd)
                 try:
-                    os.fchmod(target, _mode(member.mode))
-                    while True:
-                        chunk = source.read(1 << 20)
-                        if not chunk:
-                            break
-                        os.write(target, chunk)
-                finally:
-                    os.close(target)
+                    _write_file(fd, parts[-1], _mode(member.mode), tar.extractfile(member).read)
+                except FileExistsError:
+                    raise ToolError("inputs: %r appears twice" % member.name) from None
             finally:
                 os.close(fd)
 
@@ -197,7 +192,7 @@ def _copy_file(source_dir_fd, name, target_fd, shown, missing):
             missing.append(shown)
             return
         try:
-            _copy_fd(source, target_fd, name, _mode(st.st_mode))
+            _write_file(target_fd, name, _mode(st.st_mode), lambda size: os.read(source, size))
         except FileExistsError:
             pass  # already fetched (a path named twice, or inside a fetched directory)
     finally:
