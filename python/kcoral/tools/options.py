@@ -28,7 +28,7 @@ DEFAULT_PORT = 8000
 MANAGED_ENV = ("CUDA_VISIBLE_DEVICES", "KCORAL_DIR")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-COMMON_EXAMPLES = """\
+COMMON_NOTES = """\
 The server is --url URL, or --host/--port, or $KCORAL_URL. Everything after
 the first `--` goes to the remote command unchanged; `--send` uploads into its
 working directory (also $KCORAL_DIR), `--fetch` names what to bring back into
@@ -71,7 +71,7 @@ def build_parser(tool: str, definition: ModuleType) -> argparse.ArgumentParser:
         prog=f"kcoral run {tool}",
         usage=f"kcoral run {tool} [options] -- {definition.USAGE}",
         description=definition.DESCRIPTION,
-        epilog="examples:\n" + definition.EXAMPLES + "\n" + COMMON_EXAMPLES,
+        epilog="examples:\n" + definition.EXAMPLES + "\n" + COMMON_NOTES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
