@@ -11,10 +11,11 @@ evaluations in flight from one process:
         async for index, outcome in client.map(programs, concurrency=64):
             ...
 
-Its connection pool takes any number of connections (steps.py says why), so
-the caller bounds concurrency. CPU work of an exchange (encoding, framing,
-decoding results, hashing where a server cannot name blobs) runs on the event
-loop; a result of hundreds of MiB pauses the loop while it is checked.
+Its connections are not limited in number (connections.py says why, and how
+they stay cheap by the thousand), so the caller bounds concurrency. The CPU
+work of an exchange (encoding, framing, decoding results, hashing where a
+server cannot name blobs) runs on the event loop; a result of hundreds of
+MiB pauses the loop while it is checked.
 execute(), health() and target() work under any loop httpx supports; map
 uses asyncio.
 """
@@ -27,12 +28,13 @@ from typing import Any
 import httpx
 
 from .blob_preflight import BlobPreflight
+from .connections import async_client_options
 from .errors import TransportError
 from .mapping import Outcome, check_concurrency, map_tasks
 from .negotiation import check_program, execute_steps, health_steps, target_of, wire_options
 from .program import Program
 from .result import ProgramResult
-from .steps import Request, adrive, http_client_options
+from .steps import Request, adrive
 
 __all__ = ["AsyncClient"]
 
@@ -54,7 +56,7 @@ class AsyncClient:
         if not isinstance(base_url, str) or not base_url:
             raise ValueError("base_url must be a non-empty string")
         self._base_url = base_url.rstrip("/")
-        self._http = httpx.AsyncClient(**http_client_options(headers, connect_timeout_seconds))
+        self._http = httpx.AsyncClient(**async_client_options(headers, connect_timeout_seconds))
         self._preflight = BlobPreflight()
 
     @property

@@ -8,12 +8,13 @@ from typing import Any
 import httpx
 
 from .blob_preflight import BlobPreflight
+from .connections import client_options
 from .errors import TransportError
 from .mapping import Outcome, check_concurrency, map_threads
 from .negotiation import check_program, execute_steps, health_steps, target_of, wire_options
 from .program import Program
 from .result import ProgramResult
-from .steps import Request, drive, http_client_options
+from .steps import Request, drive
 
 __all__ = ["Client"]
 
@@ -35,7 +36,7 @@ class Client:
         if not isinstance(base_url, str) or not base_url:
             raise ValueError("base_url must be a non-empty string")
         self._base_url = base_url.rstrip("/")
-        self._http = httpx.Client(**http_client_options(headers, connect_timeout_seconds))
+        self._http = httpx.Client(**client_options(headers, connect_timeout_seconds))
         self._preflight = BlobPreflight()
 
     @property

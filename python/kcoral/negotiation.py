@@ -156,7 +156,30 @@ def _multipart(program_json: bytes, blobs: Iterable[tuple[str, bytes]]) -> tuple
         )
         chunks.extend(send_pieces(data))
     chunks.append(b"\r\n" + delim + b"--\r\n")
+    chunks = _coalesce(chunks)
     return boundary, chunks, sum(len(c) for c in chunks)
+
+
+# Pieces below this size are joined with their neighbours: each piece is one
+# send() (one segment on loopback); a program alone was four.
+_JOIN_BELOW_BYTES = 64 << 10
+
+
+def _coalesce(chunks: list[Any]) -> list[Any]:
+    """Joins runs of small pieces; large ones (blob views) stay uncopied."""
+    out: list[Any] = []
+    run: list[Any] = []
+    for chunk in chunks:
+        if len(chunk) < _JOIN_BELOW_BYTES:
+            run.append(chunk)
+            continue
+        if run:
+            out.append(b"".join(run))
+            run = []
+        out.append(chunk)
+    if run:
+        out.append(b"".join(run))
+    return out
 
 
 def _server_error(response: httpx.Response) -> KCoralError:

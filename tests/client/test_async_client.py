@@ -13,6 +13,7 @@ import httpx
 
 import kcoral
 from kcoral import AsyncClient, Client, ProgramResult
+from kcoral.connections import SHARD_REQUESTS
 from test_map import Answers, indexed_program
 from wire_helpers import FakeServer, json_reply, outcome
 
@@ -50,7 +51,10 @@ def test_many_executes_gathered_are_all_in_flight_at_once():
 
     async def main():
         async with AsyncClient(srv.url) as client:
-            return await asyncio.gather(*(client.execute(indexed_program(i)) for i in range(count)))
+            results = await asyncio.gather(*(client.execute(indexed_program(i)) for i in range(count)))
+            shards = client._http._transport._shards  # connections.py: pools of SHARD_REQUESTS at most
+            assert len(shards) == -(-count // SHARD_REQUESTS) and all(shard.active == 0 for shard in shards)
+            return results
 
     with FakeServer(answer) as srv:
         results = asyncio.run(main())

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from kcoral import Client, KCoralError, Program, ProgramResult, ProtocolError
+from kcoral.connections import SHARD_REQUESTS
 from wire_helpers import FakeServer, json_reply, outcome
 from wire_helpers import make_client  # noqa: F401  (the fixture: each test runs with both clients)
 
@@ -148,5 +149,7 @@ def test_the_pool_holds_more_than_a_hundred_requests_at_once():
     with FakeServer(answer) as srv:
         with Client(srv.url) as client:
             outcomes = [o for _, o in client.map([indexed_program(i) for i in range(count)], concurrency=count)]
+            shards = client._http._transport._shards  # connections.py: pools of SHARD_REQUESTS at most
+            assert len(shards) == -(-count // SHARD_REQUESTS) and all(shard.active == 0 for shard in shards)
     assert all(isinstance(o, ProgramResult) for o in outcomes), [o for o in outcomes if isinstance(o, Exception)][:1]
     assert len(outcomes) == count
