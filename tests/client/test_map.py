@@ -138,7 +138,7 @@ def test_progress_bar_only_where_asked_or_on_a_terminal(make_client, capsys):
 def test_the_pool_holds_more_than_a_hundred_requests_at_once():
     # Each request waits until all have arrived: a client whose pool queued
     # some (httpx's default is 100 connections) would never get there.
-    # AsyncClient's pool: test_async_client.py, with gather.
+    # AsyncClient's pool: test_async_only.py, with gather.
     count = 150
     barrier = threading.Barrier(count, timeout=20)
 

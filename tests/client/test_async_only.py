@@ -1,6 +1,8 @@
 """What only AsyncClient has: awaiting, `async with`, many requests gathered
 at once, and cancellation (the cases shared with Client run with both in
-test_client_negotiation.py and test_map.py)."""
+test_client_negotiation.py and test_map.py). Not named
+test_async_client.py: tests/e2e has that name, and `make e2e` collects both
+folders in one run (no packages), where basenames must differ."""
 
 from __future__ import annotations
 
