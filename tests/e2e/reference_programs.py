@@ -10,6 +10,10 @@ import tempfile
 from pathlib import Path
 
 from kcoral import Client, Program
+import kcoral
+
+# This must be the reference package of the venv, never this checkout's.
+assert "reference-client-venv" in kcoral.__file__, f"imported {kcoral.__file__}, not the reference client"
 
 url = sys.argv[1]
 report = {}

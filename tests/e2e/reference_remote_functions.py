@@ -9,6 +9,10 @@ import sys
 
 import numpy as np
 from kcoral import Client, RemoteExecutionError
+import kcoral
+
+# This must be the reference package of the venv, never this checkout's.
+assert "reference-client-venv" in kcoral.__file__, f"imported {kcoral.__file__}, not the reference client"
 
 client = Client(sys.argv[1])
 

@@ -32,7 +32,7 @@ def test_reference_client_runs_unchanged(make_server):
     server = make_server("--num-workers", "2")
     run = subprocess.run(
         [str(python), str(HERE / "reference_programs.py"), server.url],
-        capture_output=True, text=True, timeout=120, cwd="/",
+        capture_output=True, text=True, timeout=120, cwd="/", env=reference_environment(),
     )
     assert run.returncode == 0, run.stderr[-4000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from kcoral import Client, KCoralError, RemoteExecutionError
-from test_reference_client import reference_python
+from test_reference_client import reference_environment, reference_python
 from test_reference_server import reference_server  # noqa: F401 (a fixture)
 
 HERE = Path(__file__).resolve().parent
@@ -140,7 +140,7 @@ def test_reference_client_remote_functions_run_on_our_server(shared_server):
     python = reference_python()
     run = subprocess.run(
         [str(python), str(HERE / "reference_remote_functions.py"), shared_server.url],
-        capture_output=True, text=True, timeout=120, cwd="/",
+        capture_output=True, text=True, timeout=120, cwd="/", env=reference_environment(),
     )
     assert run.returncode == 0, run.stderr[-4000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
