@@ -3,6 +3,7 @@
 PYTHON ?= python3
 BUILD_DIR ?= build/dev
 JOBS ?= $(shell nproc)
+DEBUG_INFO ?= ON
 PIP_PACKAGES = httpx numpy tqdm pytest apache-tvm-ffi ml_dtypes pybind11 scikit-build-core prometheus_client
 
 FUZZ_SECONDS ?= 30
@@ -22,7 +23,7 @@ deps:
 
 build: deps
 	@echo ">> building the C++ server, worker core and unit tests ($(BUILD_DIR))"
-	@cmake -S . -B $(BUILD_DIR) -G Ninja -DKCORAL_BUILD_TESTS=ON \
+	@cmake -S . -B $(BUILD_DIR) -G Ninja -DKCORAL_BUILD_TESTS=ON -DKCORAL_DEBUG_INFO=$(DEBUG_INFO) \
 	  -DPython_EXECUTABLE=$$($(PYTHON) -c 'import sys; print(sys.executable)') >/dev/null
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 	@$(PYTHON) scripts/dev_install.py
