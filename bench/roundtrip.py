@@ -6,7 +6,7 @@
 Starts its own servers on free loopback ports (by default two: with the
 worker sandbox and without, side by side, each idle while the other is
 measured), measures, stops them, and prints a table: p50/p99 latency and
-requests/s at concurrency 1 and 32, the sandbox's cost as a ratio, and the
+requests/s at concurrency 1 and 32 (--concurrency), the sandbox's cost as a ratio, and the
 seed's compile request (nvcc through tvm_ffi.cpp.build_inline), cold and
 repeated. The servers take turns, `--rounds` times, and each row is the
 median round: on a shared machine, load from elsewhere then reaches both
@@ -143,7 +143,10 @@ def main() -> None:
                         help="1 (the default): a fresh worker process per request; 0: reuse workers")
     parser.add_argument("--sandbox", choices=["both", "namespaces", "none"], default="both",
                         help="both (the default): one server with the worker sandbox, one without, in one run")
+    parser.add_argument("--concurrency", default="1,32",
+                        help="comma-separated client concurrencies, one row each (CPU cost is taken at the last)")
     args = parser.parse_args()
+    concurrencies = [int(c) for c in args.concurrency.split(",")]
     # A private TVM-FFI build cache, so the compile request really runs nvcc.
     os.environ["TVM_FFI_CACHE_DIR"] = tempfile.mkdtemp(prefix="kcoral-bench-tvm-ffi-")
     sys.path.insert(0, str(REPO / "examples"))
@@ -159,13 +162,13 @@ def main() -> None:
             run_concurrent(url, 4, 40)  # warm-up
         cpu: dict[str, list[dict[str, float]]] = {}
         for _ in range(args.rounds):
-            for concurrency in (1, 32):
+            for concurrency in concurrencies:
                 for mode, (process, url) in servers.items():
                     (latencies, rate), spent = cpu_per_request(
                         process, lambda: run_concurrent(url, concurrency, args.requests))
                     rounds.setdefault((mode, concurrency), []).append(
                         (rate, statistics.median(latencies), percentile(latencies, 99)))
-                    if concurrency == 32:
+                    if concurrency == concurrencies[-1]:
                         cpu.setdefault(mode, []).append({k: v / args.requests * 1e3 for k, v in spent.items()})
         for (mode, concurrency), measured in rounds.items():
             rate, p50, p99 = sorted(measured)[len(measured) // 2]  # the median round, by rate
@@ -195,10 +198,10 @@ def main() -> None:
     for mode, concurrency, p50, p99, rate in rows:
         print(f"{mode:>10} | {concurrency:>11} | {p50:>8.2f} | {p99:>8.2f} | {rate:>10.1f}")
     if len(modes) == 2:
-        for concurrency in (1, 32):
+        for concurrency in concurrencies:
             on, off = (r[4] for r in rows if r[1] == concurrency)
             print(f"requests/s with the sandbox / without, concurrency {concurrency}: {on / off:.2f}")
-    print("\nCPU per request at concurrency 32, ms (median of rounds; workers: the zygote's reaped children)")
+    print(f"\nCPU per request at concurrency {concurrencies[-1]}, ms (median of rounds; workers: the zygote's reaped children)")
     parts = ["server", "zygote", "workers", "client", "total"]
     print(f"{'sandbox':>10} | " + " | ".join(f"{p:>8}" for p in parts))
     for mode, measured in cpu.items():

@@ -18,9 +18,13 @@
 //   W->S instruction_end {index}     instruction `index` finished (ok or failed)
 //   W->S lease_acquire / lease_release   (GPU servers)
 //   S->W lease_granted
+//   W->S span_begin / span_end   a benchmark's timed calls, under the lease: no
+//                                CUDA context is created or destroyed on the
+//                                GPU meanwhile (pool/gpu_arbiter.h)
+//   S->W span_granted
 //   W->S outcome      {retire?, gpu_access_detected_ns?}
 //                     fds: [outcome.json memfd, parts memfd]
-// GPU workers, once before their first request, under the GPU lease:
+// GPU workers, once before their first request, as house-keeping (pool/gpu_arbiter.h):
 //   S->W initialize   W->S initialized | {type: initialized_failed, error}
 // Closing the server's end of the socket tells an idle worker to exit.
 //
@@ -54,6 +58,9 @@ constexpr std::string_view kInstructionEnd = "instruction_end";
 constexpr std::string_view kLeaseAcquire = "lease_acquire";
 constexpr std::string_view kLeaseRelease = "lease_release";
 constexpr std::string_view kLeaseGranted = "lease_granted";
+constexpr std::string_view kSpanBegin = "span_begin";
+constexpr std::string_view kSpanEnd = "span_end";
+constexpr std::string_view kSpanGranted = "span_granted";
 constexpr std::string_view kOutcome = "outcome";
 constexpr std::string_view kInitialize = "initialize";
 constexpr std::string_view kInitialized = "initialized";

@@ -16,6 +16,7 @@ DeviceWorkers::DeviceWorkers(DeviceSpec spec, WorkerLaunch launch, bool use_zygo
       spawn_timeout_(spawn_timeout),
       setup_(setup),
       events_(events),
+      arbiter_(arbiter),
       lease_(spec_.gpu_index >= 0
                  ? std::make_unique<GpuLease>(arbiter, std::vector<int>{spec_.gpu_index})
                  : nullptr) {}
@@ -23,7 +24,12 @@ DeviceWorkers::DeviceWorkers(DeviceSpec spec, WorkerLaunch launch, bool use_zygo
 StatusOr<std::unique_ptr<WorkerProcess>> DeviceWorkers::Prepare(
     std::unique_ptr<WorkerProcess> worker, Clock::time_point deadline) {
   KC_RETURN_IF_ERROR(worker->AwaitReady(deadline));
-  if (lease_) KC_RETURN_IF_ERROR(worker->Initialize(lease_.get(), deadline));
+  if (lease_) {
+    arbiter_.BeginHousekeeping(spec_.gpu_index);
+    Status initialized = worker->Initialize(deadline);
+    arbiter_.EndHousekeeping(spec_.gpu_index);
+    KC_RETURN_IF_ERROR(initialized);
+  }
   events_.Emit(EventLevel::kInfo, "worker_ready", {{"device", spec_.name}, {"pid", worker->pid()}});
   return worker;
 }
@@ -80,6 +86,10 @@ StatusOr<nlohmann::json> DeviceWorkers::Start() {
     ready_.push_back(std::move(*first));
   }
   spawner_ = std::thread([this] { SpawnLoop(); });
+  // Stand-by workers are prepared side by side: a CUDA context takes a
+  // quarter of a second, mostly CPU in the new process.
+  for (int i = 0; i < std::max(1, spec_.standby); ++i)
+    preparers_.emplace_back([this] { PrepareLoop(); });
   return describe;
 }
 
@@ -102,53 +112,64 @@ std::unique_ptr<WorkerProcess> DeviceWorkers::TakeReady() {
 }
 
 void DeviceWorkers::Retire(std::unique_ptr<WorkerProcess> worker) {
-  if (lease_) lease_->Acquire("retire");
+  if (lease_) arbiter_.BeginHousekeeping(spec_.gpu_index);
   worker.reset();  // kills the whole tree
-  if (lease_) lease_->Release();
+  if (lease_) arbiter_.EndHousekeeping(spec_.gpu_index);
 }
 
 void DeviceWorkers::SpawnLoop() {
-  // Workers started and not yet ready, oldest first, with their deadlines.
-  std::deque<std::pair<std::unique_ptr<WorkerProcess>, Clock::time_point>> starting;
   for (;;) {
     int need;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] {
-        return stopping_ || !starting.empty() || static_cast<int>(ready_.size()) < spec_.standby;
-      });
+      auto coming = [&] { return static_cast<int>(ready_.size() + started_.size()) + preparing_; };
+      cv_.wait(lock, [&] { return stopping_ || coming() < spec_.standby; });
       if (stopping_) return;
-      need = spec_.standby - static_cast<int>(ready_.size() + starting.size());
+      need = spec_.standby - coming();
     }
-    // Start what is missing at once (imports run in parallel), then collect
-    // the oldest: each worker is handed out the moment it is ready, and the
-    // ones it replaces start while the rest of a batch is still coming up.
+    // Forks take milliseconds; the preparers wait for the imports and the
+    // contexts, so each worker is offered the moment it is ready.
     bool failed = false;
     for (int i = 0; i < need && !failed; ++i) {
       auto worker = StartWorker();
-      if (worker.ok()) {
-        starting.emplace_back(std::move(*worker), Clock::now() + spawn_timeout_);
-      } else {
+      if (!worker.ok()) {
         failed = true;
+        continue;
       }
-    }
-    if (!starting.empty()) {
-      auto [worker, deadline] = std::move(starting.front());
-      starting.pop_front();
-      auto prepared = Prepare(std::move(worker), deadline);
-      if (prepared.ok()) {
-        std::lock_guard lock(mu_);
-        ready_.push_back(std::move(*prepared));
-        cv_.notify_all();
-      } else {
-        failed = true;
-        events_.Emit(
-            EventLevel::kError, "worker_failed",
-            {{"device", spec_.name}, {"phase", "startup"}, {"error", prepared.status().message()}});
-      }
+      std::lock_guard lock(mu_);
+      started_.emplace_back(std::move(*worker), Clock::now() + spawn_timeout_);
+      cv_.notify_all();
     }
     if (failed)
       std::this_thread::sleep_for(std::chrono::seconds(1));  // don't spin on a broken setup
+  }
+}
+
+void DeviceWorkers::PrepareLoop() {
+  for (;;) {
+    std::unique_ptr<WorkerProcess> worker;
+    Clock::time_point deadline;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !started_.empty(); });
+      if (stopping_) return;
+      std::tie(worker, deadline) = std::move(started_.front());
+      started_.pop_front();
+      ++preparing_;
+    }
+    auto prepared = Prepare(std::move(worker), deadline);
+    std::unique_lock lock(mu_);
+    --preparing_;
+    cv_.notify_all();
+    if (prepared.ok()) {
+      ready_.push_back(std::move(*prepared));
+      continue;
+    }
+    lock.unlock();
+    events_.Emit(
+        EventLevel::kError, "worker_failed",
+        {{"device", spec_.name}, {"phase", "startup"}, {"error", prepared.status().message()}});
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // don't spin on a broken setup
   }
 }
 
@@ -160,8 +181,12 @@ void DeviceWorkers::Stop() {
     cv_.notify_all();
   }
   if (spawner_.joinable()) spawner_.join();
+  for (auto& preparer : preparers_)
+    preparer.join();
+  preparers_.clear();
   zygote_.reset();
   std::lock_guard lock(mu_);
+  started_.clear();
   ready_.clear();  // kills the stand-by processes
 }
 

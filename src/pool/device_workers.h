@@ -1,10 +1,12 @@
 // DeviceWorkers: the prepared worker processes of one device ("cpu" or
 // "gpu0"): its zygote, its stand-by processes, the spawner thread that keeps
-// them ready and, on a GPU, the device's lease. GPU workers create their CUDA
-// context under the lease before they are offered to a seat.
+// them coming, the threads that prepare them side by side and, on a GPU, the
+// device's lease. GPU workers create their CUDA context before they are
+// offered to a seat, and retired ones tear it down, as house-keeping: outside
+// the lease, never during a neighbour's timing span (gpu_arbiter.h).
 //
-// Thread-safe: seats call TakeReady concurrently; the spawner thread alone
-// uses the zygote.
+// Thread-safe: seats call TakeReady and Retire concurrently; the spawner
+// thread alone uses the zygote.
 #pragma once
 
 #include <condition_variable>
@@ -45,8 +47,8 @@ class DeviceWorkers {
   // Blocks until a prepared worker is available; nullptr once stopping. A
   // stand-by that died while waiting is dropped (and replaced), never handed out.
   std::unique_ptr<WorkerProcess> TakeReady();
-  // Kills `worker`'s tree; on a GPU under the lease (context teardown must
-  // not overlap a neighbour's measurement).
+  // Kills `worker`'s tree; on a GPU as house-keeping (context teardown must
+  // not overlap a neighbour's timing span).
   void Retire(std::unique_ptr<WorkerProcess> worker);
   void Stop();
 
@@ -62,6 +64,8 @@ class DeviceWorkers {
   StatusOr<std::unique_ptr<WorkerProcess>> Prepare(std::unique_ptr<WorkerProcess> worker,
                                                    Clock::time_point deadline);
   void SpawnLoop();
+  // Takes started workers and prepares them (imports, CUDA context) until stopping.
+  void PrepareLoop();
 
   const DeviceSpec spec_;
   const WorkerLaunch launch_;
@@ -69,6 +73,7 @@ class DeviceWorkers {
   const std::chrono::seconds spawn_timeout_;
   WorkerSetup& setup_;
   EventSink& events_;
+  GpuArbiter& arbiter_;
   std::unique_ptr<GpuLease> lease_;
   std::unique_ptr<Zygote> zygote_;  // spawner thread only (after Start), as are the two below
   std::chrono::seconds zygote_backoff_{1};
@@ -77,8 +82,12 @@ class DeviceWorkers {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::unique_ptr<WorkerProcess>> ready_;  // guarded by mu_
-  bool stopping_ = false;                             // guarded by mu_
+  // Started, not yet prepared, with their deadlines; guarded by mu_.
+  std::deque<std::pair<std::unique_ptr<WorkerProcess>, Clock::time_point>> started_;
+  int preparing_ = 0;      // taken from started_ by a preparer; guarded by mu_
+  bool stopping_ = false;  // guarded by mu_
   std::thread spawner_;
+  std::vector<std::thread> preparers_;
 };
 
 }  // namespace kc::pool

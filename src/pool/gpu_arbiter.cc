@@ -117,6 +117,61 @@ std::vector<std::string> GpuArbiter::HoldersBetween(int index, int64_t from_ns,
   return holders;
 }
 
+bool GpuArbiter::HousekeepingOverdue(const Gpu& gpu, int64_t now_ns) const {
+  return !gpu.housekeeping_waits.empty() &&
+         now_ns - *gpu.housekeeping_waits.begin() >=
+             std::chrono::nanoseconds(kHousekeepingPatience).count();
+}
+
+std::chrono::nanoseconds GpuArbiter::BeginSpan(const std::vector<int>& gpus) {
+  std::unique_lock lock(mu_);
+  const int64_t asked = SteadyNowNs();
+  for (int index : gpus)
+    ++gpus_.at(index).spans_waiting;
+  auto quiet = [&] {
+    const int64_t now = SteadyNowNs();
+    return std::all_of(gpus.begin(), gpus.end(), [&](int index) {
+      const Gpu& gpu = gpus_.at(index);
+      return gpu.housekeeping == 0 && !HousekeepingOverdue(gpu, now);
+    });
+  };
+  // Timed: house-keeping turns overdue with no one to notify.
+  while (!quiet())
+    cv_.wait_for(lock, std::chrono::milliseconds(10));
+  for (int index : gpus) {
+    Gpu& gpu = gpus_.at(index);
+    --gpu.spans_waiting;
+    ++gpu.spans;
+  }
+  return std::chrono::nanoseconds(SteadyNowNs() - asked);
+}
+
+void GpuArbiter::EndSpan(const std::vector<int>& gpus) {
+  std::lock_guard lock(mu_);
+  for (int index : gpus) {
+    Gpu& gpu = gpus_.at(index);
+    if (gpu.spans > 0) --gpu.spans;
+  }
+  cv_.notify_all();
+}
+
+void GpuArbiter::BeginHousekeeping(int index) {
+  std::unique_lock lock(mu_);
+  Gpu& gpu = gpus_.at(index);
+  const auto waiting = gpu.housekeeping_waits.insert(SteadyNowNs());
+  while (gpu.spans > 0 || (gpu.spans_waiting > 0 && !HousekeepingOverdue(gpu, SteadyNowNs())))
+    cv_.wait_for(lock, std::chrono::milliseconds(10));
+  gpu.housekeeping_waits.erase(waiting);
+  ++gpu.housekeeping;
+}
+
+void GpuArbiter::EndHousekeeping(int index) {
+  std::lock_guard lock(mu_);
+  Gpu& gpu = gpus_.at(index);
+  if (gpu.housekeeping > 0) --gpu.housekeeping;
+  cv_.notify_all();
+}
+
 int GpuArbiter::depth(int index) const {
   std::lock_guard lock(mu_);
   const Gpu& gpu = At(index);

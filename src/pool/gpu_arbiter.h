@@ -9,9 +9,22 @@
 // back (so it never starves) but claims nothing until every GPU of it is free.
 // A history ring per GPU answers "who held this GPU at time t".
 //
+// It also keeps timing spans and house-keeping apart (DESIGN.md "Quiet
+// spans"). A timing span (a benchmark's timed calls; a reserved job's whole
+// life) must run undisturbed, and creating or destroying a CUDA context
+// (house-keeping: stand-by workers initializing, retired ones tearing down)
+// disturbs it, while it does no harm to a GPU that nobody times. So on each
+// GPU they exclude each other, and house-keeping jobs run together, outside
+// the lease: a span waits for running house-keeping to end, and new
+// house-keeping waits while a span runs or waits, unless it has waited
+// kHousekeepingPatience; then spans wait for it, and every house-keeping job
+// waiting at that moment joins it, so a GPU busy timing still gets its
+// stand-by workers, in batches.
+//
 // Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -19,6 +32,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -49,6 +63,15 @@ class GpuArbiter {
   // Holder plus waiters of `gpu`.
   int depth(int gpu) const;
 
+  // A timing span on every GPU of `gpus`; returns how long it waited for house-keeping.
+  std::chrono::nanoseconds BeginSpan(const std::vector<int>& gpus);
+  void EndSpan(const std::vector<int>& gpus);
+  // House-keeping on `gpu` (a context created or destroyed).
+  void BeginHousekeeping(int gpu);
+  void EndHousekeeping(int gpu);
+
+  static constexpr std::chrono::milliseconds kHousekeepingPatience{250};
+
  private:
   struct Tenure {
     int64_t start_ns, end_ns;
@@ -60,10 +83,13 @@ class GpuArbiter {
     std::string holder;
     int64_t held_since_ns = 0;
     std::deque<Tenure> history;
+    int spans = 0, spans_waiting = 0, housekeeping = 0;
+    std::multiset<int64_t> housekeeping_waits;  // since when each waiting job waits
   };
   static constexpr size_t kHistory = 256;
 
   bool Grantable(const std::vector<int>& gpus, uint64_t ticket) const;  // mu_ held
+  bool HousekeepingOverdue(const Gpu& gpu, int64_t now_ns) const;       // mu_ held
   const Gpu& At(int gpu) const;                                         // mu_ held
 
   mutable std::mutex mu_;

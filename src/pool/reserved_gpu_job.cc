@@ -55,7 +55,7 @@ StatusOr<std::unique_ptr<WorkerProcess>> ReservedGpuJobs::StartWorker(
   worker->Attach(std::move(prepared.resources));
   const auto deadline = Clock::now() + spawn_timeout_;
   KC_RETURN_IF_ERROR(worker->AwaitReady(deadline));
-  KC_RETURN_IF_ERROR(worker->Initialize(nullptr, deadline));  // the GPUs are ours already
+  KC_RETURN_IF_ERROR(worker->Initialize(deadline));  // on GPUs that are ours alone
   return worker;
 }
 
@@ -87,6 +87,8 @@ ReservedRun ReservedGpuJobs::Run(RunRequest request, int gpu_count) {
   for (std::string& holder : lease.HoldersBetween(Ns(asked), Ns(held_since))) {
     if (holder != request.request_id) run.lease_waited_for.push_back(std::move(holder));
   }
+  // One span for the job's whole life: no neighbour's house-keeping on its GPUs either.
+  run.span_wait_ms = std::chrono::duration<double, std::milli>(lease.BeginSpan()).count();
   reserved.gpu_ids = *chosen_ids;
   events_.Emit(EventLevel::kInfo, "gpus_reserved",
                {{"request_id", request.request_id},
@@ -101,7 +103,9 @@ ReservedRun ReservedGpuJobs::Run(RunRequest request, int gpu_count) {
     request.gpus_held = true;
     const double wait_ms = run.lease_wait_ms;
     auto waited_for = std::move(run.lease_waited_for);
+    const double span_wait_ms = run.span_wait_ms;
     run = (*worker)->Run(request);
+    run.span_wait_ms = span_wait_ms;
     run.lease_wait_ms = wait_ms;
     run.lease_waited_for = std::move(waited_for);
     worker->reset();  // the whole tree, and its CUDA contexts, before the GPUs go back
@@ -109,6 +113,7 @@ ReservedRun ReservedGpuJobs::Run(RunRequest request, int gpu_count) {
     run.ending = RunResult::Ending::kCrashed;
     run.message = "the job's worker could not start: " + worker.status().message();
   }
+  lease.EndSpan();
   lease.Release();
   run.lease_held_ms = MillisecondsBetween(held_since, Clock::now());
   events_.Emit(EventLevel::kInfo, "gpus_released",

@@ -161,6 +161,10 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
                   {"lease_wait_ms", result.run.lease_wait_ms},
                   {"holders", result.run.lease_waited_for}});
   }
+  if (result.run.span_wait_ms > 1) {  // a timing span waited for house-keeping
+    events_.Emit(EventLevel::kInfo, "span_waited",
+                 {{"request_id", job.run.request_id}, {"span_wait_ms", result.run.span_wait_ms}});
+  }
   result.cancelled = result.run.ending == RunResult::Ending::kCancelled;
   if (result.run.gpu_access_detected_ns != 0 && device.lease() != nullptr) {
     auto holder = device.lease()->HolderAt(result.run.gpu_access_detected_ns);

@@ -97,14 +97,7 @@ Status WorkerProcess::AwaitReady(Clock::time_point deadline) {
   return Status::Ok();
 }
 
-Status WorkerProcess::Initialize(GpuLease* lease, Clock::time_point deadline) {
-  if (lease != nullptr) lease->Acquire("initialize");
-  struct Release {
-    GpuLease* lease;
-    ~Release() {
-      if (lease != nullptr) lease->Release();
-    }
-  } release{lease};
+Status WorkerProcess::Initialize(Clock::time_point deadline) {
   KC_RETURN_IF_ERROR(ipc::SendFrame(socket_.get(), {{"type", ipc::frame_type::kInitialize}}));
   auto frame_or = ipc::ReceiveFrameBefore(socket_.get(), deadline);
   if (!frame_or.ok()) return frame_or.status().WithContext("waiting for CUDA initialization");
@@ -122,9 +115,14 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
   ++requests_served_;
   // The lease is arbitrated here; whatever ends the run, it is released after
   // the worker is dead or done (a killed holder tears its context down under it).
-  bool held = false;
+  bool held = false, in_span = false;
   Clock::time_point held_since;
+  auto end_span = [&] {
+    if (in_span) request.lease->EndSpan();
+    in_span = false;
+  };
   auto release = [&] {
+    end_span();
     if (!held) return;
     request.lease->Release();
     result.lease_held_ms +=
@@ -202,7 +200,18 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
     auto frame = ipc::ReceiveFrame(socket_.get());
     if (!frame.ok()) return crashed();
     const std::string type = frame->type();
-    if (type == ipc::frame_type::kLeaseAcquire && request.gpus_held) {
+    if (type == ipc::frame_type::kSpanBegin) {
+      // Gated only under a lease of this run (a reserved job's span is its whole life).
+      if (held && !in_span && !request.gpus_held) {
+        result.span_wait_ms +=
+            std::chrono::duration<double, std::milli>(request.lease->BeginSpan()).count();
+        in_span = true;
+      }
+      if (!ipc::SendFrame(socket_.get(), {{"type", ipc::frame_type::kSpanGranted}}).ok())
+        return crashed();
+    } else if (type == ipc::frame_type::kSpanEnd) {
+      end_span();
+    } else if (type == ipc::frame_type::kLeaseAcquire && request.gpus_held) {
       if (!ipc::SendFrame(socket_.get(), {{"type", ipc::frame_type::kLeaseGranted}}).ok())
         return crashed();
     } else if (type == ipc::frame_type::kLeaseRelease && request.gpus_held) {

@@ -84,6 +84,7 @@ struct RunResult {
   CapturedStream out, err;
   double lease_wait_ms = 0;  // measured here, in the server
   double lease_held_ms = 0;
+  double span_wait_ms = 0;                    // timing spans waiting for house-keeping to end
   std::vector<std::string> lease_waited_for;  // who held the lease while this run waited
   std::string retire_reason;                  // the worker asks to be retired (poisoned_context)
   int64_t gpu_access_detected_ns = 0;         // steady clock; 0: no gpu_access violation
@@ -109,10 +110,9 @@ class WorkerProcess {
 
   RunResult Run(const RunRequest& request);
 
-  // Creates the CUDA context while `lease` is held, so that a new context never
-  // disturbs a neighbour's measurement (spec/server.md §2.4). GPU workers
-  // only; `lease` null: the caller already holds the worker's GPUs.
-  Status Initialize(GpuLease* lease, Clock::time_point deadline);
+  // Creates the CUDA context. GPU workers only; the caller keeps it out of a
+  // neighbour's timing span (house-keeping, gpu_arbiter.h).
+  Status Initialize(Clock::time_point deadline);
 
   // Gives the worker its workspace and cgroup; they are removed after its tree.
   void Attach(WorkerResources resources) { resources_ = std::move(resources); }

@@ -71,6 +71,7 @@ void Metrics::RecordRun(const pool::JobResult& result) {
   queue_seconds_.Observe(result.queue_ms / 1000);
   lease_wait_seconds_ += result.run.lease_wait_ms / 1000;
   lease_held_seconds_ += result.run.lease_held_ms / 1000;
+  span_wait_seconds_ += result.run.span_wait_ms / 1000;
 }
 
 std::string Metrics::Render(const pool::PoolLoad& load, bool shutting_down) const {
@@ -93,6 +94,9 @@ std::string Metrics::Render(const pool::PoolLoad& load, bool shutting_down) cons
   Sample(out, "kcoral_lease_wait_seconds_total", "", lease_wait_seconds_);
   Header(out, "kcoral_lease_held_seconds_total", "counter", "Time programs held a GPU lease.");
   Sample(out, "kcoral_lease_held_seconds_total", "", lease_held_seconds_);
+  Header(out, "kcoral_span_wait_seconds_total", "counter",
+         "Time benchmark timing spans waited for CUDA contexts being created or destroyed.");
+  Sample(out, "kcoral_span_wait_seconds_total", "", span_wait_seconds_);
   Header(out, "kcoral_worker_events_total", "counter",
          "Worker lifecycle events (worker_ready, worker_retired by reason, worker_failed).");
   for (const auto& [key, count] : workers_) {

@@ -51,6 +51,7 @@ class Metrics : public pool::EventSink {
   Histogram request_seconds_;                                        // mu_
   Histogram queue_seconds_;                                          // mu_
   double lease_wait_seconds_ = 0;                                    // mu_
+  double span_wait_seconds_ = 0;                                     // mu_
   double lease_held_seconds_ = 0;                                    // mu_
 };
 

@@ -200,6 +200,20 @@ void AcquireLease() {
   }
 }
 
+// Tells the server a timing span begins and waits (without the GIL) until no
+// CUDA context is being created or destroyed on the GPU (pool/gpu_arbiter.h).
+void BeginTimingSpan() {
+  ThrowIfError(ipc::SendFrame(g_socket_fd, {{"type", ipc::frame_type::kSpanBegin}}));
+  StatusOr<ipc::Frame> frame = [] {
+    py::gil_scoped_release unlocked;
+    return ipc::ReceiveFrame(g_socket_fd);
+  }();
+  ThrowIfError(frame.status());
+  if (frame->type() != ipc::frame_type::kSpanGranted) {
+    throw std::runtime_error("expected span_granted, got " + frame->type());
+  }
+}
+
 SandboxSpec ParseSandboxSpecJson(const std::string& spec_json) {
   auto json = nlohmann::json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded()) throw std::runtime_error("sandbox spec: not JSON");
@@ -323,6 +337,15 @@ PYBIND11_MODULE(_core, m) {
       py::arg("network_fd"),
       "The worker lent this network namespace is gone (its PID namespace has died).");
   m.def("lease_acquire", &kc::worker::AcquireLease, "Block until the server grants the GPU lease.");
+  m.def("span_begin", &kc::worker::BeginTimingSpan,
+        "A timing span begins (under the lease): block until the GPU is quiet.");
+  m.def(
+      "span_end",
+      [] {
+        kc::worker::ThrowIfError(
+            kc::ipc::SendFrame(kc::worker::g_socket_fd, {{"type", kc::ipc::frame_type::kSpanEnd}}));
+      },
+      "The timing span is over (no round trip).");
   m.def(
       "lease_release",
       [] {

@@ -14,7 +14,7 @@ Failure kinds (spec/benchmark.md §1.6):
 Messages are shortened to 600 characters, keeping both ends.
 """
 
-from kcoral import builtins
+from kcoral import _core, builtins
 from kcoral._worker.errors import safe_text, type_name
 from kcoral.errors import ExecutionError
 
@@ -53,6 +53,9 @@ def _options(cfg: dict) -> dict:
 
 
 def _run(native_function, leading: tuple, options: dict) -> dict:
+    # Warm-up, checks and timed calls are one timing span: while it runs, no
+    # neighbour creates or destroys a CUDA context on this GPU (gpu_arbiter.h).
+    _core.span_begin()
     try:
         return native_function(*leading, **options)
     except _native.UnavailableError as exc:
@@ -68,6 +71,8 @@ def _run(native_function, leading: tuple, options: dict) -> dict:
     except Exception as exc:  # noqa: BLE001 - the callable raised; _native re-raises it unchanged
         message = f"benchmark call failed: {type_name(exc)}: {safe_text(exc)}"  # user code's exception
         raise ExecutionError("runtime", builtins._short(message)) from exc
+    finally:
+        _core.span_end()
 
 
 def _require_bound() -> None:

@@ -141,6 +141,102 @@ TEST(GpuArbiter, ReleaseRecordsTheSetOnEveryGpu) {
   EXPECT_EQ(arbiter.HoldersBetween(5, before, SteadyNowNs()), std::vector<std::string>{"job"});
 }
 
+TEST(GpuArbiter, HousekeepingRunsTogetherButNeverDuringASpan) {
+  GpuArbiter arbiter(kEightGpus);
+  arbiter.BeginHousekeeping(0);
+  arbiter.BeginHousekeeping(0);  // several at once: contexts created side by side
+  std::atomic<bool> spanning{false};
+  std::thread span([&] {
+    arbiter.BeginSpan({0});
+    spanning = true;
+    arbiter.EndSpan({0});
+  });
+  std::this_thread::sleep_for(30ms);
+  EXPECT_FALSE(spanning);  // the span waits for both to end
+  arbiter.EndHousekeeping(0);
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(spanning);
+  arbiter.EndHousekeeping(0);
+  ASSERT_TRUE(WaitUntil([&] { return spanning.load(); }));
+  span.join();
+}
+
+TEST(GpuArbiter, HousekeepingWaitsForASpanAndOnlyOnItsGpu) {
+  GpuArbiter arbiter(kEightGpus);
+  arbiter.BeginSpan({0});
+  std::atomic<bool> on_0{false}, on_1{false};
+  std::thread keeper_0([&] {
+    arbiter.BeginHousekeeping(0);
+    on_0 = true;
+    arbiter.EndHousekeeping(0);
+  });
+  std::thread keeper_1([&] {
+    arbiter.BeginHousekeeping(1);
+    on_1 = true;
+    arbiter.EndHousekeeping(1);
+  });
+  ASSERT_TRUE(WaitUntil([&] { return on_1.load(); }));  // another GPU: not held back
+  std::this_thread::sleep_for(GpuArbiter::kHousekeepingPatience + 50ms);
+  EXPECT_FALSE(on_0);  // never during the span, however long it waits
+  arbiter.EndSpan({0});
+  ASSERT_TRUE(WaitUntil([&] { return on_0.load(); }));
+  keeper_0.join();
+  keeper_1.join();
+}
+
+TEST(GpuArbiter, WaitingSpansGoFirstUntilHousekeepingRunsOutOfPatience) {
+  GpuArbiter arbiter(kEightGpus);
+  arbiter.BeginSpan({0});
+  std::atomic<bool> second_span{false};
+  std::thread next_span([&] {
+    arbiter.BeginSpan({0});  // queued behind the first, like the next benchmark
+    second_span = true;
+  });
+  std::atomic<bool> kept{false};
+  std::thread keeper([&] {
+    arbiter.BeginHousekeeping(0);
+    kept = true;
+    arbiter.EndHousekeeping(0);
+  });
+  std::this_thread::sleep_for(20ms);
+  arbiter.EndSpan({0});  // a gap while a span waits: the span takes it
+  ASSERT_TRUE(WaitUntil([&] { return second_span.load(); }));
+  EXPECT_FALSE(kept);
+  next_span.join();
+  // Patience runs out during the second span; the third waits for the house-keeping.
+  std::this_thread::sleep_for(GpuArbiter::kHousekeepingPatience);
+  std::atomic<bool> third_span{false};
+  std::thread last_span([&] {
+    arbiter.BeginSpan({0});
+    EXPECT_TRUE(kept);  // the overdue house-keeping ran in the gap before it
+    third_span = true;
+    arbiter.EndSpan({0});
+  });
+  std::this_thread::sleep_for(20ms);
+  arbiter.EndSpan({0});
+  keeper.join();
+  last_span.join();
+  EXPECT_TRUE(kept);
+  EXPECT_TRUE(third_span);
+}
+
+TEST(GpuArbiter, ASpanOnASetWaitsForHousekeepingOnAnyOfItsGpus) {
+  GpuArbiter arbiter(kEightGpus);
+  arbiter.BeginHousekeeping(3);
+  std::atomic<bool> spanning{false};
+  std::thread job([&] {
+    const auto waited = arbiter.BeginSpan({2, 3});
+    EXPECT_GE(waited, 20ms);
+    spanning = true;
+    arbiter.EndSpan({2, 3});
+  });
+  std::this_thread::sleep_for(30ms);
+  EXPECT_FALSE(spanning);
+  arbiter.EndHousekeeping(3);
+  ASSERT_TRUE(WaitUntil([&] { return spanning.load(); }));
+  job.join();
+}
+
 // Random overlapping sets and singles from many threads: everyone is served
 // (no deadlock) and no GPU ever has two holders at once.
 TEST(GpuArbiter, OverlappingSetsNeverDeadlockOrShare) {

@@ -54,12 +54,14 @@ TEST(Metrics, RunsAddQueueWaitAndLeaseTime) {
   result.queue_ms = 20;
   result.run.lease_wait_ms = 1500;
   result.run.lease_held_ms = 250;
+  result.run.span_wait_ms = 100;
   metrics.RecordRun(result);
   metrics.RecordRun(result);
   const std::string text = metrics.Render({}, false);
   EXPECT_TRUE(Has(text, R"(kcoral_queue_wait_seconds_bucket{le="0.025"} 2)")) << text;
   EXPECT_TRUE(Has(text, "kcoral_lease_wait_seconds_total 3")) << text;
   EXPECT_TRUE(Has(text, "kcoral_lease_held_seconds_total 0.5")) << text;
+  EXPECT_TRUE(Has(text, "kcoral_span_wait_seconds_total 0.2")) << text;
 }
 
 TEST(Metrics, WorkerEventsAreCountedAndForwardedUnchanged) {
@@ -100,8 +102,8 @@ TEST(Metrics, EveryFamilyHasHelpAndType) {
   for (const char* family :
        {"kcoral_requests_total", "kcoral_request_duration_seconds", "kcoral_queue_wait_seconds",
         "kcoral_lease_wait_seconds_total", "kcoral_lease_held_seconds_total",
-        "kcoral_worker_events_total", "kcoral_request_capacity", "kcoral_requests_in_progress",
-        "kcoral_requests_waiting", "kcoral_shutting_down"}) {
+        "kcoral_span_wait_seconds_total", "kcoral_worker_events_total", "kcoral_request_capacity",
+        "kcoral_requests_in_progress", "kcoral_requests_waiting", "kcoral_shutting_down"}) {
     EXPECT_NE(text.find(std::string("# HELP ") + family + " "), std::string::npos) << family;
     EXPECT_NE(text.find(std::string("# TYPE ") + family + " "), std::string::npos) << family;
   }
