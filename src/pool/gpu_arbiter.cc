@@ -132,9 +132,7 @@ std::chrono::nanoseconds GpuArbiter::BeginSpan(const std::vector<int>& gpus) {
     const int64_t now = SteadyNowNs();
     return std::all_of(gpus.begin(), gpus.end(), [&](int index) {
       const Gpu& gpu = gpus_.at(index);
-      // Overdue house-keeping with no span running takes the gap first.
-      const bool overdue_gap = gpu.spans == 0 && HousekeepingOverdue(gpu, now);
-      return gpu.housekeeping == 0 && gpu.batch_slots == 0 && !overdue_gap;
+      return gpu.housekeeping == 0 && !HousekeepingOverdue(gpu, now);
     });
   };
   // Timed: house-keeping turns overdue with no one to notify.
@@ -153,8 +151,6 @@ void GpuArbiter::EndSpan(const std::vector<int>& gpus) {
   for (int index : gpus) {
     Gpu& gpu = gpus_.at(index);
     if (gpu.spans > 0) --gpu.spans;
-    if (gpu.spans == 0 && HousekeepingOverdue(gpu, SteadyNowNs()))
-      gpu.batch_slots = std::min<int>(kMaxHousekeeping, gpu.housekeeping_waits.size());
   }
   cv_.notify_all();
 }
@@ -163,16 +159,9 @@ void GpuArbiter::BeginHousekeeping(int index) {
   std::unique_lock lock(mu_);
   Gpu& gpu = gpus_.at(index);
   const auto waiting = gpu.housekeeping_waits.insert(SteadyNowNs());
-  auto may_start = [&] {
-    if (gpu.spans > 0 || gpu.housekeeping >= kMaxHousekeeping) return false;
-    if (gpu.batch_slots > 0 || gpu.spans_waiting == 0) return true;
-    // Spans wait, but none runs to open a gap: overdue house-keeping goes first.
-    return HousekeepingOverdue(gpu, SteadyNowNs());
-  };
-  while (!may_start())
+  while (gpu.spans > 0 || (gpu.spans_waiting > 0 && !HousekeepingOverdue(gpu, SteadyNowNs())))
     cv_.wait_for(lock, std::chrono::milliseconds(10));
   gpu.housekeeping_waits.erase(waiting);
-  if (gpu.batch_slots > 0) --gpu.batch_slots;
   ++gpu.housekeeping;
 }
 

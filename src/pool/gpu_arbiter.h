@@ -16,11 +16,10 @@
 // disturbs it, while it does no harm to a GPU that nobody times. So on each
 // GPU they exclude each other, and house-keeping jobs run together, outside
 // the lease: a span waits for running house-keeping to end, and new
-// house-keeping waits while a span runs or waits. When a span ends while
-// house-keeping has waited kHousekeepingPatience, the gap is house-keeping's:
-// up to kMaxHousekeeping waiting jobs start before the next span. So a GPU
-// busy timing back to back alternates spans and small batches, and still gets
-// its stand-by workers.
+// house-keeping waits while a span runs or waits, unless it has waited
+// kHousekeepingPatience; then spans wait for it, and every house-keeping job
+// waiting at that moment joins it, so a GPU busy timing still gets its
+// stand-by workers, in batches.
 //
 // Thread-safe.
 #pragma once
@@ -72,10 +71,6 @@ class GpuArbiter {
   void EndHousekeeping(int gpu);
 
   static constexpr std::chrono::milliseconds kHousekeepingPatience{250};
-  // Contexts created or destroyed at once on a GPU: the driver serializes much
-  // of the work, so a larger batch adds little throughput and makes a waiting
-  // span wait longer (on the H200, 8 at once kept one waiting 860 ms).
-  static constexpr int kMaxHousekeeping = 2;
 
  private:
   struct Tenure {
@@ -89,7 +84,6 @@ class GpuArbiter {
     int64_t held_since_ns = 0;
     std::deque<Tenure> history;
     int spans = 0, spans_waiting = 0, housekeeping = 0;
-    int batch_slots = 0;  // house-keeping jobs that may still start in this gap
     std::multiset<int64_t> housekeeping_waits;  // since when each waiting job waits
   };
   static constexpr size_t kHistory = 256;
