@@ -9,9 +9,9 @@
 // back (so it never starves) but claims nothing until every GPU of it is free.
 // A history ring per GPU answers "who held this GPU at time t".
 //
-// It also keeps timing spans and house-keeping apart (DESIGN.md "Quiet
-// spans"). A timing span (a benchmark's timed calls; a reserved job's whole
-// life) must run undisturbed, and creating or destroying a CUDA context
+// It also keeps timing spans and house-keeping apart (docs/gpu-scheduling.md).
+// A timing span (a benchmark's timed calls; a reserved job's whole life) must
+// run undisturbed, and creating or destroying a CUDA context
 // (house-keeping: stand-by workers initializing, retired ones tearing down)
 // disturbs it, while it does no harm to a GPU that nobody times. So on each
 // GPU they exclude each other, and house-keeping jobs run together, outside

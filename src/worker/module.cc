@@ -187,31 +187,28 @@ Status Initialize(py::object& engine) {
   return ipc::SendFrame(g_socket_fd, {{"type", ipc::frame_type::kInitialized}});
 }
 
-// Asks the server for the GPU lease and waits (without the GIL) for the grant.
-void AcquireLease() {
-  ThrowIfError(ipc::SendFrame(g_socket_fd, {{"type", ipc::frame_type::kLeaseAcquire}}));
+// Sends `ask` and waits (without the GIL) for the server's `granted`.
+void AskServer(std::string_view ask, std::string_view granted) {
+  ThrowIfError(ipc::SendFrame(g_socket_fd, {{"type", ask}}));
   StatusOr<ipc::Frame> frame = [] {
     py::gil_scoped_release unlocked;
     return ipc::ReceiveFrame(g_socket_fd);
   }();
   ThrowIfError(frame.status());
-  if (frame->type() != ipc::frame_type::kLeaseGranted) {
-    throw std::runtime_error("expected lease_granted, got " + frame->type());
+  if (frame->type() != granted) {
+    throw std::runtime_error("expected " + std::string(granted) + ", got " + frame->type());
   }
 }
 
-// Tells the server a timing span begins and waits (without the GIL) until no
-// CUDA context is being created or destroyed on the GPU (pool/gpu_arbiter.h).
+// Blocks until the server grants the GPU lease.
+void AcquireLease() {
+  AskServer(ipc::frame_type::kLeaseAcquire, ipc::frame_type::kLeaseGranted);
+}
+
+// A timing span begins: blocks until no CUDA context is being created or
+// destroyed on the GPU (pool/gpu_arbiter.h).
 void BeginTimingSpan() {
-  ThrowIfError(ipc::SendFrame(g_socket_fd, {{"type", ipc::frame_type::kSpanBegin}}));
-  StatusOr<ipc::Frame> frame = [] {
-    py::gil_scoped_release unlocked;
-    return ipc::ReceiveFrame(g_socket_fd);
-  }();
-  ThrowIfError(frame.status());
-  if (frame->type() != ipc::frame_type::kSpanGranted) {
-    throw std::runtime_error("expected span_granted, got " + frame->type());
-  }
+  AskServer(ipc::frame_type::kSpanBegin, ipc::frame_type::kSpanGranted);
 }
 
 SandboxSpec ParseSandboxSpecJson(const std::string& spec_json) {

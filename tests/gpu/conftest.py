@@ -22,14 +22,23 @@ def _has_gpu() -> bool:
     return subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
 
 
+def _gpu_total() -> int:
+    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout if _has_gpu() else ""
+    return sum(1 for line in listed.splitlines() if line.startswith("GPU "))
+
+
+def _gpu_server(tmp_path_factory, gpus: str):
+    return servers.Server(
+        tmp_path_factory.mktemp("gpu"), "--gpus", gpus, "--workers-per-gpu", "4", "--max-timeout-seconds", "120",
+        device="gpu", ready_timeout=180,
+    )
+
+
 @pytest.fixture(scope="session")
 def gpu_server(tmp_path_factory):
     if not _has_gpu():
         pytest.skip("no NVIDIA GPU on this machine")
-    server = servers.Server(
-        tmp_path_factory.mktemp("gpu"), "--gpus", "0", "--workers-per-gpu", "4", "--max-timeout-seconds", "120",
-        device="gpu", ready_timeout=180,
-    )
+    server = _gpu_server(tmp_path_factory, "0")
     yield server
     server.stop()
 
@@ -37,13 +46,9 @@ def gpu_server(tmp_path_factory):
 @pytest.fixture(scope="session")
 def two_gpu_server(tmp_path_factory):
     """A server on GPUs 0 and 1, for multi-GPU requests; skips on a one-GPU machine."""
-    listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout if _has_gpu() else ""
-    if sum(1 for line in listed.splitlines() if line.startswith("GPU ")) < 2:
+    if _gpu_total() < 2:
         pytest.skip("needs two GPUs")
-    server = servers.Server(
-        tmp_path_factory.mktemp("gpu2"), "--gpus", "0,1", "--workers-per-gpu", "4", "--max-timeout-seconds", "120",
-        device="gpu", ready_timeout=180,
-    )
+    server = _gpu_server(tmp_path_factory, "0,1")
     yield server
     server.stop()
 
