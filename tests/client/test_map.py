@@ -107,13 +107,15 @@ def test_map_takes_programs_lazily(make_client):
     def programs():
         for i in range(10):
             taken.append(i)
-            yield indexed_program(i, delay=0.02)
+            yield indexed_program(i, delay=0.3)
 
     with FakeServer(Answers()) as srv:
         with make_client(srv.url) as client:
             results = client.map(programs(), concurrency=2)
             next(results)
-            assert len(taken) <= 3  # two in flight, one taken when the first finished
+            # Two in flight, and one taken as each of them finished (they
+            # started together, so the second may be done too): never all ten.
+            assert len(taken) <= 4
             assert len(list(results)) == 9
     assert len(taken) == 10
 
