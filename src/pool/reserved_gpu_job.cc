@@ -20,9 +20,8 @@ int64_t Ns(Clock::time_point t) {
 // this job's: a program that reads them would join the wrong group.
 bool IsLauncherVariable(std::string_view entry) {
   static constexpr std::string_view kNames[] = {
-      "RANK=",        "WORLD_SIZE=",   "LOCAL_RANK=",          "LOCAL_WORLD_SIZE=",
-      "GROUP_RANK=",  "ROLE_RANK=",    "ROLE_WORLD_SIZE=",     "MASTER_ADDR=",
-      "MASTER_PORT=", "TORCHELASTIC_", "CUDA_VISIBLE_DEVICES="};
+      "RANK=",      "WORLD_SIZE=",      "LOCAL_RANK=",  "LOCAL_WORLD_SIZE=", "GROUP_RANK=",
+      "ROLE_RANK=", "ROLE_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=",      "TORCHELASTIC_"};
   return std::any_of(std::begin(kNames), std::end(kNames),
                      [&](std::string_view name) { return entry.rfind(name, 0) == 0; });
 }

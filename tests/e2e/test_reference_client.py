@@ -59,6 +59,20 @@ def test_reference_client_runs_unchanged(make_server):
     assert "cache_miss" in finishes
 
 
+def write_fetching_job(tmp_path: Path) -> Path:
+    """A `kcoral run python` script: prints its arguments, $FOO and whether it
+    runs in $KCORAL_DIR, writes res/sub/r.txt for --fetch, exits 3."""
+    script = tmp_path / "job.py"
+    script.write_text(
+        "import os, sys\n"
+        "print('args', sys.argv[1:], os.environ['FOO'], os.getcwd() == os.environ['KCORAL_DIR'])\n"
+        "os.makedirs('res/sub')\n"
+        "open('res/sub/r.txt', 'w').write('result')\n"
+        "sys.exit(3)\n"
+    )
+    return script
+
+
 def reference_environment() -> dict:
     """The environment without PYTHONPATH, which points at this checkout's
     kcoral (tests/conftest.py): with it, the venv would import ours."""
@@ -71,14 +85,7 @@ def test_reference_kcoral_run_python_against_our_server(shared_server, tmp_path)
     """The reference CLI's `kcoral run python` (spec/benchmark.md §3): --send,
     arguments, -e, --fetch/--out, a missing artifact and the exit status."""
     reference_python()
-    script = tmp_path / "job.py"
-    script.write_text(
-        "import os, sys\n"
-        "print('args', sys.argv[1:], os.environ['FOO'], os.getcwd() == os.environ['KCORAL_DIR'])\n"
-        "os.makedirs('res/sub')\n"
-        "open('res/sub/r.txt', 'w').write('result')\n"
-        "sys.exit(3)\n"
-    )
+    script = write_fetching_job(tmp_path)
     out = tmp_path / "out"
     run = subprocess.run(
         [str(VENV / "bin" / "kcoral"), "run", "python", "--url", shared_server.url, "--send", str(script),

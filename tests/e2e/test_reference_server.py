@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from conftest import free_port
+from test_reference_client import reference_environment, write_fetching_job
 
 HERE = Path(__file__).resolve().parent
 VENV = HERE.parents[1] / "build" / "reference-server-venv"
@@ -45,7 +46,7 @@ def reference_server(tmp_path_factory):
         [str(reference_server_python()), "-m", "kcoral", "server", "--device", "cpu", "--sandbox", "none",
          "--host", "127.0.0.1", "--port", str(port), "--log-dir", str(tmp_path / "logs"), "--no-log-console"],
         stdout=subprocess.DEVNULL, stderr=open(tmp_path / "stderr", "wb"), start_new_session=True,
-        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, cwd="/",
+        env=reference_environment(), cwd="/",
     )
     try:
         deadline = time.monotonic() + 120
@@ -90,14 +91,7 @@ def test_our_client_falls_back_where_there_are_no_blob_endpoints(reference_serve
 def test_our_kcoral_run_against_the_reference_server(reference_server, tmp_path):
     """`kcoral run python` (spec/benchmark.md §3) needs nothing of a server
     beyond the generic protocol: ours works against the reference's."""
-    script = tmp_path / "job.py"
-    script.write_text(
-        "import os, sys\n"
-        "print('args', sys.argv[1:], os.environ['FOO'], os.getcwd() == os.environ['KCORAL_DIR'])\n"
-        "os.makedirs('res/sub')\n"
-        "open('res/sub/r.txt', 'w').write('result')\n"
-        "sys.exit(3)\n"
-    )
+    script = write_fetching_job(tmp_path)
     out = tmp_path / "out"
     kcoral = [sys.executable, "-m", "kcoral", "run"]
     run = subprocess.run(

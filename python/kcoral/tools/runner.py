@@ -166,21 +166,26 @@ def _copy_tree(source_fd, target_fd, shown, missing):
         st = os.stat(name, dir_fd=source_fd, follow_symlinks=False)
         rel = shown + "/" + name
         if stat.S_ISDIR(st.st_mode):
-            child_source = os.open(name, _DIR_FLAGS, dir_fd=source_fd)
-            try:
-                child_target = _enter(target_fd, name, create=True)
-                try:
-                    _copy_tree(child_source, child_target, rel, missing)
-                finally:
-                    os.close(child_target)
-            finally:
-                os.close(child_source)
+            _copy_directory(source_fd, name, target_fd, rel, missing)
         elif stat.S_ISREG(st.st_mode):
             _copy_file(source_fd, name, target_fd, rel, missing)
         else:
             kind = "a symlink" if stat.S_ISLNK(st.st_mode) else "not a regular file"
             _note("--fetch: %s is %s; not returned" % (rel, kind))
             missing.append(rel)
+
+
+def _copy_directory(source_dir_fd, name, target_fd, shown, missing):
+    """Copies directory `name` into a directory of the same name below `target_fd`."""
+    source = os.open(name, _DIR_FLAGS, dir_fd=source_dir_fd)
+    try:
+        target = _enter(target_fd, name, create=True)
+        try:
+            _copy_tree(source, target, shown, missing)
+        finally:
+            os.close(target)
+    finally:
+        os.close(source)
 
 
 def _copy_file(source_dir_fd, name, target_fd, shown, missing):
@@ -238,15 +243,7 @@ def fetch(inputs, outputs, paths):
                         os.close(target_fd)
                         target_fd = next_fd
                     if stat.S_ISDIR(st.st_mode):
-                        source_fd = os.open(name, _DIR_FLAGS, dir_fd=fds[-1])
-                        try:
-                            directory_fd = _enter(target_fd, name, create=True)
-                            try:
-                                _copy_tree(source_fd, directory_fd, shown, missing)
-                            finally:
-                                os.close(directory_fd)
-                        finally:
-                            os.close(source_fd)
+                        _copy_directory(fds[-1], name, target_fd, shown, missing)
                     elif stat.S_ISREG(st.st_mode):
                         _copy_file(fds[-1], name, target_fd, shown, missing)
                     else:
