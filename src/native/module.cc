@@ -73,6 +73,10 @@ void Bind(py::object tensor_type, py::object to_dlpack, py::object from_dlpack) 
   ThrowIfError(BindWorker(std::move(tensor_type), std::move(to_dlpack), std::move(from_dlpack)));
 }
 
+void PrepareTimerOrThrow() {
+  ThrowIfError(PrepareTimer());
+}
+
 void WatchBegin() {
   CudaGuard* guard = ValueOrThrow(CudaGuard::Get());
   ThrowIfError(guard->Begin());
@@ -145,6 +149,8 @@ PYBIND11_MODULE(_native, m) {
         py::arg("outputs").none(true), py::arg("rotate_inputs"),
         "Times candidate and reference interleaved (ABBA) over the same arguments; the result\n"
         "has the candidate's keys, 'reference', and the paired ratio with its 95% interval.");
+  m.def("prepare_timer", &native::PrepareTimerOrThrow,
+        "Once per worker, before requests: CUPTI activity initialised, L2 flush buffer ready.");
   m.def("watch_begin", &native::WatchBegin,
         "Starts the cpu_only watch: the first CUDA runtime/driver API entry is recorded.");
   m.def("watch_end", &native::WatchEnd,

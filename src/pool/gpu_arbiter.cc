@@ -11,7 +11,8 @@ int64_t SteadyNowNs() {
       .count();
 }
 
-GpuArbiter::GpuArbiter(const std::vector<int>& gpu_indices) {
+GpuArbiter::GpuArbiter(const std::vector<int>& gpu_indices, HousekeepingPolicy policy)
+    : policy_(policy) {
   for (int index : gpu_indices)
     gpus_[index];
 }
@@ -123,36 +124,48 @@ bool GpuArbiter::HousekeepingOverdue(const Gpu& gpu, int64_t now_ns) const {
              std::chrono::nanoseconds(kHousekeepingPatience).count();
 }
 
-std::chrono::nanoseconds GpuArbiter::BeginSpan(const std::vector<int>& gpus) {
+GpuArbiter::SpanStart GpuArbiter::BeginSpan(const std::vector<int>& gpus, SpanKind kind) {
   std::unique_lock lock(mu_);
   const int64_t asked = SteadyNowNs();
-  for (int index : gpus)
-    ++gpus_.at(index).spans_waiting;
-  auto quiet = [&] {
-    const int64_t now = SteadyNowNs();
-    return std::all_of(gpus.begin(), gpus.end(), [&](int index) {
-      const Gpu& gpu = gpus_.at(index);
-      return gpu.housekeeping == 0 && !HousekeepingOverdue(gpu, now);
-    });
-  };
-  // Timed: house-keeping turns overdue with no one to notify.
-  while (!quiet())
-    cv_.wait_for(lock, std::chrono::milliseconds(10));
+  SpanStart start;
+  start.excludes_housekeeping =
+      kind == SpanKind::kReservation || policy_ == HousekeepingPolicy::kOutsideSpans;
+  if (start.excludes_housekeeping) {
+    for (int index : gpus)
+      ++gpus_.at(index).spans_waiting;
+    auto quiet = [&] {
+      const int64_t now = SteadyNowNs();
+      return std::all_of(gpus.begin(), gpus.end(), [&](int index) {
+        const Gpu& gpu = gpus_.at(index);
+        return gpu.housekeeping == 0 && !HousekeepingOverdue(gpu, now);
+      });
+    };
+    // Timed: house-keeping turns overdue with no one to notify.
+    while (!quiet())
+      cv_.wait_for(lock, std::chrono::milliseconds(10));
+  }
   for (int index : gpus) {
     Gpu& gpu = gpus_.at(index);
-    --gpu.spans_waiting;
-    ++gpu.spans;
+    if (start.excludes_housekeeping) {
+      --gpu.spans_waiting;
+      ++gpu.spans;
+    }
+    start.housekeeping_mark += gpu.housekeeping_begun - gpu.housekeeping;  // running ones overlap
   }
-  return std::chrono::nanoseconds(SteadyNowNs() - asked);
+  start.waited = std::chrono::nanoseconds(SteadyNowNs() - asked);
+  return start;
 }
 
-void GpuArbiter::EndSpan(const std::vector<int>& gpus) {
+uint64_t GpuArbiter::EndSpan(const std::vector<int>& gpus, const SpanStart& start) {
   std::lock_guard lock(mu_);
+  uint64_t begun = 0;
   for (int index : gpus) {
     Gpu& gpu = gpus_.at(index);
-    if (gpu.spans > 0) --gpu.spans;
+    if (start.excludes_housekeeping && gpu.spans > 0) --gpu.spans;
+    begun += gpu.housekeeping_begun;
   }
   cv_.notify_all();
+  return begun - start.housekeeping_mark;
 }
 
 void GpuArbiter::BeginHousekeeping(int index) {
@@ -163,6 +176,7 @@ void GpuArbiter::BeginHousekeeping(int index) {
     cv_.wait_for(lock, std::chrono::milliseconds(10));
   gpu.housekeeping_waits.erase(waiting);
   ++gpu.housekeeping;
+  ++gpu.housekeeping_begun;
 }
 
 void GpuArbiter::EndHousekeeping(int index) {

@@ -21,6 +21,12 @@
 // waiting at that moment joins it, so a GPU busy timing still gets its
 // stand-by workers, in batches.
 //
+// That costs a GPU timing back to back much of its time: the driver creates
+// contexts one at a time, so a batch takes longer than the spans between
+// batches. An operator may choose instead to let house-keeping run beside
+// spans (HousekeepingPolicy::kBesideSpans); it is never hidden: every span
+// counts the house-keeping jobs that ran on its GPUs while it ran.
+//
 // Thread-safe.
 #pragma once
 
@@ -40,9 +46,12 @@
 
 namespace kc::pool {
 
+enum class HousekeepingPolicy { kOutsideSpans, kBesideSpans };
+
 class GpuArbiter {
  public:
-  explicit GpuArbiter(const std::vector<int>& gpu_indices);
+  GpuArbiter(const std::vector<int>& gpu_indices,
+             HousekeepingPolicy policy = HousekeepingPolicy::kOutsideSpans);
 
   // Blocks until `holder` holds every GPU of `gpus` (distinct, known). Returns
   // false, holding nothing and queued nowhere, if `give_up` (checked every
@@ -63,9 +72,18 @@ class GpuArbiter {
   // Holder plus waiters of `gpu`.
   int depth(int gpu) const;
 
-  // A timing span on every GPU of `gpus`; returns how long it waited for house-keeping.
-  std::chrono::nanoseconds BeginSpan(const std::vector<int>& gpus);
-  void EndSpan(const std::vector<int>& gpus);
+  // A span on every GPU of `gpus`: a benchmark's timing span, or a reserved
+  // job's whole life, which keeps house-keeping out under either policy (its
+  // GPUs are its own). EndSpan returns the house-keeping jobs on those GPUs that
+  // overlapped it: always 0 for a span that keeps house-keeping out.
+  enum class SpanKind { kTiming, kReservation };
+  struct SpanStart {
+    std::chrono::nanoseconds waited{0};  // for house-keeping to end
+    uint64_t housekeeping_mark = 0;      // jobs begun on its GPUs, less those still running
+    bool excludes_housekeeping = true;
+  };
+  SpanStart BeginSpan(const std::vector<int>& gpus, SpanKind kind = SpanKind::kTiming);
+  uint64_t EndSpan(const std::vector<int>& gpus, const SpanStart& start);
   // House-keeping on `gpu` (a context created or destroyed).
   void BeginHousekeeping(int gpu);
   void EndHousekeeping(int gpu);
@@ -83,7 +101,9 @@ class GpuArbiter {
     std::string holder;
     int64_t held_since_ns = 0;
     std::deque<Tenure> history;
-    int spans = 0, spans_waiting = 0, housekeeping = 0;
+    int spans = 0, spans_waiting = 0;  // those that keep house-keeping out
+    int housekeeping = 0;
+    uint64_t housekeeping_begun = 0;
     std::multiset<int64_t> housekeeping_waits;  // since when each waiting job waits
   };
   static constexpr size_t kHistory = 256;
@@ -92,6 +112,7 @@ class GpuArbiter {
   bool HousekeepingOverdue(const Gpu& gpu, int64_t now_ns) const;       // mu_ held
   const Gpu& At(int gpu) const;                                         // mu_ held
 
+  const HousekeepingPolicy policy_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   uint64_t next_ticket_ = 0;  // guarded by mu_

@@ -29,9 +29,12 @@ class GpuLease {
     return arbiter_.Acquire(gpus_, holder, give_up);
   }
   void Release() { arbiter_.Release(gpus_); }
-  // A timing span on the set's GPUs (gpu_arbiter.h); returns the wait for house-keeping.
-  std::chrono::nanoseconds BeginSpan() { return arbiter_.BeginSpan(gpus_); }
-  void EndSpan() { arbiter_.EndSpan(gpus_); }
+  // A span on the set's GPUs (gpu_arbiter.h); EndSpan returns the house-keeping
+  // jobs that overlapped it.
+  GpuArbiter::SpanStart BeginSpan(GpuArbiter::SpanKind kind = GpuArbiter::SpanKind::kTiming) {
+    return arbiter_.BeginSpan(gpus_, kind);
+  }
+  uint64_t EndSpan(const GpuArbiter::SpanStart& start) { return arbiter_.EndSpan(gpus_, start); }
 
   // Who held any GPU of the set at `when_ns` (the first GPU that was held).
   std::optional<std::string> HolderAt(int64_t when_ns) const;

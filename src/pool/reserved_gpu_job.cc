@@ -87,7 +87,8 @@ ReservedRun ReservedGpuJobs::Run(RunRequest request, int gpu_count) {
     if (holder != request.request_id) run.lease_waited_for.push_back(std::move(holder));
   }
   // One span for the job's whole life: no neighbour's house-keeping on its GPUs either.
-  run.span_wait_ms = std::chrono::duration<double, std::milli>(lease.BeginSpan()).count();
+  const GpuArbiter::SpanStart span = lease.BeginSpan(GpuArbiter::SpanKind::kReservation);
+  run.span_wait_ms = std::chrono::duration<double, std::milli>(span.waited).count();
   reserved.gpu_ids = *chosen_ids;
   events_.Emit(EventLevel::kInfo, "gpus_reserved",
                {{"request_id", request.request_id},
@@ -112,7 +113,7 @@ ReservedRun ReservedGpuJobs::Run(RunRequest request, int gpu_count) {
     run.ending = RunResult::Ending::kCrashed;
     run.message = "the job's worker could not start: " + worker.status().message();
   }
-  lease.EndSpan();
+  lease.EndSpan(span);
   lease.Release();
   run.lease_held_ms = MillisecondsBetween(held_since, Clock::now());
   events_.Emit(EventLevel::kInfo, "gpus_released",

@@ -64,7 +64,7 @@ Status WorkerPool::Start() {
     gpu_indices.push_back(spec.gpu_index);
     gpus.push_back(spec);
   }
-  arbiter_ = std::make_unique<GpuArbiter>(gpu_indices);
+  arbiter_ = std::make_unique<GpuArbiter>(gpu_indices, options_.housekeeping);
   if (!gpus.empty()) {
     reserved_ = std::make_unique<ReservedGpuJobs>(
         std::move(gpus), options_.launch, options_.spawn_timeout, *setup_, *arbiter_, events_);

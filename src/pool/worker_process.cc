@@ -116,9 +116,13 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
   // The lease is arbitrated here; whatever ends the run, it is released after
   // the worker is dead or done (a killed holder tears its context down under it).
   bool held = false, in_span = false;
-  Clock::time_point held_since;
+  Clock::time_point held_since, span_since;
+  GpuArbiter::SpanStart span;
   auto end_span = [&] {
-    if (in_span) request.lease->EndSpan();
+    if (!in_span) return;
+    result.housekeeping_beside_spans += request.lease->EndSpan(span);
+    result.span_held_ms +=
+        std::chrono::duration<double, std::milli>(Clock::now() - span_since).count();
     in_span = false;
   };
   auto release = [&] {
@@ -203,8 +207,10 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
     if (type == ipc::frame_type::kSpanBegin) {
       // Gated only under a lease of this run (a reserved job's span is its whole life).
       if (held && !in_span && !request.gpus_held) {
-        result.span_wait_ms +=
-            std::chrono::duration<double, std::milli>(request.lease->BeginSpan()).count();
+        span = request.lease->BeginSpan();
+        span_since = Clock::now();
+        result.span_wait_ms += std::chrono::duration<double, std::milli>(span.waited).count();
+        ++result.spans;
         in_span = true;
       }
       if (!ipc::SendFrame(socket_.get(), {{"type", ipc::frame_type::kSpanGranted}}).ok())

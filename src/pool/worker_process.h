@@ -84,7 +84,12 @@ struct RunResult {
   CapturedStream out, err;
   double lease_wait_ms = 0;  // measured here, in the server
   double lease_held_ms = 0;
-  double span_wait_ms = 0;                    // timing spans waiting for house-keeping to end
+  // Its benchmarks' timing spans (gpu_arbiter.h): how many, how long they ran, how long
+  // they waited for house-keeping, and the house-keeping jobs that ran beside them.
+  int spans = 0;
+  double span_held_ms = 0;
+  double span_wait_ms = 0;
+  uint64_t housekeeping_beside_spans = 0;
   std::vector<std::string> lease_waited_for;  // who held the lease while this run waited
   std::string retire_reason;                  // the worker asks to be retired (poisoned_context)
   int64_t gpu_access_detected_ns = 0;         // steady clock; 0: no gpu_access violation

@@ -41,6 +41,8 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
       spec.standby = standby >= 0 ? std::max(1, standby) : spec.seats;
       // Pinned by UUID (gpu_uuid) before CUDA starts; the worker sees its GPU as "cuda".
       spec.extra_env = {"KCORAL_GPU_ARCH=" + gpu.arch, "KCORAL_GPU_NAME=" + gpu.name};
+      spec.extra_env.push_back("CUDA_DEVICE_MAX_CONNECTIONS=" +
+                               std::to_string(config.cuda_max_connections));
       if (std::getenv("TVM_FFI_CUDA_ARCH_LIST") == nullptr) {
         spec.extra_env.push_back("TVM_FFI_CUDA_ARCH_LIST=" + gpu.tvm_arch_list);
       }
@@ -48,6 +50,9 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
       options.devices.push_back(spec);
     }
   }
+  options.housekeeping = config.housekeeping == "beside-spans"
+                             ? pool::HousekeepingPolicy::kBesideSpans
+                             : pool::HousekeepingPolicy::kOutsideSpans;
   options.use_zygote = config.zygote;
   options.max_requests_per_worker = config.max_requests_per_worker;
   options.max_queued_requests = config.max_queued_requests;
@@ -55,7 +60,9 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
       std::chrono::milliseconds(static_cast<int64_t>(config.worker_wait_timeout_seconds * 1000));
   options.launch.argv = {config.python, "-m", "kcoral._worker"};
   for (char** e = environ; *e != nullptr; ++e) {
-    if (std::string_view(*e).rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;  // we pin workers
+    const std::string_view entry(*e);
+    if (entry.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;         // we pin workers
+    if (entry.rfind("CUDA_DEVICE_MAX_CONNECTIONS=", 0) == 0) continue;  // --cuda-max-connections
     options.launch.env.emplace_back(*e);
   }
   options.launch.env.push_back("KCORAL_WORKER_DEVICE=" + config.device);

@@ -61,6 +61,23 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   cli.add_option("--standby-workers", config.standby_workers,
                  "Prepared worker processes kept ready (-1: one per seat)");
+  cli.add_option(
+         "--cuda-max-connections", config.cuda_max_connections,
+         "GPU workers: hardware work queues per CUDA context (CUDA_DEVICE_MAX_CONNECTIONS).\n"
+         "Each costs context creation and teardown time under a driver lock that all\n"
+         "processes share: on the H200, 1 lets a GPU start ~11 fresh workers/s, the\n"
+         "driver's default of 8 ~4.6/s. Kernels of one stream are timed alike either way;\n"
+         "with fewer queues, kernels on different streams may wait for each other")
+      ->envname("KCORAL_CUDA_MAX_CONNECTIONS")
+      ->check(CLI::Range(1, 32));
+  cli.add_option("--housekeeping", config.housekeeping,
+                 "GPU servers: when stand-by workers may create, and retired ones destroy, their\n"
+                 "CUDA contexts. outside-spans: never while a benchmark on that GPU is timing\n"
+                 "(a timing span waits for them, and they for it). beside-spans: at any time, so\n"
+                 "a GPU that times back to back keeps its stand-by workers; every result says how\n"
+                 "many ran beside its spans (timing_spans.housekeeping_beside)")
+      ->envname("KCORAL_HOUSEKEEPING")
+      ->check(CLI::IsMember({"outside-spans", "beside-spans"}));
   cli.add_option("--max-requests-per-worker", config.max_requests_per_worker,
                  "Requests a worker process serves before it is replaced (0: unlimited)")
       ->check(CLI::NonNegativeNumber);

@@ -72,6 +72,8 @@ void Metrics::RecordRun(const pool::JobResult& result) {
   lease_wait_seconds_ += result.run.lease_wait_ms / 1000;
   lease_held_seconds_ += result.run.lease_held_ms / 1000;
   span_wait_seconds_ += result.run.span_wait_ms / 1000;
+  span_seconds_ += result.run.span_held_ms / 1000;
+  housekeeping_beside_spans_ += result.run.housekeeping_beside_spans;
 }
 
 std::string Metrics::Render(const pool::PoolLoad& load, bool shutting_down) const {
@@ -97,6 +99,15 @@ std::string Metrics::Render(const pool::PoolLoad& load, bool shutting_down) cons
   Header(out, "kcoral_span_wait_seconds_total", "counter",
          "Time benchmark timing spans waited for CUDA contexts being created or destroyed.");
   Sample(out, "kcoral_span_wait_seconds_total", "", span_wait_seconds_);
+  Header(out, "kcoral_span_seconds_total", "counter",
+         "Time inside benchmark timing spans (warm-up, checks and timed calls), all GPUs: its "
+         "rate per GPU is the GPU's duty cycle.");
+  Sample(out, "kcoral_span_seconds_total", "", span_seconds_);
+  Header(out, "kcoral_housekeeping_beside_spans_total", "counter",
+         "CUDA contexts created or destroyed while a benchmark on their GPU was timing "
+         "(--housekeeping beside-spans; 0 under outside-spans).");
+  Sample(out, "kcoral_housekeeping_beside_spans_total", "",
+         static_cast<double>(housekeeping_beside_spans_));
   Header(out, "kcoral_worker_events_total", "counter",
          "Worker lifecycle events (worker_ready, worker_retired by reason, worker_failed).");
   for (const auto& [key, count] : workers_) {

@@ -52,6 +52,8 @@ class Metrics : public pool::EventSink {
   Histogram queue_seconds_;                                          // mu_
   double lease_wait_seconds_ = 0;                                    // mu_
   double span_wait_seconds_ = 0;                                     // mu_
+  double span_seconds_ = 0;                                          // mu_
+  uint64_t housekeeping_beside_spans_ = 0;                           // mu_
   double lease_held_seconds_ = 0;                                    // mu_
 };
 

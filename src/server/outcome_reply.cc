@@ -57,6 +57,19 @@ void BeginOutcomeBody(JsonWriter& writer, std::string_view status, const std::st
       .Bool(result.run.out.truncated)
       .Key("stderr_truncated")
       .Bool(result.run.err.truncated);
+  if (result.run.spans > 0) {  // benchmarks timed on a GPU (docs/gpu-scheduling.md)
+    writer.Key("timing_spans")
+        .BeginObject()
+        .Key("count")
+        .Int(result.run.spans)
+        .Key("held_ms")
+        .Double(result.run.span_held_ms)
+        .Key("waited_ms")
+        .Double(result.run.span_wait_ms)
+        .Key("housekeeping_beside")
+        .Int(static_cast<int64_t>(result.run.housekeeping_beside_spans))
+        .EndObject();
+  }
   if (!result.gpu_ids.empty()) {  // only for options.gpu_count, and always together
     writer.Key("gpu_ids").BeginArray();
     for (int id : result.gpu_ids)

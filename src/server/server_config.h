@@ -16,7 +16,9 @@ struct ServerConfig {
   std::vector<int> gpus = {0};
   int num_workers = 1;
   int workers_per_gpu = 8;
-  int standby_workers = -1;  // -1: one per seat
+  int standby_workers = -1;                    // -1: one per seat
+  int cuda_max_connections = 1;                // CUDA_DEVICE_MAX_CONNECTIONS of GPU workers
+  std::string housekeeping = "outside-spans";  // outside-spans | beside-spans (gpu_arbiter.h)
   int max_requests_per_worker = 1;
   double worker_termination_grace_seconds = 5;
   std::string sandbox = "namespaces";    // namespaces (bubblewrap: an alias) | none

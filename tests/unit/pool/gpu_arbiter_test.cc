@@ -147,9 +147,9 @@ TEST(GpuArbiter, HousekeepingRunsTogetherButNeverDuringASpan) {
   arbiter.BeginHousekeeping(0);  // several at once: contexts created side by side
   std::atomic<bool> spanning{false};
   std::thread span([&] {
-    arbiter.BeginSpan({0});
+    const auto start = arbiter.BeginSpan({0});
     spanning = true;
-    arbiter.EndSpan({0});
+    EXPECT_EQ(arbiter.EndSpan({0}, start), 0u);  // none overlapped it
   });
   std::this_thread::sleep_for(30ms);
   EXPECT_FALSE(spanning);  // the span waits for both to end
@@ -163,7 +163,7 @@ TEST(GpuArbiter, HousekeepingRunsTogetherButNeverDuringASpan) {
 
 TEST(GpuArbiter, HousekeepingWaitsForASpanAndOnlyOnItsGpu) {
   GpuArbiter arbiter(kEightGpus);
-  arbiter.BeginSpan({0});
+  const auto span = arbiter.BeginSpan({0});
   std::atomic<bool> on_0{false}, on_1{false};
   std::thread keeper_0([&] {
     arbiter.BeginHousekeeping(0);
@@ -178,7 +178,7 @@ TEST(GpuArbiter, HousekeepingWaitsForASpanAndOnlyOnItsGpu) {
   ASSERT_TRUE(WaitUntil([&] { return on_1.load(); }));  // another GPU: not held back
   std::this_thread::sleep_for(GpuArbiter::kHousekeepingPatience + 50ms);
   EXPECT_FALSE(on_0);  // never during the span, however long it waits
-  arbiter.EndSpan({0});
+  EXPECT_EQ(arbiter.EndSpan({0}, span), 0u);
   ASSERT_TRUE(WaitUntil([&] { return on_0.load(); }));
   keeper_0.join();
   keeper_1.join();
@@ -186,10 +186,11 @@ TEST(GpuArbiter, HousekeepingWaitsForASpanAndOnlyOnItsGpu) {
 
 TEST(GpuArbiter, WaitingSpansGoFirstUntilHousekeepingRunsOutOfPatience) {
   GpuArbiter arbiter(kEightGpus);
-  arbiter.BeginSpan({0});
+  const auto first = arbiter.BeginSpan({0});
+  GpuArbiter::SpanStart second;
   std::atomic<bool> second_span{false};
   std::thread next_span([&] {
-    arbiter.BeginSpan({0});  // queued behind the first, like the next benchmark
+    second = arbiter.BeginSpan({0});  // queued behind the first, like the next benchmark
     second_span = true;
   });
   std::atomic<bool> kept{false};
@@ -199,7 +200,7 @@ TEST(GpuArbiter, WaitingSpansGoFirstUntilHousekeepingRunsOutOfPatience) {
     arbiter.EndHousekeeping(0);
   });
   std::this_thread::sleep_for(20ms);
-  arbiter.EndSpan({0});  // a gap while a span waits: the span takes it
+  arbiter.EndSpan({0}, first);  // a gap while a span waits: the span takes it
   ASSERT_TRUE(WaitUntil([&] { return second_span.load(); }));
   EXPECT_FALSE(kept);
   next_span.join();
@@ -207,13 +208,13 @@ TEST(GpuArbiter, WaitingSpansGoFirstUntilHousekeepingRunsOutOfPatience) {
   std::this_thread::sleep_for(GpuArbiter::kHousekeepingPatience);
   std::atomic<bool> third_span{false};
   std::thread last_span([&] {
-    arbiter.BeginSpan({0});
+    const auto third = arbiter.BeginSpan({0});
     EXPECT_TRUE(kept);  // the overdue house-keeping ran in the gap before it
     third_span = true;
-    arbiter.EndSpan({0});
+    EXPECT_EQ(arbiter.EndSpan({0}, third), 0u);
   });
   std::this_thread::sleep_for(20ms);
-  arbiter.EndSpan({0});
+  EXPECT_EQ(arbiter.EndSpan({0}, second), 0u);
   keeper.join();
   last_span.join();
   EXPECT_TRUE(kept);
@@ -225,16 +226,49 @@ TEST(GpuArbiter, ASpanOnASetWaitsForHousekeepingOnAnyOfItsGpus) {
   arbiter.BeginHousekeeping(3);
   std::atomic<bool> spanning{false};
   std::thread job([&] {
-    const auto waited = arbiter.BeginSpan({2, 3});
-    EXPECT_GE(waited, 20ms);
+    const auto start = arbiter.BeginSpan({2, 3});
+    EXPECT_GE(start.waited, 20ms);
     spanning = true;
-    arbiter.EndSpan({2, 3});
+    EXPECT_EQ(arbiter.EndSpan({2, 3}, start), 0u);
   });
   std::this_thread::sleep_for(30ms);
   EXPECT_FALSE(spanning);
   arbiter.EndHousekeeping(3);
   ASSERT_TRUE(WaitUntil([&] { return spanning.load(); }));
   job.join();
+}
+
+TEST(GpuArbiter, BesideSpansNothingWaitsAndEverySpanCountsWhatRanBesideIt) {
+  GpuArbiter arbiter(kEightGpus, HousekeepingPolicy::kBesideSpans);
+  arbiter.BeginHousekeeping(0);
+  arbiter.EndHousekeeping(0);    // over before the span: not counted
+  arbiter.BeginHousekeeping(0);  // still running when the span begins: counted
+  const auto start = arbiter.BeginSpan({0});
+  EXPECT_LT(start.waited, 10ms);
+  arbiter.BeginHousekeeping(0);  // begun during the span: counted, and not held back
+  arbiter.EndHousekeeping(0);
+  arbiter.BeginHousekeeping(1);  // another GPU: not counted
+  arbiter.EndHousekeeping(1);
+  arbiter.EndHousekeeping(0);
+  EXPECT_EQ(arbiter.EndSpan({0}, start), 2u);
+  const auto quiet = arbiter.BeginSpan({0});
+  EXPECT_EQ(arbiter.EndSpan({0}, quiet), 0u);
+}
+
+TEST(GpuArbiter, AReservationKeepsHousekeepingOutEvenBesideSpans) {
+  GpuArbiter arbiter(kEightGpus, HousekeepingPolicy::kBesideSpans);
+  const auto job = arbiter.BeginSpan({0, 1}, GpuArbiter::SpanKind::kReservation);
+  std::atomic<bool> kept{false};
+  std::thread keeper([&] {
+    arbiter.BeginHousekeeping(1);
+    kept = true;
+    arbiter.EndHousekeeping(1);
+  });
+  std::this_thread::sleep_for(GpuArbiter::kHousekeepingPatience + 50ms);
+  EXPECT_FALSE(kept);  // its GPUs are its own for its whole life
+  EXPECT_EQ(arbiter.EndSpan({0, 1}, job), 0u);
+  ASSERT_TRUE(WaitUntil([&] { return kept.load(); }));
+  keeper.join();
 }
 
 // Random overlapping sets and singles from many threads: everyone is served
