@@ -49,6 +49,9 @@ class ProgramResult:
     stderr_truncated: bool
     error: dict[str, Any] | None = None
     gpu_ids: tuple[int, ...] = field(default=())
+    # Its benchmarks' timing spans on a KCoral GPU server (docs/gpu-scheduling.md):
+    # {count, held_ms, waited_ms, housekeeping_beside}; None when nothing was timed.
+    timing_spans: dict[str, Any] | None = None
 
     @property
     def completed(self) -> bool:
@@ -495,6 +498,20 @@ def _parse_error(error: Any) -> dict[str, Any]:
     return dict(error)
 
 
+def _parse_timing_spans(spans: Any) -> dict[str, Any] | None:
+    if spans is None:
+        return None
+    if not isinstance(spans, dict) or set(spans) != {"count", "held_ms", "waited_ms", "housekeeping_beside"}:
+        raise ProtocolError("timing_spans must be an object of count, held_ms, waited_ms, housekeeping_beside")
+    for key in ("count", "housekeeping_beside"):
+        if not _is_int(spans[key]) or spans[key] < 0:
+            raise ProtocolError(f"timing_spans.{key} must be a non-negative int")
+    for key in ("held_ms", "waited_ms"):
+        if _finite_number(spans, key) < 0:
+            raise ProtocolError(f"timing_spans.{key} must not be negative")
+    return dict(spans)
+
+
 def decode_program_result(obj: dict[str, Any], parts: dict[str, bytes] | None) -> ProgramResult:
     """Validate a COMPLETED/FAILED outcome body and decode its values."""
     if not isinstance(obj, dict):
@@ -530,6 +547,8 @@ def decode_program_result(obj: dict[str, Any], parts: dict[str, bytes] | None) -
             raise ProtocolError("gpu_count must equal len(gpu_ids) and be at least 1")
         gpu_ids = tuple(ids)
 
+    timing_spans = _parse_timing_spans(obj.get("timing_spans"))
+
     if status == "COMPLETED":
         if "error" in obj:
             raise ProtocolError("a COMPLETED outcome must not carry an error")
@@ -554,6 +573,7 @@ def decode_program_result(obj: dict[str, Any], parts: dict[str, bytes] | None) -
         stderr=obj["stderr"],
         error=error,
         gpu_ids=gpu_ids,
+        timing_spans=timing_spans,
         **timings,
         **flags,
     )
