@@ -163,6 +163,12 @@ int main(int argc, char** argv) {
     std::cerr << "kcoral server: --sandbox-readonly-path cannot be combined with --sandbox none\n";
     return 2;
   }
+  for (const char* gpu_only : {"--housekeeping", "--cuda-max-connections"}) {
+    if (config.device == "cpu" && cli.count(gpu_only) > 0) {
+      std::cerr << "kcoral server: " << gpu_only << " applies to GPU servers (--device gpu)\n";
+      return 2;
+    }
+  }
   if (config.device == "gpu" && config.gpus.empty()) {
     std::cerr << "kcoral server: --gpus must name at least one GPU in GPU mode\n";
     return 2;

@@ -127,6 +127,16 @@ def test_gpu_ids_and_gpu_count():
             decode_json(outcome(**extra))
 
 
+def test_timing_spans():
+    spans = {"count": 1, "held_ms": 131.5, "waited_ms": 0.0, "housekeeping_beside": 2}
+    assert decode_json(outcome(timing_spans=spans)).timing_spans == spans
+    assert decode_json(outcome()).timing_spans is None
+    for bad in ({**spans, "count": -1}, {**spans, "held_ms": -2.0}, {**spans, "housekeeping_beside": 1.5},
+                {"count": 1}, {**spans, "extra": 0}, [1]):
+        with pytest.raises(ProtocolError):
+            decode_json(outcome(timing_spans=bad))
+
+
 @pytest.mark.parametrize("field,value", [("request_id", ""), ("queue_ms", "1"), ("elapsed_ms", True),
                                          ("stdout", None), ("stderr_truncated", 0), ("results", []),
                                          ("status", "ERROR")])

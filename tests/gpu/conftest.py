@@ -27,10 +27,10 @@ def _gpu_total() -> int:
     return sum(1 for line in listed.splitlines() if line.startswith("GPU "))
 
 
-def _gpu_server(tmp_path_factory, gpus: str):
+def _gpu_server(tmp_path_factory, gpus: str, *flags: str):
     return servers.Server(
         tmp_path_factory.mktemp("gpu"), "--gpus", gpus, "--workers-per-gpu", "4", "--max-timeout-seconds", "120",
-        device="gpu", ready_timeout=180,
+        *flags, device="gpu", ready_timeout=180,
     )
 
 
@@ -49,6 +49,14 @@ def two_gpu_server(tmp_path_factory):
     if _gpu_total() < 2:
         pytest.skip("needs two GPUs")
     server = _gpu_server(tmp_path_factory, "0,1")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def beside_spans_server(gpu_server, tmp_path_factory):
+    """A second server on GPU 0 whose house-keeping may run beside timing spans."""
+    server = _gpu_server(tmp_path_factory, "0", "--housekeeping", "beside-spans")
     yield server
     server.stop()
 

@@ -1,8 +1,10 @@
-"""House-keeping outside timing spans (pool/gpu_arbiter.h): stand-by workers
+"""House-keeping and timing spans (pool/gpu_arbiter.h): stand-by workers
 create their CUDA contexts, and retired ones destroy theirs, outside the
-lease, but never while a benchmark on the same GPU times. The add-one
-kernel's timed median and p99 with a stream of fresh workers churning beside
-it must match a quiet GPU's, measured in the same run."""
+lease. Under --housekeeping outside-spans (the default) never while a
+benchmark on the same GPU times: the add-one kernel's timed median and p99
+with a stream of fresh workers churning beside it must match a quiet GPU's,
+measured in the same run. Under beside-spans they may overlap: every result
+says so, and the test measures what that costs the timed numbers."""
 
 import statistics
 import sys
@@ -22,23 +24,28 @@ import cpu_compile_gpu_execute as seed  # noqa: E402
 ROUNDS = 8
 
 
-def timings(url: str, library: bytes) -> list[dict]:
+def timings(url: str, library: bytes) -> list:
     out = []
     with Client(url) as client:
         for _ in range(ROUNDS):
             result = client.execute(seed.benchmark_program(library), timeout_seconds=120)
             assert result.completed, result.error
-            out.append(result.results["timing"])
+            assert result.timing_spans["count"] == 1, result.timing_spans
+            out.append(result)
     return out
 
 
-def summary(runs: list[dict]) -> dict:
-    return {"median_us": statistics.median(t["latency_ms_median"] for t in runs) * 1e3,
-            "p99_us": statistics.median(t["latency_ms_p99"] for t in runs) * 1e3}
+def summary(runs: list) -> dict:
+    return {"median_us": statistics.median(r.results["timing"]["latency_ms_median"] for r in runs) * 1e3,
+            "p99_us": statistics.median(r.results["timing"]["latency_ms_p99"] for r in runs) * 1e3,
+            "max_us": max(r.results["timing"]["latency_ms_max"] for r in runs) * 1e3,
+            "housekeeping_beside": sum(r.timing_spans["housekeeping_beside"] for r in runs)}
 
 
-def test_house_keeping_beside_a_benchmark_leaves_its_median_and_p99_alone(gpu_server, add_one_library):  # noqa: F811
-    quiet_before = summary(timings(gpu_server.url, add_one_library))
+def measure_with_churn(quiet_server, server, library: bytes) -> dict:
+    """On a quiet GPU (quiet_server, outside-spans), then on `server` with fresh
+    workers churning beside the benchmark, then quiet again."""
+    quiet_before = summary(timings(quiet_server.url, library))
 
     # Trivial requests on fresh workers: each retires its worker (a context
     # destroyed) and brings a stand-by in (a context created).
@@ -46,32 +53,56 @@ def test_house_keeping_beside_a_benchmark_leaves_its_median_and_p99_alone(gpu_se
     churned = []
 
     def churn():
-        with Client(gpu_server.url) as client:
+        with Client(server.url) as client:
             while not stop.is_set():
                 result = client.execute(single_call(TENSORS, "plus_one", [1]), timeout_seconds=60)
                 churned.append(result.completed)
 
-    ready_before = sum(1 for e in gpu_server.events() if e["event"] == "worker_ready")
+    ready_before = sum(1 for e in server.events() if e["event"] == "worker_ready")
     threads = [threading.Thread(target=churn) for _ in range(3)]
     for thread in threads:
         thread.start()
     try:
         time.sleep(1.0)
-        busy = summary(timings(gpu_server.url, add_one_library))
+        busy = summary(timings(server.url, library))
     finally:
         stop.set()
         for thread in threads:
             thread.join()
-    quiet_after = summary(timings(gpu_server.url, add_one_library))
+    quiet_after = summary(timings(quiet_server.url, library))
 
-    events = gpu_server.events()
-    contexts_created = sum(1 for e in events if e["event"] == "worker_ready") - ready_before
+    events = server.events()
     span_waits = [e["span_wait_ms"] for e in events if e["event"] == "span_waited"]
-    quiet = {k: (quiet_before[k] + quiet_after[k]) / 2 for k in quiet_before}
-    record("quiet_spans", {"quiet_before": quiet_before, "busy": busy, "quiet_after": quiet_after,
-                           "churn_requests": len(churned), "contexts_created": contexts_created,
-                           "span_waits": len(span_waits),
-                           "span_wait_ms_max": round(max(span_waits), 1) if span_waits else 0})
-    assert all(churned) and contexts_created >= 10, (len(churned), contexts_created)
-    assert abs(busy["median_us"] - quiet["median_us"]) <= 0.01 * quiet["median_us"] + 0.05
-    assert busy["p99_us"] <= 1.05 * max(quiet_before["p99_us"], quiet_after["p99_us"]) + 0.1
+    measured = {"quiet_before": quiet_before, "busy": busy, "quiet_after": quiet_after,
+                "churn_requests": len(churned),
+                "contexts_created": sum(1 for e in events if e["event"] == "worker_ready") - ready_before,
+                "span_waits": len(span_waits),
+                "span_wait_ms_max": round(max(span_waits), 1) if span_waits else 0}
+    assert all(churned) and measured["contexts_created"] >= 10, measured
+    return measured
+
+
+def quiet_median(measured: dict) -> float:
+    return (measured["quiet_before"]["median_us"] + measured["quiet_after"]["median_us"]) / 2
+
+
+def test_house_keeping_outside_spans_leaves_the_median_and_p99_alone(gpu_server, add_one_library):  # noqa: F811
+    measured = measure_with_churn(gpu_server, gpu_server, add_one_library)
+    record("quiet_spans", measured)
+    busy, quiet = measured["busy"], quiet_median(measured)
+    assert busy["housekeeping_beside"] == 0  # never beside a span under outside-spans
+    assert abs(busy["median_us"] - quiet) <= 0.01 * quiet + 0.05
+    assert busy["p99_us"] <= 1.05 * max(measured["quiet_before"]["p99_us"], measured["quiet_after"]["p99_us"]) + 0.1
+
+
+def test_house_keeping_beside_spans_is_reported_and_its_cost_measured(
+        gpu_server, beside_spans_server, add_one_library):  # noqa: F811
+    # The quiet rounds run on the outside-spans server: under beside-spans even
+    # a lone benchmark overlaps its own predecessor's replacement.
+    measured = measure_with_churn(gpu_server, beside_spans_server, add_one_library)
+    record("beside_spans", measured)
+    busy, quiet = measured["busy"], quiet_median(measured)
+    assert busy["housekeeping_beside"] > 0  # it did overlap, and the results say so
+    assert measured["span_waits"] == 0  # nothing waits for house-keeping
+    # What overlapping costs is recorded above (p99, max); the median must hold.
+    assert abs(busy["median_us"] - quiet) <= 0.01 * quiet + 0.05
