@@ -127,6 +127,10 @@ def main() -> None:
         except ImportError:
             pass
     torch = sys.modules.get("torch")
+    if torch is not None and device == "gpu":
+        from kcoral._worker import warm_up
+
+        warm_up.host(torch)
     if torch is not None and torch.cuda.is_initialized():
         raise SystemExit("kcoral zygote: CUDA was initialized while preloading; cannot fork workers")
     import warnings
