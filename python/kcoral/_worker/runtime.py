@@ -86,12 +86,21 @@ class CpuRuntime:
         return tensors.export_host_tensor(value)
 
 
+# Libraries this process loaded, by SHA-256. Each stays loaded for the
+# process's life, and so does the descriptor it was loaded from: glibc knows
+# a library by its path and hands back the loaded one for a path it has seen,
+# so /proc/self/fd/N must never name another library later.
+_loaded: dict[str, object] = {}
+
+
 def load_library(blob, sha256: str):
     """Loads uploaded library bytes with TVM-FFI (spec/protocol.md §6),
     straight from the blob's sealed memfd: nothing is written to disk.
 
     TVM-FFI picks a loader by the file name's suffix, which /proc/self/fd/N
     lacks, so its loader for shared libraries is called by name."""
+    if sha256 in _loaded:  # the same bytes: glibc would return this one anyway
+        return _loaded[sha256]
     try:
         import tvm_ffi
     except ImportError:
@@ -99,12 +108,15 @@ def load_library(blob, sha256: str):
     loader = tvm_ffi.get_global_func("ffi.Module.load_from_file.so", allow_missing=True)
     if loader is None:
         raise InstructionFailure("unavailable", "this apache-tvm-ffi has no loader for shared libraries")
+    fd = os.dup(blob.fd)  # never closed (see _loaded); the blob's own one closes with the request
     try:
-        module = loader(f"/proc/self/fd/{blob.fd}", "so")
+        module = loader(f"/proc/self/fd/{fd}", "so")
         tvm_ffi._ffi_api.ModuleGlobalsAdd(module)  # as load_module does: the library stays loaded
-        return module
     except Exception as exc:  # noqa: BLE001 - any loader failure is the upload's fault
+        os.close(fd)  # nothing was loaded from it
         raise InstructionFailure("compile", f"cannot load the uploaded library: {exc}") from exc
+    _loaded[sha256] = module
+    return module
 
 
 def library_function(module, name: str, not_a_library_kind: str):
