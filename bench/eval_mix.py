@@ -93,14 +93,26 @@ EVAL_MIX = [("compile_error", 20, "FAILED"), ("wrong", 20, "FAILED"), ("illegal_
 SEED_MIX = [("correct", 100, "COMPLETED")]
 
 
+# The seed's compiler (examples/cpu_compile_gpu_execute.py), given the source as
+# text: the reference (E3) has no `language: "cuda"` modules.
+COMPILER = seed.OPERATIONS + r"""
+
+class _Source:
+    def __init__(self, name, source):
+        self.name, self.source = name, source
+
+
+def compile_text(name, source, cfg):
+    return compile_cuda_binary(_Source(name, source), cfg)
+"""
+
+
 def compile_program(source: str, arch: str) -> Program:
-    """The seed's compile request (examples/cpu_compile_gpu_execute.py) for another source."""
+    """The seed's compile request for another source."""
     program = Program()
-    operations = program.upload(id="operations", kind="module", source=seed.OPERATIONS)
-    compile_cuda_binary = program.get_function(module=operations, name="compile_cuda_binary", cpu_only=True)
-    module = program.upload(id="source", kind="module", language="cuda", source=source)
-    kernel = program.get_function(module=module, name="add_one")
-    library = program.run(fn=compile_cuda_binary, args=[kernel, {"arch": arch, "extra_cuda_cflags": ["-O3"]}])
+    operations = program.upload(kind="module", source=COMPILER)
+    compile_text = program.get_function(module=operations, name="compile_text", cpu_only=True)
+    library = program.run(fn=compile_text, args=["add_one", source, {"arch": arch, "extra_cuda_cflags": ["-O3"]}])
     program.return_(key="library", value=library)
     return program
 
@@ -182,6 +194,7 @@ class Outcome:
     expected: str
     seconds: float
     lease_held_ms: float = 0.0
+    detail: str = ""  # the error, when there was one
 
 
 @dataclass
@@ -222,14 +235,17 @@ def evaluate(candidate: Candidate, cpu: Client, gpu: Client, libraries: dict, ar
         client, program = gpu, seed.benchmark_program(library)
         budget = TIMEOUT_S if candidate.kind == "timeout" else BUDGET_S
     start = time.perf_counter()
+    detail = ""
     try:
         result = client.execute(program, timeout_seconds=budget)
         seen, held = result.status, result.lease_held_ms
+        if result.error:
+            detail = f"{result.error.get('kind')}: {result.error.get('message', '')}"
     except KCoralError as exc:
-        seen, held = exc.kind or f"http_{exc.status_code}", 0.0
+        seen, held, detail = exc.kind or f"http_{exc.status_code}", 0.0, exc.message
     except Exception as exc:  # noqa: BLE001 - counted as unexpected, never hidden
-        seen, held = type(exc).__name__, 0.0
-    return Outcome(candidate.kind, seen, candidate.expected, time.perf_counter() - start, held)
+        seen, held, detail = type(exc).__name__, 0.0, str(exc)
+    return Outcome(candidate.kind, seen, candidate.expected, time.perf_counter() - start, held, detail[:200])
 
 
 def measure(side: str, mode: str, cpu_url: str, gpu_server: Server, candidates: list[Candidate],
@@ -411,12 +427,13 @@ def print_tables(runs: list[Run], args, sandbox: str) -> None:
                          if times else f"{'-':>20}")
         print(f"{run.side:>9} | {run.mode:>7} | " + " | ".join(f"{c:>20}" for c in cells))
     for run in runs:
-        unexpected = {}
+        unexpected: dict[tuple[str, str], list[Outcome]] = {}
         for o in run.outcomes:
             if o.seen != o.expected:
-                unexpected[(o.kind, o.seen)] = unexpected.get((o.kind, o.seen), 0) + 1
-        for (kind, seen), n in sorted(unexpected.items()):
-            print(f"note: {run.side} {run.mode}: {n} {kind} candidate(s) ended {seen}")
+                unexpected.setdefault((o.kind, o.seen), []).append(o)
+        for (kind, seen), outcomes in sorted(unexpected.items()):
+            print(f"note: {run.side} {run.mode}: {len(outcomes)} {kind} candidate(s) ended {seen}"
+                  + (f" (first: {outcomes[0].detail})" if outcomes[0].detail else ""))
 
 
 if __name__ == "__main__":
