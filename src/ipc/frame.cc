@@ -101,6 +101,22 @@ StatusOr<Frame> ReceiveFrame(int socket_fd) {
   return frame;
 }
 
+std::optional<int64_t> Frame::IntField(const char* key) const {
+  auto it = header.find(key);
+  if (it == header.end()) return std::nullopt;
+  if (it->is_number_integer() && !it->is_number_unsigned()) return it->get<int64_t>();
+  if (it->is_number_unsigned() && it->get<uint64_t>() <= uint64_t{INT64_MAX}) {
+    return static_cast<int64_t>(it->get<uint64_t>());
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> Frame::StringField(const char* key) const {
+  auto it = header.find(key);
+  if (it == header.end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
+
 StatusOr<Frame> ReceiveFrameBefore(int socket_fd, std::chrono::steady_clock::time_point deadline) {
   pollfd p{socket_fd, POLLIN, 0};
   for (;;) {

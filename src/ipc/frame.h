@@ -35,6 +35,8 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -70,7 +72,14 @@ struct Frame {
   nlohmann::json header;
   std::vector<UniqueFd> fds;
 
-  std::string type() const { return header.value("type", ""); }
+  std::string type() const { return header.value("type", ""); }  // a string (ReceiveFrame)
+
+  // A field of a worker's header, only if it has the expected type (an integer
+  // that fits int64_t for IntField); nullopt otherwise. A worker runs user code,
+  // which can write anything to its socket: never read its header with a
+  // throwing accessor.
+  std::optional<int64_t> IntField(const char* key) const;
+  std::optional<std::string> StringField(const char* key) const;
 };
 
 // Sends one frame. Blocking; retries EINTR.

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "base/hmac_sha256.h"
@@ -83,13 +84,14 @@ Status WorkerProcess::AwaitReady(Clock::time_point deadline) {
   ipc::Frame& frame = *frame_or;
   if (frame.type() == ipc::frame_type::kFailed) {
     return FailedPreconditionError("worker could not start: " +
-                                   frame.header.value("error", std::string("(no reason)")));
+                                   frame.StringField("error").value_or("(no reason)"));
   }
   if (frame.type() != ipc::frame_type::kReady)
     return InternalError("worker sent " + frame.type() + " before ready");
   describe_ = frame.header.value("describe", nlohmann::json::object());
+  if (!describe_.is_object()) return InternalError("worker sent a describe that is not an object");
   // Without its key nothing the worker seals could be checked: a worker that sends none is broken.
-  std::optional<std::string> key = HexDecode(frame.header.value("seal_key", std::string()));
+  std::optional<std::string> key = HexDecode(frame.StringField("seal_key").value_or(""));
   if (!key || key->size() != kHmacSha256Bytes) {
     return InternalError("worker sent no valid seal_key in its ready frame");
   }
@@ -104,7 +106,7 @@ Status WorkerProcess::Initialize(Clock::time_point deadline) {
   ipc::Frame& frame = *frame_or;
   if (frame.type() != ipc::frame_type::kInitialized) {
     return InternalError("worker failed to initialize: " +
-                         frame.header.value("error", frame.type()));
+                         frame.StringField("error").value_or(frame.type()));
   }
   return Status::Ok();
 }
@@ -246,7 +248,9 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
     } else if (type == ipc::frame_type::kLeaseRelease && request.lease != nullptr) {
       release();
     } else if (type == ipc::frame_type::kInstruction) {
-      result.instruction_index = frame->header.value("index", -1);
+      const std::optional<int64_t> index = frame->IntField("index");
+      result.instruction_index =
+          index && *index >= 0 && *index <= INT32_MAX ? static_cast<int>(*index) : -1;
     } else if (type == ipc::frame_type::kInstructionEnd) {
       result.instruction_index = -1;
     } else if (type == ipc::frame_type::kOutcome && frame->fds.size() == 2) {
@@ -263,8 +267,10 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
       Drain(err_pipe->read.get(), result.err, limit);
       result.outcome_json = std::move(*outcome);
       result.parts = std::move(*parts);
-      result.retire_reason = frame->header.value("retire", "");
-      result.gpu_access_detected_ns = frame->header.value("gpu_access_detected_ns", int64_t{0});
+      // The only reason a worker gives; the server names it, so that no worker
+      // text reaches event fields or metric labels.
+      if (frame->header.contains("retire")) result.retire_reason = "poisoned_context";
+      result.gpu_access_detected_ns = frame->IntField("gpu_access_detected_ns").value_or(0);
       result.ending = RunResult::Ending::kOutcome;
       release();
       return result;

@@ -123,5 +123,22 @@ TEST(Frame, HeaderWithoutTypeIsInternal) {
   EXPECT_EQ(frame.status().code(), StatusCode::kInternal);
 }
 
+TEST(Frame, TypedFieldsReadOnlyTheExpectedType) {
+  Frame frame;
+  frame.header = nlohmann::json::parse(
+      R"({"type": "instruction", "int": 7, "negative": -3, "big": 18446744073709551615,
+          "float": 1.5, "text": "seven", "list": [7], "null": null})");
+  EXPECT_EQ(frame.IntField("int"), 7);
+  EXPECT_EQ(frame.IntField("negative"), -3);
+  EXPECT_EQ(frame.IntField("big"), std::nullopt);  // beyond int64_t
+  EXPECT_EQ(frame.IntField("float"), std::nullopt);
+  EXPECT_EQ(frame.IntField("text"), std::nullopt);
+  EXPECT_EQ(frame.IntField("list"), std::nullopt);
+  EXPECT_EQ(frame.IntField("missing"), std::nullopt);
+  EXPECT_EQ(frame.StringField("text"), "seven");
+  EXPECT_EQ(frame.StringField("int"), std::nullopt);
+  EXPECT_EQ(frame.StringField("null"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace kc::ipc

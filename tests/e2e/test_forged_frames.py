@@ -1,0 +1,65 @@
+"""User code can write anything to its worker's IPC socket (it shares the
+process). A forged frame header, whatever its fields' types, never takes the
+server down: the request is answered and the next one is served."""
+
+import pytest
+
+from kcoral import Client, KCoralError, Program
+
+FORGE = r'''
+def main(header):
+    import json, os, socket
+    sent = 0
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                continue
+            s = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        try:
+            if s.type == socket.SOCK_SEQPACKET:
+                s.send(json.dumps(header).encode())
+                sent += 1
+        except OSError:
+            pass
+        finally:
+            s.close()
+    return sent
+'''
+
+FORGED = [
+    {"type": "instruction", "index": "0"},
+    {"type": "instruction", "index": 1.5},
+    {"type": "instruction", "index": 2 ** 70},
+    {"type": "instruction", "index": [0]},
+    {"type": "outcome", "retire": 7, "gpu_access_detected_ns": "now"},
+    {"type": "instruction_end", "index": None},
+    {"type": "span_begin"},
+]
+
+
+def forging_program(header: dict) -> Program:
+    program = Program()
+    module = program.upload(kind="module", source=FORGE)
+    sent = program.run(fn=program.get_function(module=module, name="main"), args=[header])
+    program.return_(key="sent", value=sent)
+    return program
+
+
+def trivial() -> Program:
+    program = Program()
+    module = program.upload(kind="module", source="def main():\n    return 42\n")
+    program.return_(key="out", value=program.run(fn=program.get_function(module=module, name="main"), args=[]))
+    return program
+
+
+@pytest.mark.parametrize("header", FORGED, ids=[f"{h['type']}-{i}" for i, h in enumerate(FORGED)])
+def test_a_forged_frame_header_never_takes_the_server_down(shared_server, header):
+    with Client(shared_server.url) as client:
+        try:
+            client.execute(forging_program(header), timeout_seconds=20)
+        except KCoralError:
+            pass  # answered: invalid worker response, or the like
+        assert shared_server.process.poll() is None, "the server died"
+        assert client.execute(trivial(), timeout_seconds=20).results["out"] == 42
