@@ -254,7 +254,12 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
     } else if (type == ipc::frame_type::kInstructionEnd) {
       result.instruction_index = -1;
     } else if (type == ipc::frame_type::kOutcome && frame->fds.size() == 2) {
-      auto outcome = ReadWholeFd(frame->fds[0].get());
+      // At most one byte past the cap: a bigger outcome (a forged one may claim
+      // a terabyte) is refused as too large by outcome_reply.cc, never held.
+      auto outcome_size = FdSize(frame->fds[0].get());
+      if (!outcome_size.ok()) return fail(RunResult::Ending::kBroken, "unreadable outcome");
+      result.outcome_bytes = *outcome_size;
+      auto outcome = ReadFdHead(frame->fds[0].get(), request.max_response_bytes + 1);
       auto parts = SharedBytes::MapSealedMemfd(frame->fds[1].get());
       if (!outcome.ok()) return fail(RunResult::Ending::kBroken, "unreadable outcome");
       if (!parts.ok()) {

@@ -78,7 +78,9 @@ struct RunResult {
   // hands the request to another worker.
   bool delivered = true;
   std::string outcome_json;
-  SharedBytes parts;           // binary segments, concatenated: the worker's sealed memfd, mapped
+  uint64_t outcome_bytes =
+      0;              // its memfd's size; outcome_json holds at most max_response_bytes + 1
+  SharedBytes parts;  // binary segments, concatenated: the worker's sealed memfd, mapped
   int instruction_index = -1;  // running when it ended; -1 outside any
   std::string message;         // for kCrashed/kBroken
   CapturedStream out, err;

@@ -1,5 +1,6 @@
 #include "server/outcome_reply.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -140,7 +141,8 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
   // (json_writer.h spells strings as the worker does), so a bigger outcome
   // can be refused before it is parsed at all.
   const std::string_view data = result.run.parts.view();
-  const uint64_t outcome_bytes = result.run.outcome_json.size() + data.size();
+  const uint64_t outcome_bytes =
+      std::max<uint64_t>(result.run.outcome_bytes, result.run.outcome_json.size()) + data.size();
   if (outcome_bytes > context.max_response_bytes) {
     return EndingReply(RequestEnding::kResponseTooLarge,
                        "the worker's outcome is " + std::to_string(outcome_bytes) +

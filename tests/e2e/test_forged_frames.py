@@ -39,6 +39,34 @@ FORGED = [
 ]
 
 
+# An outcome frame whose memfd claims a terabyte (sparse): it must not be read whole.
+HUGE_OUTCOME = r'''
+def main():
+    import fcntl, json, os, socket
+    outcome = os.memfd_create("outcome")
+    os.ftruncate(outcome, 1 << 40)
+    parts = os.memfd_create("parts", os.MFD_ALLOW_SEALING)
+    fcntl.fcntl(parts, fcntl.F_ADD_SEALS,
+                fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                continue
+            s = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue
+        try:
+            if s.type == socket.SOCK_SEQPACKET:
+                socket.send_fds(s, [json.dumps({"type": "outcome"}).encode()], [outcome, parts])
+        except OSError:
+            pass
+        finally:
+            s.close()
+    import time
+    time.sleep(5)
+'''
+
+
 def forging_program(header: dict) -> Program:
     program = Program()
     module = program.upload(kind="module", source=FORGE)
@@ -61,5 +89,17 @@ def test_a_forged_frame_header_never_takes_the_server_down(shared_server, header
             client.execute(forging_program(header), timeout_seconds=20)
         except KCoralError:
             pass  # answered: invalid worker response, or the like
+        assert shared_server.process.poll() is None, "the server died"
+        assert client.execute(trivial(), timeout_seconds=20).results["out"] == 42
+
+
+def test_a_forged_outcome_of_a_terabyte_is_refused_unread(shared_server):
+    program = Program()
+    module = program.upload(kind="module", source=HUGE_OUTCOME)
+    program.run(fn=program.get_function(module=module, name="main"), args=[])
+    with Client(shared_server.url) as client:
+        with pytest.raises(KCoralError) as raised:
+            client.execute(program, timeout_seconds=20)
+        assert raised.value.kind == "response_too_large"
         assert shared_server.process.poll() is None, "the server died"
         assert client.execute(trivial(), timeout_seconds=20).results["out"] == 42
