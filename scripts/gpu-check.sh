@@ -5,32 +5,19 @@
 #
 #   bash scripts/gpu-check.sh            (OUT=dir keeps logs and figures)
 #
-# Carried wheels in .whl/ (apache-tvm-ffi on a machine without network) are
-# installed into /tmp/site first.
+# What was carried (.whl, .debs, .refwhl) is installed first (gpu-env.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcoral-gpu-check}
 mkdir -p "$OUT"
-PY=${PYTHON:-python3}
 SUMMARY=()
 note() { echo ">> $*"; }
 result() { SUMMARY+=("$1: $2"); }
-
-if compgen -G ".whl/*.whl" >/dev/null; then
-  note "installing carried wheels"
-  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-if compgen -G ".debs/libseccomp-dev_*.deb" >/dev/null && [ ! -f /usr/include/seccomp.h ]; then
-  note "unpacking the carried libseccomp-dev (its header; the runtime library is the machine's)"
-  dpkg -x .debs/libseccomp-dev_*.deb /tmp/seccomp-dev
-  export KCORAL_SECCOMP_ROOT=/tmp/seccomp-dev
-fi
+source scripts/gpu-env.sh
 nvidia-smi -L
 
 note "building ($(nproc) cores)"
-if cmake -S . -B build/gpu -G Ninja -DKCORAL_BUILD_TESTS=ON -DPython_EXECUTABLE="$(command -v "$PY")" >"$OUT/cmake.log" 2>&1 \
-   && cmake --build build/gpu -j "$(nproc)" >>"$OUT/cmake.log" 2>&1 && "$PY" scripts/dev_install.py; then
+if build_kcoral "$OUT/cmake.log" ON; then
   result build ok
 else
   tail -40 "$OUT/cmake.log"; result build FAILED; printf '%s\n' "${SUMMARY[@]}"; exit 1

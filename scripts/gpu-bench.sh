@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# On a GPU machine: build (no unit tests) and run the named GPU benchmarks,
+# each printing its table. The device tool's calls are short: name only what
+# fits (seconds on the H200 in parentheses).
+#
+#   bash scripts/gpu-bench.sh roundtrip seed mix
+#
+#   roundtrip  trivial requests on fresh workers, concurrency 1 and 16 (35)
+#   seed       a saturating stream of the seed's benchmark request, under both
+#              house-keeping policies: evaluations per GPU-hour, duty cycle (120)
+#   mix        the evaluation mix, ours fresh and reused, and the reference
+#              fresh when .refwhl was carried (see gpu-env.sh) (about 300)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/gpu-env.sh
+OUT=${OUT:-/tmp/kcoral-gpu-bench}
+mkdir -p "$OUT"
+started=$(date +%s)
+build_kcoral "$OUT/cmake.log" OFF || { tail -30 "$OUT/cmake.log"; exit 1; }
+echo ">> built in $(( $(date +%s) - started )) s"
+reference=()
+if [ -d /tmp/refsite/kcoral ]; then
+  reference=(--reference "$(command -v "$PY")" --reference-path "/tmp/refsite:/tmp/site")
+fi
+for bench in "$@"; do
+  echo ">> $bench"; started=$(date +%s)
+  case $bench in
+    roundtrip) "$PY" bench/roundtrip.py --device gpu --sandbox namespaces --workers 8 --requests 100 --rounds 1 \
+                 --concurrency 1,16 ;;
+    seed) for policy in outside-spans beside-spans; do
+            "$PY" bench/eval_mix.py --mix seed --candidates 64 --modes fresh --reference '' --sandbox namespaces \
+              --housekeeping "$policy"
+          done ;;
+    mix) "$PY" bench/eval_mix.py --mix eval --candidates 100 --modes fresh,reused "${reference[@]}" ;;
+    *) echo "unknown benchmark: $bench (roundtrip, seed, mix)"; exit 2 ;;
+  esac
+  echo ">> $bench: $(( $(date +%s) - started )) s"
+done

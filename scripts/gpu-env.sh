@@ -1,0 +1,32 @@
+# Sourced by the GPU scripts (gpu-check.sh, gpu-bench.sh) on a GPU machine
+# without network: installs what was carried and defines build_kcoral.
+#
+#   .whl/*.whl     our dependencies the machine lacks (apache-tvm-ffi, tqdm)
+#                  -> /tmp/site, on PYTHONPATH
+#   .refwhl/*.whl  the reference kcoral==0.1.1 with its server's dependencies
+#                  and cupti-python (optional) -> /tmp/refsite, for the benches
+#   .debs/libseccomp-dev_*.deb   its header (the runtime library is the machine's)
+PY=${PYTHON:-python3}
+if compgen -G ".whl/*.whl" >/dev/null; then
+  echo ">> installing carried wheels"
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+if compgen -G ".refwhl/*.whl" >/dev/null; then
+  echo ">> installing the carried reference into /tmp/refsite"
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/refsite .refwhl/*.whl
+fi
+if compgen -G ".debs/libseccomp-dev_*.deb" >/dev/null && [ ! -f /usr/include/seccomp.h ]; then
+  echo ">> unpacking the carried libseccomp-dev"
+  dpkg -x .debs/libseccomp-dev_*.deb /tmp/seccomp-dev
+  export KCORAL_SECCOMP_ROOT=/tmp/seccomp-dev
+fi
+
+# build_kcoral LOG [ON|OFF]: builds into build/gpu (unit tests with ON) and
+# installs the package for $PY; the log goes to LOG.
+build_kcoral() {
+  local log=$1 tests=${2:-ON}
+  cmake -S . -B build/gpu -G Ninja -DKCORAL_BUILD_TESTS="$tests" -DKCORAL_DEBUG_INFO=OFF \
+    -DPython_EXECUTABLE="$(command -v "$PY")" >"$log" 2>&1 &&
+    cmake --build build/gpu -j "$(nproc)" >>"$log" 2>&1 && "$PY" scripts/dev_install.py >>"$log" 2>&1
+}
