@@ -281,7 +281,9 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
       return result;
     } else {
       child_.KillTreeAndReap();
-      return fail(RunResult::Ending::kBroken, "worker sent an unexpected " + type + " frame");
+      // The type is the worker's text (up to a 64 KiB header): only its start is quoted.
+      return fail(RunResult::Ending::kBroken,
+                  "worker sent an unexpected " + type.substr(0, 64) + " frame");
     }
   }
 }

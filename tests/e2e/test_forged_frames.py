@@ -103,3 +103,12 @@ def test_a_forged_outcome_of_a_terabyte_is_refused_unread(shared_server):
         assert raised.value.kind == "response_too_large"
         assert shared_server.process.poll() is None, "the server died"
         assert client.execute(trivial(), timeout_seconds=20).results["out"] == 42
+
+
+def test_a_forged_frame_type_is_quoted_only_in_part(shared_server):
+    with Client(shared_server.url) as client:
+        with pytest.raises(KCoralError) as raised:
+            client.execute(forging_program({"type": "x" * 60000}), timeout_seconds=20)
+        assert raised.value.kind == "engine"  # 500: invalid worker response
+        assert "unexpected " + "x" * 64 + " frame" in raised.value.message
+        assert len(raised.value.message) < 1000
