@@ -30,6 +30,7 @@ bubblewrap on these machines, so with it both sides run --sandbox none unless
 """
 
 import argparse
+import json
 import os
 import random
 import re
@@ -161,6 +162,16 @@ class Server:
                 raise SystemExit(f"{label} server ({' '.join(flags)}) did not start; logs were in {self.log_dir}")
             time.sleep(0.2)
 
+    def events(self, name: str) -> list[dict]:
+        found = []
+        for path in Path(self.log_dir).glob("runs/*/events.jsonl"):
+            for line in path.read_text().splitlines():
+                if line and f'"{name}"' in line:
+                    event = json.loads(line)
+                    if event.get("event") == name:
+                        found.append(event)
+        return found
+
     def metric(self, name: str) -> float | None:
         try:
             text = httpx.get(self.url + "/metrics", timeout=5).text
@@ -204,6 +215,7 @@ class Run:
     wall_s: float
     outcomes: list[Outcome] = field(default_factory=list)
     span_s: float | None = None
+    timelines: list[dict] = field(default_factory=list)  # ours: run_timeline events
 
     def per_gpu_hour(self) -> float:
         return len(self.outcomes) / self.wall_s * 3600
@@ -280,6 +292,7 @@ def measure(side: str, mode: str, cpu_url: str, gpu_server: Server, candidates: 
     if spans_before is not None:
         spans_after = gpu_server.metric("kcoral_span_seconds_total")
         run.span_s = None if spans_after is None else spans_after - spans_before
+        run.timelines = gpu_server.events("run_timeline")
     return run
 
 
@@ -426,6 +439,7 @@ def print_tables(runs: list[Run], args, sandbox: str) -> None:
             cells.append(f"{statistics.median(times):>6.2f} / {percentile(times, 99):>5.2f} ({len(times):>3})"
                          if times else f"{'-':>20}")
         print(f"{run.side:>9} | {run.mode:>7} | " + " | ".join(f"{c:>20}" for c in cells))
+    print_lease_by_instruction(runs)
     for run in runs:
         unexpected: dict[tuple[str, str], list[Outcome]] = {}
         for o in run.outcomes:
@@ -434,6 +448,35 @@ def print_tables(runs: list[Run], args, sandbox: str) -> None:
         for (kind, seen), outcomes in sorted(unexpected.items()):
             print(f"note: {run.side} {run.mode}: {len(outcomes)} {kind} candidate(s) ended {seen}"
                   + (f" (first: {outcomes[0].detail})" if outcomes[0].detail else ""))
+
+
+def print_lease_by_instruction(runs: list[Run]) -> None:
+    """Where the seed request's time and lease go, per instruction (our run_timeline
+    events; the seed's program only, the one every correct candidate sends)."""
+    instructions = seed.benchmark_program(b"").instructions
+    for run in runs:
+        rows: dict[int, list[tuple[float, bool]]] = {}
+        for timeline in run.timelines:
+            if len(timeline["instructions"]) != len(instructions):
+                continue  # another candidate's program
+            for index, ms, leased in timeline["instructions"]:
+                rows.setdefault(index, []).append((ms, leased))
+        if not rows:
+            continue
+        n = len(next(iter(rows.values())))
+        print(f"\n{run.side}, {run.mode} workers: the seed request's instructions, median ms over {n} runs "
+              "(leased: share of runs holding the GPU lease when it ended)")
+        for index in sorted(rows):
+            ins = instructions[index]
+            name = f"{ins['op']} {ins.get('id') or ins.get('key', '')}"
+            times = [ms for ms, _ in rows[index]]
+            leased = sum(leased for _, leased in rows[index]) / len(rows[index])
+            print(f"  {index:>2} {name:<28} {statistics.median(times):>9.2f} ms   leased {100 * leased:>3.0f}%")
+        outside = [t["lease_held_ms"] - sum(ms for _, ms, leased in t["instructions"] if leased)
+                   for t in run.timelines if len(t["instructions"]) == len(instructions)]
+        spans = [t["span_held_ms"] for t in run.timelines if len(t["instructions"]) == len(instructions)]
+        print(f"  lease held outside instructions (the end of the request, hand-over): median "
+              f"{statistics.median(outside):.2f} ms; timing span: median {statistics.median(spans):.2f} ms")
 
 
 if __name__ == "__main__":

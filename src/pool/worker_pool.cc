@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 
 namespace kc::pool {
@@ -160,6 +161,16 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
                  {{"request_id", job.run.request_id},
                   {"lease_wait_ms", result.run.lease_wait_ms},
                   {"holders", result.run.lease_waited_for}});
+  }
+  if (!result.run.instruction_times.empty()) {  // where the run's time and its lease went
+    nlohmann::json instructions = nlohmann::json::array();
+    for (const RunResult::InstructionTime& t : result.run.instruction_times)
+      instructions.push_back({t.index, std::round(t.ms * 1000) / 1000, t.leased});
+    events_.Emit(EventLevel::kInfo, "run_timeline",
+                 {{"request_id", job.run.request_id},
+                  {"lease_held_ms", result.run.lease_held_ms},
+                  {"span_held_ms", result.run.span_held_ms},
+                  {"instructions", std::move(instructions)}});
   }
   if (result.run.span_wait_ms > 1) {  // a timing span waited for house-keeping
     events_.Emit(EventLevel::kInfo, "span_waited",

@@ -118,7 +118,7 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
   // The lease is arbitrated here; whatever ends the run, it is released after
   // the worker is dead or done (a killed holder tears its context down under it).
   bool held = false, in_span = false;
-  Clock::time_point held_since, span_since;
+  Clock::time_point held_since, span_since, instruction_since;
   GpuArbiter::SpanStart span;
   auto end_span = [&] {
     if (!in_span) return;
@@ -251,7 +251,15 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
       const std::optional<int64_t> index = frame->IntField("index");
       result.instruction_index =
           index && *index >= 0 && *index <= INT32_MAX ? static_cast<int>(*index) : -1;
+      instruction_since = Clock::now();
     } else if (type == ipc::frame_type::kInstructionEnd) {
+      if (result.instruction_index >= 0 &&
+          result.instruction_times.size() < RunResult::kTimedInstructions) {
+        result.instruction_times.push_back(
+            {result.instruction_index,
+             std::chrono::duration<double, std::milli>(Clock::now() - instruction_since).count(),
+             held});
+      }
       result.instruction_index = -1;
     } else if (type == ipc::frame_type::kOutcome && frame->fds.size() == 2) {
       // At most one byte past the cap: a bigger outcome (a forged one may claim

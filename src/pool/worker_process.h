@@ -92,6 +92,17 @@ struct RunResult {
   double span_held_ms = 0;
   double span_wait_ms = 0;
   uint64_t housekeeping_beside_spans = 0;
+  // Each instruction's wall time as the server saw it (its instruction to its
+  // instruction_end frame), and whether the run held the GPU lease when it
+  // ended: where a run's time and its lease go (the run_timeline event). The
+  // first kTimedInstructions only.
+  struct InstructionTime {
+    int index;
+    double ms;
+    bool leased;
+  };
+  static constexpr size_t kTimedInstructions = 512;
+  std::vector<InstructionTime> instruction_times;
   std::vector<std::string> lease_waited_for;  // who held the lease while this run waited
   std::string retire_reason;                  // the worker asks to be retired (poisoned_context)
   int64_t gpu_access_detected_ns = 0;         // steady clock; 0: no gpu_access violation

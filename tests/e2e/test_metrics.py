@@ -1,5 +1,6 @@
 """GET /metrics: Prometheus text that a real Prometheus parser accepts, with
-counters that follow what the server did."""
+counters that follow what the server did; and the run_timeline event, which
+times every instruction of a run."""
 
 from __future__ import annotations
 
@@ -61,3 +62,19 @@ def test_metrics_method_is_get_only(make_server):
     server = make_server("--num-workers", "1")
     response = httpx.post(server.url + "/metrics", timeout=5)
     assert response.status_code == 405
+
+
+def test_run_timeline_event_times_every_instruction(make_server):
+    server = make_server("--num-workers", "1")
+    program = Program()
+    module = program.upload(kind="module", source="import time\n\ndef main():\n    time.sleep(0.2)\n    return 1\n")
+    out = program.run(fn=program.get_function(module=module, name="main"), args=[])
+    program.return_(key="out", value=out)
+    with Client(server.url) as client:
+        result = client.execute(program, timeout_seconds=30)
+    assert result.completed
+    [timeline] = [e for e in server.events() if e["event"] == "run_timeline"]
+    assert timeline["request_id"] == result.request_id
+    assert [index for index, _, _ in timeline["instructions"]] == [0, 1, 2, 3]
+    assert all(ms >= 0 and leased is False for _, ms, leased in timeline["instructions"])  # no GPU here
+    assert timeline["instructions"][2][1] >= 200  # the run that slept
