@@ -53,6 +53,7 @@ from kcoral import Client, KCoralError, Program
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "examples"))
 import cpu_compile_gpu_execute as seed  # noqa: E402
+from roundtrip import percentile  # noqa: E402 - bench/ is this script's directory
 
 DEFAULT_REFERENCE = REPO / "build" / "reference-server-venv" / "bin" / "python"
 
@@ -324,11 +325,6 @@ def gpu_arch() -> str:
         raise SystemExit(f"nvidia-smi failed ({query.stderr.strip()}); pass --arch")
     major, minor = query.stdout.strip().split(".")
     return f"sm_{major}{minor}" + ("a" if int(major) >= 9 else "")
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
 def reference_imports(python: str, path: str) -> bool:

@@ -7,8 +7,11 @@ import pytest
 from kcoral import Client, KCoralError, Program
 
 FORGE = r'''
-def main(header):
-    import json, os, socket
+import fcntl, json, os, socket, time
+
+
+def send_everywhere(header, fds=()):
+    """Sends the frame on every SEQPACKET socket of this process: the worker's is one."""
     sent = 0
     for name in os.listdir("/proc/self/fd"):
         try:
@@ -19,13 +22,28 @@ def main(header):
             continue
         try:
             if s.type == socket.SOCK_SEQPACKET:
-                s.send(json.dumps(header).encode())
+                socket.send_fds(s, [json.dumps(header).encode()], list(fds))
                 sent += 1
         except OSError:
             pass
         finally:
             s.close()
     return sent
+
+
+def main(header):
+    return send_everywhere(header)
+
+
+def huge_outcome():
+    """An outcome frame whose memfd claims a terabyte (sparse): it must not be read whole."""
+    outcome = os.memfd_create("outcome")
+    os.ftruncate(outcome, 1 << 40)
+    parts = os.memfd_create("parts", os.MFD_ALLOW_SEALING)
+    fcntl.fcntl(parts, fcntl.F_ADD_SEALS,
+                fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
+    send_everywhere({"type": "outcome"}, [outcome, parts])
+    time.sleep(5)
 '''
 
 FORGED = [
@@ -39,38 +57,10 @@ FORGED = [
 ]
 
 
-# An outcome frame whose memfd claims a terabyte (sparse): it must not be read whole.
-HUGE_OUTCOME = r'''
-def main():
-    import fcntl, json, os, socket
-    outcome = os.memfd_create("outcome")
-    os.ftruncate(outcome, 1 << 40)
-    parts = os.memfd_create("parts", os.MFD_ALLOW_SEALING)
-    fcntl.fcntl(parts, fcntl.F_ADD_SEALS,
-                fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE | fcntl.F_SEAL_SEAL)
-    for name in os.listdir("/proc/self/fd"):
-        try:
-            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
-                continue
-            s = socket.socket(fileno=os.dup(int(name)))
-        except OSError:
-            continue
-        try:
-            if s.type == socket.SOCK_SEQPACKET:
-                socket.send_fds(s, [json.dumps({"type": "outcome"}).encode()], [outcome, parts])
-        except OSError:
-            pass
-        finally:
-            s.close()
-    import time
-    time.sleep(5)
-'''
-
-
-def forging_program(header: dict) -> Program:
+def forging_program(header: dict | None, name: str = "main") -> Program:
     program = Program()
     module = program.upload(kind="module", source=FORGE)
-    sent = program.run(fn=program.get_function(module=module, name="main"), args=[header])
+    sent = program.run(fn=program.get_function(module=module, name=name), args=[] if header is None else [header])
     program.return_(key="sent", value=sent)
     return program
 
@@ -94,12 +84,9 @@ def test_a_forged_frame_header_never_takes_the_server_down(shared_server, header
 
 
 def test_a_forged_outcome_of_a_terabyte_is_refused_unread(shared_server):
-    program = Program()
-    module = program.upload(kind="module", source=HUGE_OUTCOME)
-    program.run(fn=program.get_function(module=module, name="main"), args=[])
     with Client(shared_server.url) as client:
         with pytest.raises(KCoralError) as raised:
-            client.execute(program, timeout_seconds=20)
+            client.execute(forging_program(None, "huge_outcome"), timeout_seconds=20)
         assert raised.value.kind == "response_too_large"
         assert shared_server.process.poll() is None, "the server died"
         assert client.execute(trivial(), timeout_seconds=20).results["out"] == 42
