@@ -24,14 +24,14 @@ std::string RetireReason(const RunResult& run, bool request_limit) {
     case RunResult::Ending::kCancelled:
       return "cancelled";
     case RunResult::Ending::kOutcome:
-      if (!run.retire_reason.empty()) return run.retire_reason;  // poisoned_context
+      if (!run.retire_reason.empty()) return run.retire_reason;  // poisoned_context, ...
       return request_limit ? "request_limit" : "";
   }
   return "";
 }
 
 EventLevel RetireLevel(const std::string& reason) {
-  if (reason == "request_limit") return EventLevel::kInfo;
+  if (reason == "request_limit" || reason == "library_limit") return EventLevel::kInfo;
   if (reason == "timeout" || reason == "poisoned_context" || reason == "cancelled" ||
       reason == "sandbox_cleanup")
     return EventLevel::kWarning;

@@ -280,9 +280,13 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
       Drain(err_pipe->read.get(), result.err, limit);
       result.outcome_json = std::move(*outcome);
       result.parts = std::move(*parts);
-      // The only reason a worker gives; the server names it, so that no worker
-      // text reaches event fields or metric labels.
-      if (frame->header.contains("retire")) result.retire_reason = "poisoned_context";
+      // The reasons a worker gives (engine.py); any other text is named here,
+      // so that no worker text reaches event fields or metric labels.
+      if (frame->header.contains("retire")) {
+        const std::string reason = frame->StringField("retire").value_or("");
+        result.retire_reason =
+            reason == "poisoned_context" || reason == "library_limit" ? reason : "worker_asked";
+      }
       result.gpu_access_detected_ns = frame->IntField("gpu_access_detected_ns").value_or(0);
       result.ending = RunResult::Ending::kOutcome;
       release();

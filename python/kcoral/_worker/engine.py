@@ -16,6 +16,7 @@ from kcoral import _core
 from kcoral._worker import files, values
 from kcoral._worker.blob_maps import MappedBlob
 from kcoral._worker.errors import InstructionFailure, describe_exception, format_traceback
+from kcoral._worker.runtime import libraries_full
 
 
 class CudaSource:
@@ -145,6 +146,8 @@ class Engine:
         meta = {}
         if self.runtime.retire_reason:
             meta["retire"] = self.runtime.retire_reason
+        elif libraries_full():
+            meta["retire"] = "library_limit"
         if error and "detected_ns" in error:
             meta["gpu_access_detected_ns"] = error.pop("detected_ns")
         outcome = {

@@ -41,7 +41,7 @@ def _library_versions() -> dict:
 
 
 class CpuRuntime:
-    retire_reason = None  # a CPU worker never asks to be retired
+    retire_reason = None  # a CPU worker asks to be retired only when libraries_full()
 
     def __init__(self, host_execution: bool):
         self.host_execution = host_execution
@@ -91,6 +91,13 @@ class CpuRuntime:
 # a library by its path and hands back the loaded one for a path it has seen,
 # so /proc/self/fd/N must never name another library later.
 _loaded: dict[str, object] = {}
+# Past this many, a reused worker is retired after its request (engine.py):
+# each library holds a descriptor and its mapping for the process's life.
+_MAX_LIBRARIES = int(os.environ.get("KCORAL_MAX_LIBRARIES_PER_WORKER", "256"))
+
+
+def libraries_full() -> bool:
+    return len(_loaded) >= _MAX_LIBRARIES
 
 
 def load_library(blob, sha256: str):
