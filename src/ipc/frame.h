@@ -20,7 +20,8 @@
 //   S->W lease_granted
 //   W->S span_begin / span_end   a benchmark's timed calls, under the lease: no
 //                                CUDA context is created or destroyed on the
-//                                GPU meanwhile (pool/gpu_arbiter.h)
+//                                GPU meanwhile under --housekeeping outside-spans;
+//                                counted beside it otherwise (pool/gpu_arbiter.h)
 //   S->W span_granted
 //   W->S outcome      {retire?, gpu_access_detected_ns?}
 //                     fds: [outcome.json memfd, parts memfd]

@@ -78,9 +78,9 @@ struct RunResult {
   // hands the request to another worker.
   bool delivered = true;
   std::string outcome_json;
-  uint64_t outcome_bytes =
-      0;              // its memfd's size; outcome_json holds at most max_response_bytes + 1
-  SharedBytes parts;  // binary segments, concatenated: the worker's sealed memfd, mapped
+  // Its memfd's size; outcome_json holds at most max_response_bytes + 1 of it.
+  uint64_t outcome_bytes = 0;
+  SharedBytes parts;           // binary segments, concatenated: the worker's sealed memfd, mapped
   int instruction_index = -1;  // running when it ended; -1 outside any
   std::string message;         // for kCrashed/kBroken
   CapturedStream out, err;
@@ -104,8 +104,9 @@ struct RunResult {
   static constexpr size_t kTimedInstructions = 512;
   std::vector<InstructionTime> instruction_times;
   std::vector<std::string> lease_waited_for;  // who held the lease while this run waited
-  std::string retire_reason;                  // the worker asks to be retired (poisoned_context)
-  int64_t gpu_access_detected_ns = 0;         // steady clock; 0: no gpu_access violation
+  std::string retire_reason;  // the worker asks to be retired: poisoned_context, library_limit,
+                              // worker_asked (any other text it sent)
+  int64_t gpu_access_detected_ns = 0;  // steady clock; 0: no gpu_access violation
   // The worker's key for sealed benchmark records (ipc/frame.h ready), to check what it returned.
   std::string seal_key;
 };

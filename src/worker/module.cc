@@ -205,8 +205,8 @@ void AcquireLease() {
   AskServer(ipc::frame_type::kLeaseAcquire, ipc::frame_type::kLeaseGranted);
 }
 
-// A timing span begins: blocks until no CUDA context is being created or
-// destroyed on the GPU (pool/gpu_arbiter.h).
+// A timing span begins: blocks until the server grants it (under outside-spans,
+// once no CUDA context is being created or destroyed on the GPU; gpu_arbiter.h).
 void BeginTimingSpan() {
   AskServer(ipc::frame_type::kSpanBegin, ipc::frame_type::kSpanGranted);
 }
@@ -335,7 +335,7 @@ PYBIND11_MODULE(_core, m) {
       "The worker lent this network namespace is gone (its PID namespace has died).");
   m.def("lease_acquire", &kc::worker::AcquireLease, "Block until the server grants the GPU lease.");
   m.def("span_begin", &kc::worker::BeginTimingSpan,
-        "A timing span begins (under the lease): block until the GPU is quiet.");
+        "A timing span begins (under the lease): block until the server grants it.");
   m.def(
       "span_end",
       [] {

@@ -54,7 +54,8 @@ def _options(cfg: dict) -> dict:
 
 def _run(native_function, leading: tuple, options: dict) -> dict:
     # Warm-up, checks and timed calls are one timing span: while it runs, no
-    # neighbour creates or destroys a CUDA context on this GPU (gpu_arbiter.h).
+    # neighbour creates or destroys a CUDA context on this GPU, or under
+    # --housekeeping beside-spans the server counts those that do (gpu_arbiter.h).
     _core.span_begin()
     try:
         return native_function(*leading, **options)

@@ -41,7 +41,7 @@ def _library_versions() -> dict:
 
 
 class CpuRuntime:
-    retire_reason = None  # a CPU worker asks to be retired only when libraries_full()
+    retire_reason = None  # a CPU worker never asks itself; engine.py adds library_limit for any
 
     def __init__(self, host_execution: bool):
         self.host_execution = host_execution
