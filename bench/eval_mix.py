@@ -282,6 +282,8 @@ def measure(side: str, mode: str, cpu_url: str, gpu_server: Server, candidates: 
                     print(f"  {side} {mode}: {done}/{len(candidates)}", file=sys.stderr, flush=True)
 
     spans_before = gpu_server.metric("kcoral_span_seconds_total") if side == "ours" else None
+    # Ours only; the warm-up's timelines are not this run's.
+    timelines_before = len(gpu_server.events("run_timeline")) if side == "ours" else 0
     threads = [threading.Thread(target=client_loop) for _ in range(concurrency)]
     start = time.perf_counter()
     for t in threads:
@@ -293,7 +295,7 @@ def measure(side: str, mode: str, cpu_url: str, gpu_server: Server, candidates: 
     if spans_before is not None:
         spans_after = gpu_server.metric("kcoral_span_seconds_total")
         run.span_s = None if spans_after is None else spans_after - spans_before
-        run.timelines = gpu_server.events("run_timeline")
+        run.timelines = gpu_server.events("run_timeline")[timelines_before:]
     return run
 
 
