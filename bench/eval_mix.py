@@ -330,13 +330,23 @@ def gpu_arch() -> str:
 
 
 def reference_imports(python: str, path: str) -> bool:
+    """Whether `python` imports the reference kcoral 0.1.1 and what its `benchmark`
+    needs (cupti-python, torch); says what is missing."""
     env = dict(os.environ, PYTHONPATH=path)
     probe = subprocess.run([python, "-c", "import importlib.metadata as m, kcoral; print(m.version('kcoral'), kcoral.__file__)"],
                            capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
     if probe.returncode != 0:
         return False
     version, location = probe.stdout.split(maxsplit=1)
-    return version == "0.1.1" and str(REPO) not in location
+    if version != "0.1.1" or str(REPO) in location:
+        return False
+    needs = subprocess.run([python, "-c", "import torch; from cupti import cupti"],
+                           capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
+    if needs.returncode != 0:
+        last = (needs.stderr.strip().splitlines() or ["?"])[-1]
+        print(f"note: the reference's benchmark will fail: {python} cannot import torch and cupti ({last})",
+              file=sys.stderr)
+    return True
 
 
 def main() -> None:
@@ -453,28 +463,28 @@ def print_lease_by_instruction(runs: list[Run]) -> None:
     events; the seed's program only, the one every correct candidate sends)."""
     instructions = seed.benchmark_program(b"").instructions
     for run in runs:
-        rows: dict[int, list[tuple[float, bool]]] = {}
-        for timeline in run.timelines:
-            if len(timeline["instructions"]) != len(instructions):
-                continue  # another candidate's program
-            for index, ms, leased in timeline["instructions"]:
-                rows.setdefault(index, []).append((ms, leased))
+        rows: dict[int, list[tuple[float, float, bool]]] = {}
+        timelines = [t for t in run.timelines if len(t["instructions"]) == len(instructions)]
+        for timeline in timelines:  # other candidates' programs are left out
+            for index, ms, wait, leased in timeline["instructions"]:
+                rows.setdefault(index, []).append((ms, wait, leased))
         if not rows:
             continue
-        n = len(next(iter(rows.values())))
-        print(f"\n{run.side}, {run.mode} workers: the seed request's instructions, median ms over {n} runs "
-              "(leased: share of runs holding the GPU lease when it ended)")
+        print(f"\n{run.side}, {run.mode} workers: the seed request's instructions, median ms over {len(timelines)} "
+              "runs (wall as the server saw it, the part of it waiting for the GPU lease, and the share of runs "
+              "holding the lease when it ended)")
         for index in sorted(rows):
             ins = instructions[index]
             name = f"{ins['op']} {ins.get('id') or ins.get('key', '')}"
-            times = [ms for ms, _ in rows[index]]
-            leased = sum(leased for _, leased in rows[index]) / len(rows[index])
-            print(f"  {index:>2} {name:<28} {statistics.median(times):>9.2f} ms   leased {100 * leased:>3.0f}%")
-        outside = [t["lease_held_ms"] - sum(ms for _, ms, leased in t["instructions"] if leased)
-                   for t in run.timelines if len(t["instructions"]) == len(instructions)]
-        spans = [t["span_held_ms"] for t in run.timelines if len(t["instructions"]) == len(instructions)]
+            print(f"  {index:>2} {name:<28} {statistics.median(ms for ms, _, _ in rows[index]):>9.2f} ms   "
+                  f"lease wait {statistics.median(w for _, w, _ in rows[index]):>9.2f} ms   "
+                  f"leased {100 * sum(held for _, _, held in rows[index]) / len(rows[index]):>3.0f}%")
+        # The lease's own share of an instruction that ended leased is its wall less its wait.
+        outside = [t["lease_held_ms"] - sum(ms - wait for _, ms, wait, leased in t["instructions"] if leased)
+                   for t in timelines]
         print(f"  lease held outside instructions (the end of the request, hand-over): median "
-              f"{statistics.median(outside):.2f} ms; timing span: median {statistics.median(spans):.2f} ms")
+              f"{statistics.median(outside):.2f} ms; timing span: median "
+              f"{statistics.median(t['span_held_ms'] for t in timelines):.2f} ms")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@
 #              house-keeping policies: evaluations per GPU-hour, duty cycle (120)
 #   mix        the evaluation mix, ours fresh and reused, and the reference
 #              fresh when .refwhl was carried (see gpu-env.sh) (about 300)
+#   blob       float32 tensors of 256 MiB and 1 GiB uploaded to the GPU, checked
+#              there, fresh and reused workers (about 60)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-env.sh
@@ -32,7 +34,10 @@ for bench in "$@"; do
               --housekeeping "$policy"
           done ;;
     mix) "$PY" bench/eval_mix.py --mix eval --candidates 100 --modes fresh,reused "${reference[@]}" ;;
-    *) echo "unknown benchmark: $bench (roundtrip, seed, mix)"; exit 2 ;;
+    blob) for reuse in "" --reuse-workers; do
+            "$PY" bench/blob_ingest.py --device gpu --sizes 256,1024 --reference '' $reuse
+          done ;;
+    *) echo "unknown benchmark: $bench (roundtrip, seed, mix, blob)"; exit 2 ;;
   esac
   echo ">> $bench: $(( $(date +%s) - started )) s"
 done

@@ -20,6 +20,7 @@
 #include "native/integrity_bindings.h"
 #include "native/l2_flush.h"
 #include "native/python_errors.h"
+#include "native/staged_copy.h"
 
 namespace py = pybind11;
 
@@ -111,6 +112,26 @@ py::dict DeviceCheck() {
   return out;
 }
 
+// `source` is any buffer (a blob's read-only mapping); the GIL is released while it is read,
+// so the buffer is held by the caller for the call.
+void CopyToDevice(const py::buffer& source, uintptr_t destination, uintptr_t stream) {
+  const py::buffer_info info = source.request();
+  py::ssize_t contiguous_stride = info.itemsize;
+  for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+    if (info.shape[d] > 1 && info.strides[d] != contiguous_stride)
+      Raise(PyExc_ValueError, "copy_to_device: the buffer is not contiguous");
+    contiguous_stride *= info.shape[d];
+  }
+  const size_t bytes = static_cast<size_t>(info.size) * static_cast<size_t>(info.itemsize);
+  Status status;
+  {
+    py::gil_scoped_release unlocked;
+    status = CopyToDeviceStaged(info.ptr, reinterpret_cast<void*>(destination), bytes,
+                                reinterpret_cast<cudaStream_t>(stream));
+  }
+  ThrowIfError(status);
+}
+
 int64_t L2CacheBytes() {
   return static_cast<int64_t>(ValueOrThrow(CurrentDeviceL2Bytes()));
 }
@@ -158,6 +179,10 @@ PYBIND11_MODULE(_native, m) {
   m.def("device_check", &native::DeviceCheck,
         "Synchronize and read the last CUDA error: {error: None} or "
         "{error, message, sticky}.");
+  m.def("copy_to_device", &native::CopyToDevice, py::arg("source"), py::arg("destination"),
+        py::arg("stream"),
+        "Copies a host buffer to device memory at `destination` (an address) on `stream`,\n"
+        "through pinned staging chunks; the buffer has been read when it returns.");
   m.def("l2_cache_bytes", &native::L2CacheBytes, "L2 cache size of the current device, bytes.");
   m.def("cupti_version", &native::CuptiVersion, "CUPTI API version (cuptiGetVersion).");
   native::DefineIntegrityBindings(m);

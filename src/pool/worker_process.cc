@@ -119,6 +119,7 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
   // the worker is dead or done (a killed holder tears its context down under it).
   bool held = false, in_span = false;
   Clock::time_point held_since, span_since, instruction_since;
+  double wait_before_instruction = 0;  // result.lease_wait_ms when the instruction began
   GpuArbiter::SpanStart span;
   auto end_span = [&] {
     if (!in_span) return;
@@ -252,13 +253,14 @@ RunResult WorkerProcess::Run(const RunRequest& request) {
       result.instruction_index =
           index && *index >= 0 && *index <= INT32_MAX ? static_cast<int>(*index) : -1;
       instruction_since = Clock::now();
+      wait_before_instruction = result.lease_wait_ms;
     } else if (type == ipc::frame_type::kInstructionEnd) {
       if (result.instruction_index >= 0 &&
           result.instruction_times.size() < RunResult::kTimedInstructions) {
         result.instruction_times.push_back(
             {result.instruction_index,
              std::chrono::duration<double, std::milli>(Clock::now() - instruction_since).count(),
-             held});
+             result.lease_wait_ms - wait_before_instruction, held});
       }
       result.instruction_index = -1;
     } else if (type == ipc::frame_type::kOutcome && frame->fds.size() == 2) {

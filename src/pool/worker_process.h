@@ -93,12 +93,13 @@ struct RunResult {
   double span_wait_ms = 0;
   uint64_t housekeeping_beside_spans = 0;
   // Each instruction's wall time as the server saw it (its instruction to its
-  // instruction_end frame), and whether the run held the GPU lease when it
-  // ended: where a run's time and its lease go (the run_timeline event). The
-  // first kTimedInstructions only.
+  // instruction_end frame), the part of it spent waiting for the GPU lease, and
+  // whether the run held the lease when it ended: where a run's time and its
+  // lease go (the run_timeline event). The first kTimedInstructions only.
   struct InstructionTime {
     int index;
     double ms;
+    double lease_wait_ms;
     bool leased;
   };
   static constexpr size_t kTimedInstructions = 512;

@@ -22,6 +22,19 @@ namespace {
 
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
+// What --worker-cpu-threads sets in every worker; inherited values are dropped.
+constexpr const char* kThreadCountVariables[] = {"OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                                 "OPENBLAS_NUM_THREADS"};
+
+bool IsThreadCountVariable(std::string_view entry) {
+  for (std::string_view name : kThreadCountVariables) {
+    if (entry.size() > name.size() && entry.substr(0, name.size()) == name &&
+        entry[name.size()] == '=')
+      return true;
+  }
+  return false;
+}
+
 StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
   pool::PoolOptions options;
   const int standby = config.standby_workers;
@@ -63,7 +76,12 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
     const std::string_view entry(*e);
     if (entry.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;         // we pin workers
     if (entry.rfind("CUDA_DEVICE_MAX_CONNECTIONS=", 0) == 0) continue;  // --cuda-max-connections
+    if (IsThreadCountVariable(entry)) continue;                         // --worker-cpu-threads
     options.launch.env.emplace_back(*e);
+  }
+  for (const char* name : kThreadCountVariables) {
+    options.launch.env.push_back(std::string(name) + "=" +
+                                 std::to_string(WorkerCpuThreads(config)));
   }
   options.launch.env.push_back("KCORAL_WORKER_DEVICE=" + config.device);
   options.launch.env.push_back("KCORAL_CPU_EXECUTION=" + config.cpu_execution);

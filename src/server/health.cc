@@ -25,6 +25,7 @@ HttpReply App::HandleHealth() const {
   body["cpu_execution"] = config_.device == "cpu" ? config_.cpu_execution : "";
   body["shutting_down"] = shutting_down_.load();
   body["sandbox"] = pool_->DescribeSandbox();
+  body["worker_cpu_threads"] = WorkerCpuThreads(config_);
   if (config_.device == "gpu") {
     body["gpu_scheduling"] = {{"housekeeping", config_.housekeeping},
                               {"cuda_max_connections", config_.cuda_max_connections}};

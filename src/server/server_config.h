@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kc::server {
@@ -19,6 +20,7 @@ struct ServerConfig {
   int standby_workers = -1;                    // -1: one per seat
   int cuda_max_connections = 1;                // CUDA_DEVICE_MAX_CONNECTIONS of GPU workers
   std::string housekeeping = "outside-spans";  // outside-spans | beside-spans (gpu_arbiter.h)
+  int worker_cpu_threads = 0;                  // OpenMP/BLAS threads per worker; 0: min(4, cores)
   int max_requests_per_worker = 1;
   double worker_termination_grace_seconds = 5;
   std::string sandbox = "namespaces";    // namespaces (bubblewrap: an alias) | none
@@ -49,5 +51,13 @@ struct ServerConfig {
   int io_threads = 1;
   int parse_threads = 2;
 };
+
+// Host threads per worker (--worker-cpu-threads; 0 picks min(4, cores)): a worker that
+// starts one OpenMP thread per core beside its neighbours spins at every barrier.
+inline int WorkerCpuThreads(const ServerConfig& config) {
+  if (config.worker_cpu_threads > 0) return config.worker_cpu_threads;
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  return cores > 0 && cores < 4 ? cores : 4;
+}
 
 }  // namespace kc::server

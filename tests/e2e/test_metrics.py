@@ -75,8 +75,9 @@ def test_run_timeline_event_times_every_instruction(make_server):
     assert result.completed
     [timeline] = [e for e in server.events() if e["event"] == "run_timeline"]
     assert timeline["request_id"] == result.request_id
-    assert [index for index, _, _ in timeline["instructions"]] == [0, 1, 2, 3]
-    assert all(ms >= 0 and leased is False for _, ms, leased in timeline["instructions"])  # no GPU here
+    assert [index for index, _, _, _ in timeline["instructions"]] == [0, 1, 2, 3]
+    # No GPU here: no lease, so nothing waited for it.
+    assert all(ms >= 0 and wait == 0 and leased is False for _, ms, wait, leased in timeline["instructions"])
     # The run that slept 200 ms; the server sees its frames a little late, the first one maybe later.
-    times = [ms for _, ms, _ in timeline["instructions"]]
+    times = [ms for _, ms, _, _ in timeline["instructions"]]
     assert times[2] >= 150 and times[2] == max(times)

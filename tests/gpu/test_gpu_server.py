@@ -75,6 +75,29 @@ def test_tensor_round_trip(gpu_client, dtype):
     assert result.lease_held_ms > 0
 
 
+def test_large_tensor_goes_through_pinned_staging_bit_exact(gpu_client):
+    # 20 MB: two whole 8 MiB staging chunks and a partial one (src/native/staged_copy.cc).
+    value = np.random.default_rng(1).standard_normal((5, 1_000_003)).astype(np.float32)
+    program = Program()
+    x = program.upload(id="x", kind="tensor", value=value)
+    module = program.upload(id="m", kind="module", source=TENSORS)
+    out = program.run(id="out", fn=program.get_function(id="plus_one", module=module, name="plus_one"), args=[x])
+    program.return_(key="out", value=out)
+    result = gpu_client.execute(program)
+    assert result.completed, result.error
+    assert np.array_equal(result.results["out"], value + 1)
+
+
+def test_large_tensor_whose_blob_does_not_match_its_shape_is_refused(gpu_client):
+    value = np.zeros((4, 1 << 20), dtype=np.float32)  # 16 MiB
+    program = Program()
+    program.upload(id="x", kind="tensor", value=value)
+    program.instructions[0]["shape"] = [8, 1 << 20]  # claims twice the blob: a copy must not overrun
+    result = gpu_client.execute(program)
+    assert result.status == "FAILED"
+    assert result.error["kind"] == "runtime" and "needs 33554432" in result.error["message"]
+
+
 def test_library_load_and_missing_export(gpu_client, add_one_library):
     for name, expected in (("add_one", "COMPLETED"), ("no_such_function", "FAILED")):
         program = Program()
@@ -181,6 +204,11 @@ def test_lease_is_fifo_and_accounted(gpu_server):
         assert results[k].lease_wait_ms + results[k].lease_held_ms <= results[k].elapsed_ms + 1
     # The third waited for the other two holders.
     assert results[2].lease_wait_ms > 700
+    # Its timeline puts the wait on the instruction that asked for the lease (the module upload).
+    [timeline] = [e for e in gpu_server.events()
+                  if e["event"] == "run_timeline" and e["request_id"] == results[2].request_id]
+    waits = [wait for _, _, wait, _ in timeline["instructions"]]
+    assert abs(waits[0] - results[2].lease_wait_ms) < 1 and sum(waits[1:]) < 1
     record("lease_wait_ms_fifo", [round(results[k].lease_wait_ms, 1) for k in range(3)])
 
 

@@ -16,6 +16,10 @@ from kcoral._worker.errors import InstructionFailure
 from kcoral._worker.runtime import library_function, load_library
 
 
+#: Tensor uploads at least this large go through pinned staging (docs/data-path.md).
+STAGED_COPY_BYTES = 8 << 20
+
+
 def _distribution_version(name: str) -> str | None:
     try:
         return metadata.version(name)
@@ -151,7 +155,8 @@ class GpuRuntime:
     # -- instructions ---------------------------------------------------------
 
     def upload_tensor(self, blob, dtype: str, shape: list):
-        """One host-to-device copy, straight from the blob's mapping."""
+        """One host-to-device copy, straight from the blob's mapping: through pinned
+        staging chunks when large (src/native/staged_copy.h), else torch's own copy."""
         torch = self.torch
         try:
             torch_dtype = getattr(torch, dtype)
@@ -160,6 +165,13 @@ class GpuRuntime:
                 count *= n
             if count == 0:
                 return torch.empty(shape, dtype=torch_dtype, device="cuda")
+            if blob.size >= STAGED_COPY_BYTES and self._native is not None:
+                tensor = torch.empty(shape, dtype=torch_dtype, device="cuda")
+                needed = tensor.numel() * tensor.element_size()
+                if blob.size != needed:  # the server does not compare them; a copy must not overrun
+                    raise ValueError(f"the blob holds {blob.size} bytes, shape {shape} of {dtype} needs {needed}")
+                self._native.copy_to_device(blob.view(), tensor.data_ptr(), torch.cuda.current_stream().cuda_stream)
+                return tensor
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # frombuffer warns about read-only buffers; we copy
                 host = torch.frombuffer(blob.view(), dtype=torch_dtype)
