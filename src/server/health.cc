@@ -26,6 +26,7 @@ HttpReply App::HandleHealth() const {
   body["shutting_down"] = shutting_down_.load();
   body["sandbox"] = pool_->DescribeSandbox();
   body["worker_cpu_threads"] = WorkerCpuThreads(config_);
+  body["worker_heap_mbytes"] = WorkerHeapMbytes(config_);
   if (config_.device == "gpu") {
     body["gpu_scheduling"] = {{"housekeeping", config_.housekeeping},
                               {"cuda_max_connections", config_.cuda_max_connections}};

@@ -21,6 +21,7 @@ struct ServerConfig {
   int cuda_max_connections = 1;                // CUDA_DEVICE_MAX_CONNECTIONS of GPU workers
   std::string housekeeping = "outside-spans";  // outside-spans | beside-spans (gpu_arbiter.h)
   int worker_cpu_threads = 0;                  // OpenMP/BLAS threads per worker; 0: min(4, cores)
+  int worker_heap_mbytes = -1;  // heap faulted in per worker; -1: 64 on GPU, 0 on CPU
   int max_requests_per_worker = 1;
   double worker_termination_grace_seconds = 5;
   std::string sandbox = "namespaces";    // namespaces (bubblewrap: an alias) | none
@@ -58,6 +59,13 @@ inline int WorkerCpuThreads(const ServerConfig& config) {
   if (config.worker_cpu_threads > 0) return config.worker_cpu_threads;
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   return cores > 0 && cores < 4 ? cores : 4;
+}
+
+// Heap faulted in ahead per worker (--worker-heap-mbytes; -1 picks 64 MiB on GPU servers, where
+// a request's host work runs under the GPU lease, and none on CPU servers).
+inline int WorkerHeapMbytes(const ServerConfig& config) {
+  if (config.worker_heap_mbytes >= 0) return config.worker_heap_mbytes;
+  return config.device == "gpu" ? 64 : 0;
 }
 
 }  // namespace kc::server

@@ -38,6 +38,7 @@
 #include "worker/sealed_result_abi.h"
 #include "worker/seccomp_filter.h"
 #include "worker/view_templates.h"
+#include "worker/warm_heap.h"
 
 namespace py = pybind11;
 
@@ -333,6 +334,10 @@ PYBIND11_MODULE(_core, m) {
       "release_network_namespace", [](int fd) { kc::worker::ZygoteNetworks().Release(fd); },
       py::arg("network_fd"),
       "The worker lent this network namespace is gone (its PID namespace has died).");
+  m.def(
+      "warm_heap", [](size_t bytes) { kc::worker::WarmHeap(bytes); }, py::arg("bytes"),
+      "Fault in `bytes` of the heap and keep them for the program's allocations "
+      "(worker/warm_heap.h).");
   m.def("lease_acquire", &kc::worker::AcquireLease, "Block until the server grants the GPU lease.");
   m.def("span_begin", &kc::worker::BeginTimingSpan,
         "A timing span begins (under the lease): block until the server grants it.");

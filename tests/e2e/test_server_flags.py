@@ -1,6 +1,6 @@
 """Server flags: those that apply to GPU servers only are refused on a CPU
 server, by name, instead of being accepted and ignored; --worker-cpu-threads
-reaches every worker."""
+and --worker-heap-mbytes reach every worker."""
 
 import os
 import subprocess
@@ -66,3 +66,38 @@ def test_a_negative_cpu_thread_count_is_refused_by_name():
     run = server("--device", "cpu", "--worker-cpu-threads", "-1")
     assert run.returncode != 0
     assert "--worker-cpu-threads" in run.stderr
+
+
+# Page faults of a program's first 16 MiB allocation, touched page by page (bytearray zeroes it).
+FIRST_ALLOCATION_FAULTS = """
+import resource
+
+
+def main():
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    block = bytearray(16 << 20)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+"""
+
+
+def first_allocation_faults(server) -> int:
+    with Client(server.url) as client:
+        result = client.execute(call(FIRST_ALLOCATION_FAULTS))
+    assert result.completed, result.error
+    return result.results["out"]
+
+
+def test_a_warm_heap_serves_the_first_allocation_without_faults(make_server):
+    # 16 MiB is 4096 pages: without a warm heap each is faulted in at its first touch.
+    cold = make_server("--sandbox", "none")  # a CPU server keeps no heap by default
+    warm = make_server("--sandbox", "none", "--worker-heap-mbytes", "32")
+    assert httpx.get(cold.url + "/health").json()["worker_heap_mbytes"] == 0
+    assert httpx.get(warm.url + "/health").json()["worker_heap_mbytes"] == 32
+    assert first_allocation_faults(cold) > 3000
+    assert first_allocation_faults(warm) < 500
+
+
+def test_a_heap_as_large_as_the_memory_limit_is_refused():
+    run = server("--device", "cpu", "--worker-heap-mbytes", "256", "--worker-memory-limit-mbytes", "256")
+    assert run.returncode == 2
+    assert "--worker-heap-mbytes (256) must be below --worker-memory-limit-mbytes (256)" in run.stderr

@@ -37,6 +37,8 @@ def main() -> None:
         device = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
         engine = Engine(make_runtime(device))
         integrity.bind(device)  # before serve: the first request freezes it
+        # Last, so the pages are charged to this worker's own cgroup (--worker-heap-mbytes).
+        _core.warm_heap(int(os.environ.get("KCORAL_WORKER_HEAP_BYTES", "0")))
     except BaseException as error:  # noqa: BLE001 - reported to the server, then exit
         sandbox.report_failure(fd, error)
         os._exit(1)

@@ -168,7 +168,7 @@ class GpuRuntime:
             if blob.size >= STAGED_COPY_BYTES and self._native is not None:
                 tensor = torch.empty(shape, dtype=torch_dtype, device="cuda")
                 needed = tensor.numel() * tensor.element_size()
-                if blob.size != needed:  # the server does not compare them; a copy must not overrun
+                if blob.size != needed:  # the server refuses such a program; a copy must never overrun even so
                     raise ValueError(f"the blob holds {blob.size} bytes, shape {shape} of {dtype} needs {needed}")
                 self._native.copy_to_device(blob.view(), tensor.data_ptr(), torch.cuda.current_stream().cuda_stream)
                 return tensor

@@ -103,6 +103,8 @@ def _serve_forked(socket_fd: int, spec: dict, device: str, Engine, make_runtime)
             sandbox.enter(spec, socket_fd)
         engine = Engine(make_runtime(device))
         integrity.bind(device)  # before serve: the first request freezes it
+        # Last, so the pages are charged to this worker's own cgroup (--worker-heap-mbytes).
+        _core.warm_heap(int(os.environ.get("KCORAL_WORKER_HEAP_BYTES", "0")))
         _core.serve(engine)
     except BaseException as error:  # noqa: BLE001 - reported to the server, then exit
         sandbox.report_failure(socket_fd, error)
