@@ -79,9 +79,8 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
     if (IsThreadCountVariable(entry)) continue;                         // --worker-cpu-threads
     options.launch.env.emplace_back(*e);
   }
-  options.launch.env.push_back(
-      "KCORAL_WORKER_HEAP_BYTES=" +
-      std::to_string(uint64_t{static_cast<uint32_t>(WorkerHeapMbytes(config))} << 20));
+  options.launch.env.push_back(  // worker/warm_heap.h
+      "KCORAL_WORKER_HEAP_BYTES=" + std::to_string(uint64_t{WorkerHeapMbytes(config)} << 20));
   for (const char* name : kThreadCountVariables) {
     options.launch.env.push_back(std::string(name) + "=" +
                                  std::to_string(WorkerCpuThreads(config)));

@@ -194,8 +194,8 @@ int main(int argc, char** argv) {
                  "cap); drop --sandbox none\n";
     return 2;
   }
-  if (config.worker_memory_limit_mbytes != 0 && static_cast<uint64_t>(kc::server::WorkerHeapMbytes(
-                                                    config)) >= config.worker_memory_limit_mbytes) {
+  if (config.worker_memory_limit_mbytes != 0 &&
+      kc::server::WorkerHeapMbytes(config) >= config.worker_memory_limit_mbytes) {
     std::cerr << "kcoral server: --worker-heap-mbytes (" << kc::server::WorkerHeapMbytes(config)
               << ") must be below --worker-memory-limit-mbytes ("
               << config.worker_memory_limit_mbytes << "): the heap is part of it\n";

@@ -53,8 +53,8 @@ struct ServerConfig {
   int parse_threads = 2;
 };
 
-// Host threads per worker (--worker-cpu-threads; 0 picks min(4, cores)): a worker that
-// starts one OpenMP thread per core beside its neighbours spins at every barrier.
+// Host threads per worker (--worker-cpu-threads; 0 picks min(4, cores)): with one OpenMP
+// thread per core the seed's check ran 18x slower on the H200 (docs/gpu-scheduling.md).
 inline int WorkerCpuThreads(const ServerConfig& config) {
   if (config.worker_cpu_threads > 0) return config.worker_cpu_threads;
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
@@ -63,9 +63,9 @@ inline int WorkerCpuThreads(const ServerConfig& config) {
 
 // Heap faulted in ahead per worker (--worker-heap-mbytes; -1 picks 64 MiB on GPU servers, where
 // a request's host work runs under the GPU lease, and none on CPU servers).
-inline int WorkerHeapMbytes(const ServerConfig& config) {
-  if (config.worker_heap_mbytes >= 0) return config.worker_heap_mbytes;
-  return config.device == "gpu" ? 64 : 0;
+inline unsigned WorkerHeapMbytes(const ServerConfig& config) {
+  if (config.worker_heap_mbytes >= 0) return static_cast<unsigned>(config.worker_heap_mbytes);
+  return config.device == "gpu" ? 64u : 0u;
 }
 
 }  // namespace kc::server
