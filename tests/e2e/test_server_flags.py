@@ -41,16 +41,17 @@ def test_bad_values_name_the_flag(flag, value):
     assert flag in run.stderr
 
 
-def worker_threads(server) -> list:
+def run_main(server, source: str):
+    """What `main` of `source` returns in one of the server's workers."""
     with Client(server.url) as client:
-        result = client.execute(call(READ_THREADS))
+        result = client.execute(call(source))
     assert result.completed, result.error
     return result.results["out"]
 
 
 def test_workers_get_the_cpu_threads_the_flag_names(make_server):
     server = make_server("--worker-cpu-threads", "3")
-    assert worker_threads(server) == ["3", "3", "3"]
+    assert run_main(server, READ_THREADS) == ["3", "3", "3"]
     assert httpx.get(server.url + "/health").json()["worker_cpu_threads"] == 3
 
 
@@ -58,7 +59,7 @@ def test_workers_default_to_at_most_four_cpu_threads_whatever_the_server_inherit
     monkeypatch.setenv("OMP_NUM_THREADS", "64")  # inherited by the server below; dropped for its workers
     server = make_server()
     expected = str(min(4, os.cpu_count()))
-    assert worker_threads(server) == [expected] * 3
+    assert run_main(server, READ_THREADS) == [expected] * 3
     assert httpx.get(server.url + "/health").json()["worker_cpu_threads"] == int(expected)
 
 
@@ -80,21 +81,14 @@ def main():
 """
 
 
-def first_allocation_faults(server) -> int:
-    with Client(server.url) as client:
-        result = client.execute(call(FIRST_ALLOCATION_FAULTS))
-    assert result.completed, result.error
-    return result.results["out"]
-
-
 def test_a_warm_heap_serves_the_first_allocation_without_faults(make_server):
     # 16 MiB is 4096 pages: without a warm heap each is faulted in at its first touch.
     cold = make_server("--sandbox", "none")  # a CPU server keeps no heap by default
     warm = make_server("--sandbox", "none", "--worker-heap-mbytes", "32")
     assert httpx.get(cold.url + "/health").json()["worker_heap_mbytes"] == 0
     assert httpx.get(warm.url + "/health").json()["worker_heap_mbytes"] == 32
-    assert first_allocation_faults(cold) > 3000
-    assert first_allocation_faults(warm) < 500
+    assert run_main(cold, FIRST_ALLOCATION_FAULTS) > 3000
+    assert run_main(warm, FIRST_ALLOCATION_FAULTS) < 500
 
 
 def test_a_heap_as_large_as_the_memory_limit_is_refused():
