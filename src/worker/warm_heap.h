@@ -1,8 +1,8 @@
 // A worker's first host allocations, served from pages it already has.
 //
 // A fresh process gets every page of a large allocation from the kernel at its first touch:
-// in a GPU worker on the H200 that cost ~3 us a page, 6 ms of the seed's check for its two
-// 4 MiB `.cpu()` copies and as much again for torch.testing's temporaries, all of it under the
+// in a GPU worker on the H200 that cost ~3 us a page, 2,050 faults (6 ms) for the seed's two
+// 4 MiB `.cpu()` copies and 4,065 more in torch.testing's temporaries, all of it under the
 // GPU lease. WarmHeap, called once before the worker reports ready, touches `bytes` of glibc's
 // main heap and frees them again, with glibc told to keep them: allocations up to 32 MiB come
 // from the heap (not from mmap, which returns pages on free), and the heap is trimmed only past
