@@ -22,12 +22,16 @@ namespace {
 
 constexpr auto kUseTuple = net::as_tuple(net::use_awaitable);
 
-// What --worker-cpu-threads sets in every worker; inherited values are dropped.
-constexpr const char* kThreadCountVariables[] = {"OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                                                 "OPENBLAS_NUM_THREADS"};
+// Variables the server decides for its workers, so values it inherited are dropped.
+constexpr std::string_view kThreadCountVariables[] = {
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"};  // --worker-cpu-threads
+constexpr std::string_view kServerOwnedVariables[] = {
+    "CUDA_VISIBLE_DEVICES",         // we pin workers by UUID
+    "CUDA_DEVICE_MAX_CONNECTIONS",  // --cuda-max-connections
+    kThreadCountVariables[0], kThreadCountVariables[1], kThreadCountVariables[2]};
 
-bool IsThreadCountVariable(std::string_view entry) {
-  for (std::string_view name : kThreadCountVariables) {
+bool IsServerOwned(std::string_view entry) {
+  for (std::string_view name : kServerOwnedVariables) {
     if (entry.size() > name.size() && entry.substr(0, name.size()) == name &&
         entry[name.size()] == '=')
       return true;
@@ -73,15 +77,11 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
       std::chrono::milliseconds(static_cast<int64_t>(config.worker_wait_timeout_seconds * 1000));
   options.launch.argv = {config.python, "-m", "kcoral._worker"};
   for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    if (entry.rfind("CUDA_VISIBLE_DEVICES=", 0) == 0) continue;         // we pin workers
-    if (entry.rfind("CUDA_DEVICE_MAX_CONNECTIONS=", 0) == 0) continue;  // --cuda-max-connections
-    if (IsThreadCountVariable(entry)) continue;                         // --worker-cpu-threads
-    options.launch.env.emplace_back(*e);
+    if (!IsServerOwned(*e)) options.launch.env.emplace_back(*e);
   }
   options.launch.env.push_back(  // worker/warm_heap.h
       "KCORAL_WORKER_HEAP_BYTES=" + std::to_string(uint64_t{WorkerHeapMbytes(config)} << 20));
-  for (const char* name : kThreadCountVariables) {
+  for (std::string_view name : kThreadCountVariables) {
     options.launch.env.push_back(std::string(name) + "=" +
                                  std::to_string(WorkerCpuThreads(config)));
   }

@@ -6,13 +6,11 @@ import signal
 
 def main() -> None:
     from kcoral._core import serve
-    from kcoral._worker.engine import Engine
-    from kcoral._worker.runtime import make_runtime
 
     import json
 
     from kcoral import _core
-    from kcoral._worker import integrity, sandbox
+    from kcoral._worker import bootstrap, sandbox
 
     fd = int(os.environ["KCORAL_WORKER_FD"])
     spec = json.loads(os.environ.pop("KCORAL_WORKER_SPEC", "{}"))
@@ -32,13 +30,7 @@ def main() -> None:
                 os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
         if spec:
             sandbox.enter(spec, fd)
-        # Imports that user programs commonly need are done here, before the
-        # worker reports ready, so a request never waits for them.
-        device = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
-        engine = Engine(make_runtime(device))
-        integrity.bind(device)  # before serve: the first request freezes it
-        # Last, so the pages are charged to this worker's own cgroup (--worker-heap-mbytes).
-        _core.warm_heap(int(os.environ.get("KCORAL_WORKER_HEAP_BYTES", "0")))
+        engine = bootstrap.ready_engine(os.environ.get("KCORAL_WORKER_DEVICE", "cpu"))
     except BaseException as error:  # noqa: BLE001 - reported to the server, then exit
         sandbox.report_failure(fd, error)
         os._exit(1)

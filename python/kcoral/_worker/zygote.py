@@ -92,20 +92,16 @@ def _children() -> list[int]:
     return found
 
 
-def _serve_forked(socket_fd: int, spec: dict, device: str, Engine, make_runtime) -> None:
+def _serve_forked(socket_fd: int, spec: dict, device: str) -> None:
     from kcoral import _core
-    from kcoral._worker import integrity, sandbox
+    from kcoral._worker import bootstrap, sandbox
 
     try:
         os.setsid()
         os.environ["KCORAL_WORKER_FD"] = str(socket_fd)
         if spec:
             sandbox.enter(spec, socket_fd)
-        engine = Engine(make_runtime(device))
-        integrity.bind(device)  # before serve: the first request freezes it
-        # Last, so the pages are charged to this worker's own cgroup (--worker-heap-mbytes).
-        _core.warm_heap(int(os.environ.get("KCORAL_WORKER_HEAP_BYTES", "0")))
-        _core.serve(engine)
+        _core.serve(bootstrap.ready_engine(device))
     except BaseException as error:  # noqa: BLE001 - reported to the server, then exit
         sandbox.report_failure(socket_fd, error)
     finally:
@@ -115,9 +111,7 @@ def _serve_forked(socket_fd: int, spec: dict, device: str, Engine, make_runtime)
 def main() -> None:
     import kcoral.builtins  # noqa: F401 - every worker binds it (integrity.py); import it once here
     from kcoral import _core
-    from kcoral._worker import integrity  # noqa: F401
-    from kcoral._worker.engine import Engine
-    from kcoral._worker.runtime import make_runtime
+    from kcoral._worker import bootstrap  # noqa: F401 - imported once here, for every child
 
     device = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
     # GPU: torch only. Some libraries touch CUDA at import, and a CUDA context
@@ -181,7 +175,7 @@ def main() -> None:
             if failure is not None:
                 sandbox.report_failure(fds[0], failure)
                 os._exit(0)
-            _serve_forked(fds[0], spec, device, Engine, make_runtime)
+            _serve_forked(fds[0], spec, device)
         if init is not None:
             _init_of[pid] = init
         _workers.add(pid)
