@@ -25,26 +25,11 @@ from . import blob_names
 from .errors import ProtocolError
 from .steps import Request, Steps
 
-__all__ = ["BlobPreflight", "send_pieces"]
+__all__ = ["BlobPreflight"]
 
 #: Set on every answer of our blob endpoints: a bare 404 means "no endpoint".
 MARKER_HEADER = "X-KCoral-Blob"
 CLAIM_HEADER = "X-KCoral-Blob-SHA256"
-
-
-# httpcore sends a buffer with `n = sock.send(buffer); buffer = buffer[n:]`,
-# which copies the rest of a bytes object after every send: quadratic in its
-# size (a 256 MiB body took 5 s on loopback). Pieces of this size keep each
-# copy small and in cache.
-_SEND_PIECE_BYTES = 1 << 20
-
-
-def send_pieces(data: bytes) -> list:
-    """``data`` as pieces for a request body (views, no copy)."""
-    if len(data) <= _SEND_PIECE_BYTES:
-        return [data]
-    view = memoryview(data)
-    return [view[i : i + _SEND_PIECE_BYTES] for i in range(0, len(data), _SEND_PIECE_BYTES)]
 
 
 class BlobPreflight:
@@ -112,7 +97,7 @@ class BlobPreflight:
         headers = {"Content-Type": "application/octet-stream", "Content-Length": str(len(data))}
         if claimed is not None:
             headers[CLAIM_HEADER] = claimed
-        response = yield Request("POST", "/blobs", headers, send_pieces(data))
+        response = yield Request("POST", "/blobs", headers, [data])
         if MARKER_HEADER not in response.headers:
             self.supported = False
             return None, False

@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 
-from .blob_preflight import BlobPreflight, send_pieces
+from .blob_preflight import BlobPreflight
 from .errors import KCoralError, ProtocolError
 from .program import Program
 from .result import ProgramResult, decode_program_result, decode_response, parse_cache_miss, strict_json_loads
@@ -154,7 +154,7 @@ def _multipart(program_json: bytes, blobs: Iterable[tuple[str, bytes]]) -> tuple
             + digest.encode("ascii")
             + b'"\r\nContent-Type: application/octet-stream\r\n\r\n'
         )
-        chunks.extend(send_pieces(data))
+        chunks.append(data)
     chunks.append(b"\r\n" + delim + b"--\r\n")
     chunks = _coalesce(chunks)
     return boundary, chunks, sum(len(c) for c in chunks)
@@ -166,7 +166,7 @@ _JOIN_BELOW_BYTES = 64 << 10
 
 
 def _coalesce(chunks: list[Any]) -> list[Any]:
-    """Joins runs of small pieces; large ones (blob views) stay uncopied."""
+    """Joins runs of small pieces; large ones (blobs) stay uncopied."""
     out: list[Any] = []
     run: list[Any] = []
     for chunk in chunks:

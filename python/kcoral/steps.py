@@ -40,7 +40,9 @@ class Request:
     method: str
     path: str
     headers: Mapping[str, str] | None = None
-    #: Body pieces (bytes or memoryviews, sent in order); None: no body.
+    #: Body pieces (bytes-like, sent in order; blobs whole, as the caller's
+    #: own objects: each client sends them as its transport copies least);
+    #: None: no body.
     content: list[Any] | None = None
 
 
