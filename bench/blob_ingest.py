@@ -15,7 +15,9 @@ program that returns their length:
 End to end is the client's wall time from building the program to its
 result (hashing included: that is where a client spends it). Server time is
 ours `total_ms` of each request (from its header to its reply, so including
-the upload), and for the reference the time from its `request_received`
+the upload; "ours program" is the program's own request, after the blob was
+sent ahead, and "ours upload instruction" the worker's instruction that
+makes the value: for a GPU tensor, the copy to the device), and for the reference the time from its `request_received`
 event to its `request_finished` (after it has read the body, which flatters
 it). MB/s is 10^6 bytes per second of end-to-end time; each cell is the
 median of --rounds rounds. The servers take turns, size by size, and are
@@ -142,8 +144,8 @@ class Side:
         self.client = subprocess.Popen([python, "-c", CLIENT, self.url, source], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, text=True, env=env)
 
-    def upload(self, size: int, state: str, kind: str) -> tuple[float, float]:
-        """(end-to-end seconds, server seconds) of one upload."""
+    def upload(self, size: int, state: str, kind: str) -> tuple[float, float, float, float]:
+        """(end-to-end, server, program, first instruction) seconds of one upload."""
         seen = len(self.events())
         self.client.stdin.write(f"{size} {state} {kind}\n")
         self.client.stdin.flush()
@@ -152,7 +154,17 @@ class Side:
             raise SystemExit(f"{self.name} client failed")
         seconds = json.loads(line)["seconds"]
         time.sleep(0.05)  # the log line of the reply follows it
-        return seconds, self.server_seconds(self.events()[seen:])
+        events = self.events()[seen:]
+        return (seconds, self.server_seconds(events), *self.program_seconds(events))
+
+    def program_seconds(self, events: list[dict]) -> tuple[float, float]:
+        """Ours: the program's request (the blob already in), and its first
+        instruction in the worker (the upload that becomes the value)."""
+        if self.name != "ours":
+            return float("nan"), float("nan")
+        program = sum(e["total_ms"] for e in events if e["event"] == "request_finished") / 1e3
+        first = [e["instructions"][0][1] for e in events if e["event"] == "run_timeline" and e["instructions"]]
+        return program, (first[0] / 1e3 if first else float("nan"))
 
     def events(self) -> list[dict]:
         lines = []
@@ -218,7 +230,7 @@ def main() -> None:
                 cells = {}
                 for side in sides:
                     runs = [side.upload(size, state, kind) for _ in range(args.rounds)]
-                    cells[side.name] = (statistics.median(r[0] for r in runs), statistics.median(r[1] for r in runs))
+                    cells[side.name] = tuple(statistics.median(r[i] for r in runs) for i in range(4))
                 rows.append((size, state, cells))
                 print_row(rows[-1], names)
             peak = max(peak, sides[0].peak_rss_mib())
@@ -229,7 +241,8 @@ def main() -> None:
     workers = "reused workers" if args.reuse_workers else "a fresh worker per request"
     print(f"{kind} uploads, {args.device} server, {workers}, median of {args.rounds} rounds; "
           "MB/s = 10^6 B/s end to end")
-    header = "| size | state | " + " | ".join(f"{n} end-to-end | {n} MB/s | {n} server" for n in names)
+    header = "| size | state | ours program | ours upload instruction | "
+    header += " | ".join(f"{n} end-to-end | {n} MB/s | {n} server" for n in names)
     if len(names) == 2:
         header += " | ours/ref MB/s"
     header += " |"
@@ -246,9 +259,9 @@ def print_row(row, names) -> None:
 
 def format_row(row, names) -> str:
     size, state, cells = row
-    out = f"| {size // MIB} MiB | {state} |"
+    out = f"| {size // MIB} MiB | {state} | {cells['ours'][2] * 1e3:.1f} ms | {cells['ours'][3] * 1e3:.1f} ms |"
     for name in names:
-        wall, server = cells[name]
+        wall, server = cells[name][:2]
         out += f" {wall * 1e3:.1f} ms | {size / wall / 1e6:.0f} | {server * 1e3:.1f} ms |"
     if len(names) == 2:
         out += f" {cells['reference'][0] / cells['ours'][0]:.2f}x |"

@@ -114,7 +114,7 @@ py::dict DeviceCheck() {
 
 // `source` is any buffer (a blob's read-only mapping); the GIL is released while it is read,
 // so the buffer is held by the caller for the call.
-void CopyToDevice(const py::buffer& source, uintptr_t destination, uintptr_t stream) {
+void CopyToDevice(const py::buffer& source, uintptr_t destination, uintptr_t stream, int lanes) {
   const py::buffer_info info = source.request();
   py::ssize_t contiguous_stride = info.itemsize;
   for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
@@ -127,7 +127,7 @@ void CopyToDevice(const py::buffer& source, uintptr_t destination, uintptr_t str
   {
     py::gil_scoped_release unlocked;
     status = CopyToDeviceStaged(info.ptr, reinterpret_cast<void*>(destination), bytes,
-                                reinterpret_cast<cudaStream_t>(stream));
+                                reinterpret_cast<cudaStream_t>(stream), lanes);
   }
   ThrowIfError(status);
 }
@@ -180,9 +180,10 @@ PYBIND11_MODULE(_native, m) {
         "Synchronize and read the last CUDA error: {error: None} or "
         "{error, message, sticky}.");
   m.def("copy_to_device", &native::CopyToDevice, py::arg("source"), py::arg("destination"),
-        py::arg("stream"),
+        py::arg("stream"), py::arg("lanes") = 1,
         "Copies a host buffer to device memory at `destination` (an address) on `stream`,\n"
-        "through pinned staging chunks; the buffer has been read when it returns.");
+        "through pinned staging chunks, on up to `lanes` threads; the buffer has been read\n"
+        "when it returns.");
   m.def("l2_cache_bytes", &native::L2CacheBytes, "L2 cache size of the current device, bytes.");
   m.def("cupti_version", &native::CuptiVersion, "CUPTI API version (cuptiGetVersion).");
   native::DefineIntegrityBindings(m);

@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 32));
   cli.add_option("--worker-cpu-threads", config.worker_cpu_threads,
                  "Host threads per worker for torch, OpenMP and BLAS (OMP_NUM_THREADS,\n"
-                 "MKL_NUM_THREADS, OPENBLAS_NUM_THREADS). 0: min(4, cores). Every worker would\n"
+                 "MKL_NUM_THREADS, OPENBLAS_NUM_THREADS), and for copying a large tensor\n"
+                 "upload to the GPU. 0: min(4, cores). Every worker would\n"
                  "otherwise start one per core: on the H200 machine (16 cores) the seed's check,\n"
                  "torch.testing.assert_close of 1M floats, took 112 ms with 16 and 6 ms with 4")
       ->envname("KCORAL_WORKER_CPU_THREADS")

@@ -75,9 +75,11 @@ def test_tensor_round_trip(gpu_client, dtype):
     assert result.lease_held_ms > 0
 
 
-def test_large_tensor_goes_through_pinned_staging_bit_exact(gpu_client):
-    # 20 MB: two whole 8 MiB staging chunks and a partial one (src/native/staged_copy.cc).
-    value = np.random.default_rng(1).standard_normal((5, 1_000_003)).astype(np.float32)
+@pytest.mark.parametrize("rows", [5, 17])
+def test_large_tensor_goes_through_pinned_staging_bit_exact(gpu_client, rows):
+    # 20 MB: one lane, four whole 4 MiB staging chunks and a partial one; 68 MB: four lanes
+    # (the workers' host threads), slices that end inside a chunk (src/native/staged_copy.cc).
+    value = np.random.default_rng(rows).standard_normal((rows, 1_000_003)).astype(np.float32)
     program = Program()
     x = program.upload(id="x", kind="tensor", value=value)
     module = program.upload(id="m", kind="module", source=TENSORS)

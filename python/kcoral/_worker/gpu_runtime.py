@@ -156,7 +156,8 @@ class GpuRuntime:
 
     def upload_tensor(self, blob, dtype: str, shape: list):
         """One host-to-device copy, straight from the blob's mapping: through pinned
-        staging chunks when large (src/native/staged_copy.h), else torch's own copy."""
+        staging chunks on several threads when large (src/native/staged_copy.h),
+        else torch's own copy."""
         torch = self.torch
         try:
             torch_dtype = getattr(torch, dtype)
@@ -170,7 +171,10 @@ class GpuRuntime:
                 needed = tensor.numel() * tensor.element_size()
                 if blob.size != needed:  # the server refuses such a program; a copy must never overrun even so
                     raise ValueError(f"the blob holds {blob.size} bytes, shape {shape} of {dtype} needs {needed}")
-                self._native.copy_to_device(blob.view(), tensor.data_ptr(), torch.cuda.current_stream().cuda_stream)
+                # As many lanes as the worker has host threads (--worker-cpu-threads).
+                self._native.copy_to_device(
+                    blob.view(), tensor.data_ptr(), torch.cuda.current_stream().cuda_stream, torch.get_num_threads()
+                )
                 return tensor
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # frombuffer warns about read-only buffers; we copy
