@@ -21,7 +21,7 @@ makes the value: for a GPU tensor, the copy to the device), and for the referenc
 event to its `request_finished` (after it has read the body, which flatters
 it). MB/s is 10^6 bytes per second of end-to-end time; each cell is the
 median of --rounds rounds. The servers take turns, size by size, and are
-started afresh for each size.
+started afresh for each size; timing starts once the machine is idle.
 
 With --device gpu (the H200 machine) it instead uploads a float32 tensor to
 a torch CUDA tensor, checks it on the GPU, and returns a checksum.
@@ -200,6 +200,26 @@ class Side:
         shutil.rmtree(self.log_dir, ignore_errors=True)
 
 
+def wait_until_quiet(limit_seconds: float = 60.0) -> None:
+    """Waits until the machine's CPUs are idle (under 5% busy over half a
+    second): a server answers /health before its workers have started, and on
+    2 cores a reference worker still importing its modules halved our rate."""
+    def busy_and_total() -> tuple[int, int]:
+        with open("/proc/stat") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+        idle = fields[3] + fields[4]  # idle, iowait
+        return sum(fields) - idle, sum(fields)
+
+    deadline = time.monotonic() + limit_seconds
+    while time.monotonic() < deadline:
+        busy0, total0 = busy_and_total()
+        time.sleep(0.5)
+        busy1, total1 = busy_and_total()
+        if total1 > total0 and (busy1 - busy0) / (total1 - total0) < 0.05:
+            return
+    print(f"note: the machine was still busy after {limit_seconds:.0f} s; timing anyway", file=sys.stderr)
+
+
 def stamp(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
@@ -225,6 +245,7 @@ def main() -> None:
         # Fresh servers for each size, so that what one size left in the caches
         # (GiB on a 24 GiB machine) does not slow the next down.
         sides = [Side(name, pythons[name], args.device, source, args.reuse_workers) for name in names]
+        wait_until_quiet()
         try:
             for state in ("cold", "warm"):
                 cells = {}
