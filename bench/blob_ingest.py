@@ -50,6 +50,9 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_REFERENCE = REPO / "build" / "reference-server-venv" / "bin" / "python"
 MIB = 1 << 20
 LIMIT = str(2 << 30)
+# Room for a 1 GiB blob (a quarter of the tier), no more: with the default
+# 16 GiB, two servers fill a 24 GiB machine and both slow down.
+CACHE_BYTES = 4 << 30
 
 LENGTH = "def main(data):\n    return len(data)\n"
 # The tensor arrives on the GPU; its checksum is computed there.
@@ -119,7 +122,7 @@ class Side:
                  "--no-log-console", "--max-request-bytes", LIMIT,
                  # Room for a 1 GiB blob (a quarter of the tier), no more: with the
                  # default 16 GiB, two servers fill a 24 GiB machine and both slow down.
-                 "--cache-capacity-bytes", str(4 << 30)]
+                 "--cache-capacity-bytes", str(CACHE_BYTES)]
         # Two seats: a fresh worker is ready while the last one's replacement starts.
         flags += ["--num-workers", "2"] if device == "cpu" else ["--gpus", "0", "--workers-per-gpu", "2"]
         if name == "reference":
@@ -231,6 +234,9 @@ def main() -> None:
     parser.add_argument("--reference", default=str(DEFAULT_REFERENCE) if DEFAULT_REFERENCE.exists() else "",
                         help="a Python with kcoral==0.1.1 and its server's dependencies ('' to skip)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
+    parser.add_argument("--fill-cache", action="store_true",
+                        help="before timing a size, fill each server's memory tier with blobs of it (untimed), so "
+                             "that every cold upload evicts one: a long-running server's steady state")
     parser.add_argument("--reuse-workers", action="store_true",
                         help="reuse workers (--max-requests-per-worker 0), so a GPU worker's CUDA start is not timed")
     args = parser.parse_args()
@@ -245,13 +251,20 @@ def main() -> None:
         # Fresh servers for each size, so that what one size left in the caches
         # (GiB on a 24 GiB machine) does not slow the next down.
         sides = [Side(name, pythons[name], args.device, source, args.reuse_workers) for name in names]
-        wait_until_quiet()
         try:
+            if args.fill_cache and size >= 64 * MIB:  # smaller blobs take little memory
+                for side in sides:
+                    for _ in range(CACHE_BYTES // size):
+                        side.upload(size, "cold", kind)
+            wait_until_quiet()
             for state in ("cold", "warm"):
                 cells = {}
                 for side in sides:
                     runs = [side.upload(size, state, kind) for _ in range(args.rounds)]
                     cells[side.name] = tuple(statistics.median(r[i] for r in runs) for i in range(4))
+                    rounds = ", ".join(f"{r[0] * 1e3:.0f}/{r[1] * 1e3:.0f}" for r in runs)
+                    print(f"{side.name} {size // MIB} MiB {state}: end to end/server ms by round: {rounds}",
+                          file=sys.stderr, flush=True)
                 rows.append((size, state, cells))
                 print_row(rows[-1], names)
             peak = max(peak, sides[0].peak_rss_mib())

@@ -8,6 +8,7 @@ program that uploads the same object neither hashes nor sends it again.
 
 Only exact ``bytes`` objects are remembered: they cannot change, and the memo
 holds a reference to each, so an id is never reused while it is remembered.
+It holds at most 8, and at most 2 GiB of them but the newest.
 Anything mutable (bytearray, arrays) is copied by Program at call time anyway.
 """
 
@@ -22,8 +23,10 @@ __all__ = ["LARGE_BLOB_BYTES", "sha256_of", "known_name", "remember"]
 #: Blobs of at least this size are named lazily and preflighted (client.py).
 LARGE_BLOB_BYTES = 1 << 20
 
-# Few entries: each pins its bytes in memory for as long as it is remembered.
+# Few entries, and few bytes: each pins its bytes in memory for as long as it
+# is remembered (the newest is kept whatever its size).
 _MEMO_ENTRIES = 8
+_MEMO_BYTES = 2 << 30
 _memo: OrderedDict[int, tuple[bytes, str]] = OrderedDict()
 _lock = threading.Lock()
 
@@ -47,8 +50,10 @@ def remember(data: bytes, digest: str) -> None:
     with _lock:
         _memo[id(data)] = (data, digest)
         _memo.move_to_end(id(data))
-        while len(_memo) > _MEMO_ENTRIES:
-            _memo.popitem(last=False)
+        held = sum(len(kept) for kept, _ in _memo.values())
+        while len(_memo) > _MEMO_ENTRIES or (held > _MEMO_BYTES and len(_memo) > 1):
+            _, (dropped, _) = _memo.popitem(last=False)
+            held -= len(dropped)
 
 
 def sha256_of(data: bytes) -> str:

@@ -349,6 +349,21 @@ def test_a_large_blob_is_named_when_needed_and_remembered():
     assert blob_names.known_name(bytearray(data)) is None  # only exact bytes objects
 
 
+def test_remembered_blobs_are_bounded_in_bytes_but_the_newest_is_kept(monkeypatch):
+    from kcoral import blob_names
+
+    monkeypatch.setattr(blob_names, "_MEMO_BYTES", 3 * blob_names.LARGE_BLOB_BYTES)
+    monkeypatch.setattr(blob_names, "_memo", type(blob_names._memo)())
+    blobs = [bytes([i]) * blob_names.LARGE_BLOB_BYTES for i in range(4)]
+    for data in blobs:
+        blob_names.remember(data, sha(data))
+    assert [blob_names.known_name(d) for d in blobs] == [None] + [sha(d) for d in blobs[1:]]
+    huge = b"h" * (4 * blob_names.LARGE_BLOB_BYTES)  # over the bound alone: kept, the rest dropped
+    blob_names.remember(huge, sha(huge))
+    assert blob_names.known_name(huge) == sha(huge)
+    assert all(blob_names.known_name(d) is None for d in blobs)
+
+
 def test_a_caller_supplied_hash_is_used_as_is():
     digest = "ab" * 32
     p = Program()
