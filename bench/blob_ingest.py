@@ -15,13 +15,16 @@ program that returns their length:
 End to end is the client's wall time from building the program to its
 result (hashing included: that is where a client spends it). Server time is
 ours `total_ms` of each request (from its header to its reply, so including
-the upload; "ours program" is the program's own request, after the blob was
-sent ahead, and "ours upload instruction" the worker's instruction that
-makes the value: for a GPU tensor, the copy to the device), and for the reference the time from its `request_received`
+the upload), and for the reference the time from its `request_received`
 event to its `request_finished` (after it has read the body, which flatters
-it). MB/s is 10^6 bytes per second of end-to-end time; each cell is the
-median of --rounds rounds. The servers take turns, size by size, and are
+it). "ours program" is the program's own request, after the blob was sent
+ahead, and "ours upload instruction" the worker's instruction that makes the
+value (for a GPU tensor, the copy to the device). MB/s is 10^6 bytes per
+second of end-to-end time; each cell is the median of --rounds rounds (each
+round is printed on stderr). The servers take turns, size by size, and are
 started afresh for each size; timing starts once the machine is idle.
+A cold upload writes its blob into new memory, whose cost on a VM varies
+(docs/data-path.md, "What it costs").
 
 With --device gpu (the H200 machine) it instead uploads a float32 tensor to
 a torch CUDA tensor, checks it on the GPU, and returns a checksum.
@@ -35,6 +38,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -120,8 +124,6 @@ class Side:
         self.log_dir = Path(tempfile.mkdtemp(prefix=f"kcoral-ingest-{name}-"))
         flags = ["--device", device, "--host", "127.0.0.1", "--port", str(self.port), "--log-dir", str(self.log_dir),
                  "--no-log-console", "--max-request-bytes", LIMIT,
-                 # Room for a 1 GiB blob (a quarter of the tier), no more: with the
-                 # default 16 GiB, two servers fill a 24 GiB machine and both slow down.
                  "--cache-capacity-bytes", str(CACHE_BYTES)]
         # Two seats: a fresh worker is ready while the last one's replacement starts.
         flags += ["--num-workers", "2"] if device == "cpu" else ["--gpus", "0", "--workers-per-gpu", "2"]
@@ -234,12 +236,11 @@ def main() -> None:
     parser.add_argument("--reference", default=str(DEFAULT_REFERENCE) if DEFAULT_REFERENCE.exists() else "",
                         help="a Python with kcoral==0.1.1 and its server's dependencies ('' to skip)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    parser.add_argument("--fill-cache", action="store_true",
-                        help="before timing a size, fill each server's memory tier with blobs of it (untimed), so "
-                             "that every cold upload evicts one: a long-running server's steady state")
     parser.add_argument("--reuse-workers", action="store_true",
                         help="reuse workers (--max-requests-per-worker 0), so a GPU worker's CUDA start is not timed")
     args = parser.parse_args()
+    # A TERM ends the run through the finally blocks, which stop the servers it started.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sizes = [int(s) * MIB for s in args.sizes.split(",")]
     kind = "tensor" if args.device == "gpu" else "bytes"
     source = CHECKSUM if kind == "tensor" else LENGTH
@@ -252,10 +253,6 @@ def main() -> None:
         # (GiB on a 24 GiB machine) does not slow the next down.
         sides = [Side(name, pythons[name], args.device, source, args.reuse_workers) for name in names]
         try:
-            if args.fill_cache and size >= 64 * MIB:  # smaller blobs take little memory
-                for side in sides:
-                    for _ in range(CACHE_BYTES // size):
-                        side.upload(size, "cold", kind)
             wait_until_quiet()
             for state in ("cold", "warm"):
                 cells = {}
