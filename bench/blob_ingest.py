@@ -19,7 +19,8 @@ the upload), and for the reference the time from its `request_received`
 event to its `request_finished` (after it has read the body, which flatters
 it). "ours program" is the program's own request, after the blob was sent
 ahead, and "ours upload instruction" the worker's instruction that makes the
-value (for a GPU tensor, the copy to the device). MB/s is 10^6 bytes per
+value (for a GPU tensor, the copy to the device); "ours client CPU" is
+the client process's user and system time over the upload. MB/s is 10^6 bytes per
 second of end-to-end time; each cell is the median of --rounds rounds (each
 round is printed on stderr). The servers take turns, size by size, and are
 started afresh for each size; timing starts once the machine is idle.
@@ -70,7 +71,7 @@ CHECKSUM = (
 # Runs in the client's own interpreter (ours, or the reference's venv): one
 # upload per line on stdin, "<size> <cold|warm> <bytes|tensor>", one JSON line out.
 CLIENT = r'''
-import json, os, sys, time
+import json, os, resource, sys, time
 import numpy as np
 from kcoral import Client, Program
 url, source = sys.argv[1], sys.argv[2]
@@ -86,7 +87,7 @@ for line in sys.stdin:
         seed = np.random.default_rng().random(4, dtype=np.float32).tobytes() if kind == "tensor" else os.urandom(16)
         kept[size] = bytes(bytearray(seed) * (size // 16))
     data = kept[size]
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     program = Program()
     if kind == "tensor":
         value = program.upload(kind="tensor", value=data, dtype="float32", shape=[size // 4])
@@ -96,7 +97,8 @@ for line in sys.stdin:
     fn = program.get_function(module=module, name="main")
     program.return_(key="out", value=program.run(fn=fn, args=[value]))
     result = client.execute(program)
-    elapsed = time.perf_counter() - start
+    elapsed, cpu_end = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
+    cpu = cpu_end.ru_utime + cpu_end.ru_stime - cpu_start.ru_utime - cpu_start.ru_stime
     assert result.completed, result.error
     out = result.results["out"]
     if kind == "tensor":
@@ -104,7 +106,7 @@ for line in sys.stdin:
         assert out[0] == size // 4 and abs(out[1] - expected) <= 1e-6 * max(1.0, abs(expected)), (out, expected)
     else:
         assert out == size, out
-    print(json.dumps({"seconds": elapsed}), flush=True)
+    print(json.dumps({"seconds": elapsed, "cpu": cpu}), flush=True)
 '''
 
 
@@ -149,18 +151,18 @@ class Side:
         self.client = subprocess.Popen([python, "-c", CLIENT, self.url, source], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, text=True, env=env)
 
-    def upload(self, size: int, state: str, kind: str) -> tuple[float, float, float, float]:
-        """(end-to-end, server, program, first instruction) seconds of one upload."""
+    def upload(self, size: int, state: str, kind: str) -> tuple[float, float, float, float, float]:
+        """(end-to-end, server, program, first instruction, client CPU) seconds of one upload."""
         seen = len(self.events())
         self.client.stdin.write(f"{size} {state} {kind}\n")
         self.client.stdin.flush()
         line = self.client.stdout.readline()
         if not line:
             raise SystemExit(f"{self.name} client failed")
-        seconds = json.loads(line)["seconds"]
+        reply = json.loads(line)
         time.sleep(0.05)  # the log line of the reply follows it
         events = self.events()[seen:]
-        return (seconds, self.server_seconds(events), *self.program_seconds(events))
+        return (reply["seconds"], self.server_seconds(events), *self.program_seconds(events), reply["cpu"])
 
     def program_seconds(self, events: list[dict]) -> tuple[float, float]:
         """Ours: the program's request (the blob already in), and its first
@@ -258,7 +260,7 @@ def main() -> None:
                 cells = {}
                 for side in sides:
                     runs = [side.upload(size, state, kind) for _ in range(args.rounds)]
-                    cells[side.name] = tuple(statistics.median(r[i] for r in runs) for i in range(4))
+                    cells[side.name] = tuple(statistics.median(r[i] for r in runs) for i in range(5))
                     rounds = ", ".join(f"{r[0] * 1e3:.0f}/{r[1] * 1e3:.0f}" for r in runs)
                     print(f"{side.name} {size // MIB} MiB {state}: end to end/server ms by round: {rounds}",
                           file=sys.stderr, flush=True)
@@ -272,7 +274,7 @@ def main() -> None:
     workers = "reused workers" if args.reuse_workers else "a fresh worker per request"
     print(f"{kind} uploads, {args.device} server, {workers}, median of {args.rounds} rounds; "
           "MB/s = 10^6 B/s end to end")
-    header = "| size | state | ours program | ours upload instruction | "
+    header = "| size | state | ours program | ours upload instruction | ours client CPU | "
     header += " | ".join(f"{n} end-to-end | {n} MB/s | {n} server" for n in names)
     if len(names) == 2:
         header += " | ours/ref MB/s"
@@ -290,7 +292,8 @@ def print_row(row, names) -> None:
 
 def format_row(row, names) -> str:
     size, state, cells = row
-    out = f"| {size // MIB} MiB | {state} | {cells['ours'][2] * 1e3:.1f} ms | {cells['ours'][3] * 1e3:.1f} ms |"
+    ours = cells["ours"]
+    out = f"| {size // MIB} MiB | {state} | {ours[2] * 1e3:.1f} ms | {ours[3] * 1e3:.1f} ms | {ours[4] * 1e3:.0f} ms |"
     for name in names:
         wall, server = cells[name][:2]
         out += f" {wall * 1e3:.1f} ms | {size / wall / 1e6:.0f} | {server * 1e3:.1f} ms |"

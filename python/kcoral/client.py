@@ -57,8 +57,8 @@ class Client:
         # Blob pieces go whole: h11 frames an exact bytes object without a copy
         # and httpcore's blocking socket (no write timeout) sends it in one
         # send(), so a large upload costs the kernel's copy alone (a 256 MiB
-        # blob: 58 ms of client CPU, against 121 ms in 1 MiB views, which h11
-        # joins into new bytes one by one; bench/blob_ingest.py).
+        # blob: 58-60 ms of client CPU, against 121 ms in 1 MiB views, which
+        # h11 joins into new bytes one by one; docs/data-path.md).
         try:
             return self._http.request(
                 request.method, self._base_url + request.path, headers=request.headers, content=request.content
