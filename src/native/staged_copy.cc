@@ -64,16 +64,21 @@ std::array<Lane, kMaxLanes>& Lanes() {
   return lanes;
 }
 
+// At most `lanes` (and kMaxLanes), each with a slice of at least kMinLaneBytes; one at least.
+int LaneCount(size_t bytes, int lanes) {
+  const size_t most = std::max<size_t>(1, bytes / kMinLaneBytes);
+  return static_cast<int>(std::min<size_t>(
+      {static_cast<size_t>(std::max(lanes, 1)), static_cast<size_t>(kMaxLanes), most}));
+}
+
 }  // namespace
 
-Status CopyToDeviceStaged(const void* source, void* destination, size_t bytes,
-                          cudaStream_t stream, int lanes) {
+Status CopyToDeviceStaged(const void* source, void* destination, size_t bytes, cudaStream_t stream,
+                          int lanes) {
   // One call at a time: the lanes' chunks are shared by every call.
   static std::mutex in_use;
   std::lock_guard<std::mutex> lock(in_use);
-  const size_t most = std::max<size_t>(1, bytes / kMinLaneBytes);
-  const int count = static_cast<int>(std::min<size_t>({static_cast<size_t>(std::max(lanes, 1)),
-                                                       static_cast<size_t>(kMaxLanes), most}));
+  const int count = LaneCount(bytes, lanes);
   size_t slice = (bytes + count - 1) / count;
   slice = (slice + kSliceAlignment - 1) / kSliceAlignment * kSliceAlignment;
 

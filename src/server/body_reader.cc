@@ -49,8 +49,9 @@ class BodySource {
   net::awaitable<boost::system::error_code> Fill(Chunk& chunk) {
     chunk.size = 0;
     if (chunk.data == nullptr) {
-      chunk.capacity =
-          remaining_ ? static_cast<size_t>(std::min<uint64_t>(kChunkBytes, *remaining_)) : kChunkBytes;
+      chunk.capacity = remaining_
+                           ? static_cast<size_t>(std::min<uint64_t>(kChunkBytes, *remaining_))
+                           : kChunkBytes;
       chunk.data.reset(new char[chunk.capacity]);
     }
     while (!done() && chunk.size < chunk.capacity) {
