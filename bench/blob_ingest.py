@@ -19,12 +19,12 @@ the upload), and for the reference the time from its `request_received`
 event to its `request_finished` (after it has read the body, which flatters
 it). "ours program" is the program's own request, after the blob was sent
 ahead, and "ours upload instruction" the worker's instruction that makes the
-value (for a GPU tensor, the copy to the device); "ours client CPU" is
-the client process's user and system time over the upload. MB/s is 10^6 bytes per
-second of end-to-end time; each cell is the median of --rounds rounds (each
-round is printed on stderr). The servers take turns, size by size, and are
-started afresh for each size; timing starts once the machine is idle.
-A cold upload writes its blob into new memory, whose cost on a VM varies
+value (for a GPU tensor, the copy to the device); "ours client CPU" is the
+client process's user and system time over the upload. MB/s is 10^6 bytes
+per second of end-to-end time; each cell is the median of --rounds rounds
+(each round is printed on stderr). The servers take turns, size by size, and
+are started afresh for each size; timing starts once the machine is idle. A
+cold upload writes its blob into new memory, whose cost on a VM varies
 (docs/data-path.md, "What it costs").
 
 With --device gpu (the H200 machine) it instead uploads a float32 tensor to
@@ -48,6 +48,7 @@ import tempfile
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import httpx
 
@@ -110,6 +111,16 @@ for line in sys.stdin:
 '''
 
 
+class Timing(NamedTuple):
+    """One upload, in seconds; program and first_instruction are ours only (NaN otherwise)."""
+
+    wall: float
+    server: float
+    program: float  # the program's own request, the blob already in
+    first_instruction: float  # the worker's instruction that makes the value
+    client_cpu: float
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -151,8 +162,7 @@ class Side:
         self.client = subprocess.Popen([python, "-c", CLIENT, self.url, source], stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, text=True, env=env)
 
-    def upload(self, size: int, state: str, kind: str) -> tuple[float, float, float, float, float]:
-        """(end-to-end, server, program, first instruction, client CPU) seconds of one upload."""
+    def upload(self, size: int, state: str, kind: str) -> Timing:
         seen = len(self.events())
         self.client.stdin.write(f"{size} {state} {kind}\n")
         self.client.stdin.flush()
@@ -162,7 +172,7 @@ class Side:
         reply = json.loads(line)
         time.sleep(0.05)  # the log line of the reply follows it
         events = self.events()[seen:]
-        return (reply["seconds"], self.server_seconds(events), *self.program_seconds(events), reply["cpu"])
+        return Timing(reply["seconds"], self.server_seconds(events), *self.program_seconds(events), reply["cpu"])
 
     def program_seconds(self, events: list[dict]) -> tuple[float, float]:
         """Ours: the program's request (the blob already in), and its first
@@ -260,8 +270,8 @@ def main() -> None:
                 cells = {}
                 for side in sides:
                     runs = [side.upload(size, state, kind) for _ in range(args.rounds)]
-                    cells[side.name] = tuple(statistics.median(r[i] for r in runs) for i in range(5))
-                    rounds = ", ".join(f"{r[0] * 1e3:.0f}/{r[1] * 1e3:.0f}" for r in runs)
+                    cells[side.name] = Timing(*(statistics.median(column) for column in zip(*runs)))
+                    rounds = ", ".join(f"{r.wall * 1e3:.0f}/{r.server * 1e3:.0f}" for r in runs)
                     print(f"{side.name} {size // MIB} MiB {state}: end to end/server ms by round: {rounds}",
                           file=sys.stderr, flush=True)
                 rows.append((size, state, cells))
@@ -293,12 +303,13 @@ def print_row(row, names) -> None:
 def format_row(row, names) -> str:
     size, state, cells = row
     ours = cells["ours"]
-    out = f"| {size // MIB} MiB | {state} | {ours[2] * 1e3:.1f} ms | {ours[3] * 1e3:.1f} ms | {ours[4] * 1e3:.0f} ms |"
+    out = (f"| {size // MIB} MiB | {state} | {ours.program * 1e3:.1f} ms | {ours.first_instruction * 1e3:.1f} ms"
+           f" | {ours.client_cpu * 1e3:.0f} ms |")
     for name in names:
-        wall, server = cells[name][:2]
-        out += f" {wall * 1e3:.1f} ms | {size / wall / 1e6:.0f} | {server * 1e3:.1f} ms |"
+        cell = cells[name]
+        out += f" {cell.wall * 1e3:.1f} ms | {size / cell.wall / 1e6:.0f} | {cell.server * 1e3:.1f} ms |"
     if len(names) == 2:
-        out += f" {cells['reference'][0] / cells['ours'][0]:.2f}x |"
+        out += f" {cells['reference'].wall / cells['ours'].wall:.2f}x |"
     return out
 
 
