@@ -2,8 +2,8 @@
 // temperature and power, taken at the start and the end of a timed span (spec/benchmark.md §9.6,
 // issue 9 "report the SM and memory clocks and throttle reasons at start and end").
 //
-// Pure data: filled by ReadGpuSnapshot (gpu_telemetry.h), compared by ClockFlags
-// (clock_events.h). A field NVML does not support on this GPU stays empty (JSON null); a field
+// Pure data: filled by ReadGpuSnapshot (gpu_telemetry.h), compared by AddClockFindings
+// (span_findings.h). A field NVML does not support on this GPU stays empty (JSON null); a field
 // that failed for another reason is empty too and its error is in `errors`.
 #pragma once
 

@@ -10,7 +10,7 @@
 //   KC_ASSIGN_OR_RETURN(GpuSnapshot start, ReadGpuSnapshot(device));
 //   ... timed span ...
 //   KC_ASSIGN_OR_RETURN(GpuSnapshot end, ReadGpuSnapshot(device));
-//   std::vector<std::string> flags = ClockFlags(start, end);  // clock_events.h
+//   AddClockFindings(start, end, found);  // span_findings.h: flags and conditions
 #pragma once
 
 #include "base/status.h"

@@ -146,8 +146,9 @@ void DefineIntegrityBindings(py::module_& m) {
         "Reads clocks, throttle reasons, temperature and power of a CUDA device (the current\n"
         "one by default) through NVML. UnavailableError when NVML or the GPU is missing.");
   m.def("clock_flags", &ClockFlags, py::arg("start"), py::arg("end"),
-        "Human-readable flags for a span between two GpuSnapshots: SM clock moved > 5%,\n"
-        "throttle reasons other than idle / application clocks, application clocks changed.");
+        "The flags (evidence of tampering) for a span between two GpuSnapshots: application\n"
+        "clocks changed during it. Throttle reasons, an SM clock move > 5% and non-default\n"
+        "application clocks are conditions (src/native/span_findings.h), not returned here.");
   m.def(
       "scan_processes", [] { return JsonToPython(ToJson(ScanNamespaceProcesses())); },
       "The other processes in this sandboxed worker's PID namespace:\n"

@@ -122,6 +122,9 @@ py::dict ResultSealer::Seal(nlohmann::ordered_json result) {
   if (!integrity.is_object()) integrity = Json::object();
   Json flags = integrity.contains("flags") ? integrity["flags"] : Json::array();
   if (!flags.is_array()) flags = Json::array();
+  // Every sealed record carries both lists, so consumers read one schema from either timer.
+  Json conditions = integrity.contains("conditions") ? integrity["conditions"] : Json::array();
+  if (!conditions.is_array()) conditions = Json::array();
 
   PythonFindings found = facts_.Check();
   integrity["request_id"] = request_id_;
@@ -134,6 +137,7 @@ py::dict ResultSealer::Seal(nlohmann::ordered_json result) {
   for (std::string& flag : found.flags)
     flags.push_back(std::move(flag));
   integrity["flags"] = std::move(flags);
+  integrity["conditions"] = std::move(conditions);
   result["integrity"] = std::move(integrity);
 
   std::string record;

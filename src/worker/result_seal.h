@@ -51,9 +51,10 @@ class ResultSealer {
   Status InstructionStarted(int index);
   Status InstructionFinished(int index);
 
-  // `result`: an object; its "integrity" object (made if missing) may hold "defences", "flags"
-  // and other facts. Returns the sealed dict. Throws (py::error_already_set, std::exception) on
-  // failure; the callers turn that into a Python exception.
+  // `result`: an object; its "integrity" object (made if missing) may hold "defences", "flags",
+  // "conditions" and other facts; the sealed "flags" and "conditions" are always arrays. Returns
+  // the sealed dict. Throws (py::error_already_set, std::exception) on failure; the callers turn
+  // that into a Python exception.
   pybind11::dict Seal(nlohmann::ordered_json result);
 
   // For the host timer: flags for tracing found when a benchmark starts.

@@ -16,8 +16,9 @@ inline constexpr const char* kSealResultCapsule = "kcoral._core.seal_result";
 
 // `result_json`: one JSON object: the latency fields (base/latency_summary.h), the counts and
 // flags of spec/benchmark.md §1.5, "timer", and "integrity": {"defences": {...}, "flags": [...],
-// ...facts}. Returns a new reference to the result dict (with integrity.record and
-// integrity.seal added), or nullptr with a Python exception set. Needs the GIL.
+// "conditions": [...], ...facts} (conditions: native/span_findings.h; may be left out). Returns a
+// new reference to the result dict (with integrity.record and integrity.seal added), or nullptr
+// with a Python exception set. Needs the GIL.
 using SealResultFn = PyObject* (*)(const char* result_json, size_t length);
 
 }  // namespace kc::worker

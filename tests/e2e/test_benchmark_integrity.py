@@ -49,6 +49,7 @@ def verified_and_trusted(out: dict) -> dict:
     assert found["verified"] is True, found
     assert found["trusted"] is True, found
     assert found["flags"] == []
+    assert isinstance(found["conditions"], list)  # reported; trust is the flags' alone
     return found
 
 
@@ -60,6 +61,7 @@ def test_honest_host_benchmark_is_verified_and_trusted_with_provenance(client):
     assert found["altered_after_timing"] is False
     assert "record" not in found and "seal" not in found  # the client gets the checked values
     assert found["defences"] == {"sealed": True}
+    assert found["conditions"] == []  # the host timer reads no machine conditions
     assert found["provenance"] == {
         "instruction_id": "timing",
         "uploads": {"m": hashlib.sha256(source.encode()).hexdigest()},

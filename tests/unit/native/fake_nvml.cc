@@ -1,22 +1,13 @@
-// A fake libnvidia-ml for nvml_snapshot_test.cc: the NVML entry points NvmlLibrary resolves,
-// answering from FakeNvml, which the test reaches with dlsym on the same handle. Built twice:
+// A fake libnvidia-ml for the native unit tests: the NVML entry points NvmlLibrary resolves,
+// answering from FakeNvml (fake_nvml.h), which a test reaches with dlsym on the same handle.
+// The default application clocks are fixed at 1980 / 3201 MHz. Built twice:
 // with KC_FAKE_NVML_THROTTLE_ONLY it exports only the older
 // nvmlDeviceGetCurrentClocksThrottleReasons, as drivers before 535 do.
+#include "fake_nvml.h"
+
 #include <cstring>
 
 extern "C" {
-
-struct FakeNvml {
-  int init_result = 0;
-  char bus_id[32] = "00000000:19:00.0";  // the one device NVML knows
-  int field_result = 0;                  // returned by every per-field query
-  int power_result = 0;                  // returned by nvmlDeviceGetPowerUsage
-  unsigned sm_mhz = 1980, mem_mhz = 3201, app_sm_mhz = 1980, app_mem_mhz = 3201;
-  unsigned max_sm_mhz = 1980, max_mem_mhz = 3201, temp_c = 41, power_mw = 123456;
-  unsigned long long reasons = 0x5;
-  int reasons_calls = 0;
-  int throttle_calls = 0;
-};
 
 __attribute__((visibility("default"))) FakeNvml fake_nvml;
 

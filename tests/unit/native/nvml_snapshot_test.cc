@@ -4,40 +4,22 @@
 
 #include <gtest/gtest.h>
 
+#include "fake_nvml.h"
 #include "native/clock_events.h"
-
-// The fake library's state, as fake_nvml.cc defines it.
-struct FakeNvml {
-  int init_result;
-  char bus_id[32];
-  int field_result;
-  int power_result;
-  unsigned sm_mhz, mem_mhz, app_sm_mhz, app_mem_mhz;
-  unsigned max_sm_mhz, max_mem_mhz, temp_c, power_mw;
-  unsigned long long reasons;
-  int reasons_calls;
-  int throttle_calls;
-};
 
 namespace kc::native {
 namespace {
 
 // KC_FAKE_NVML and KC_FAKE_NVML_OLD are the fake libraries' paths (CMakeLists.txt).
 FakeNvml& FakeOf(const char* path) {
-  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);  // the handle NvmlLibrary::Load got too
-  EXPECT_NE(handle, nullptr) << dlerror();
-  auto* fake = static_cast<FakeNvml*>(dlsym(handle, "fake_nvml"));
-  EXPECT_NE(fake, nullptr);
+  FakeNvml* fake = FakeNvmlAt(path);  // the handle NvmlLibrary::Load got too
+  EXPECT_NE(fake, nullptr) << dlerror();
   return *fake;
 }
 
 class NvmlSnapshotTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    FakeNvml& fake = FakeOf(KC_FAKE_NVML);
-    fake = FakeNvml{
-        0, "00000000:19:00.0", 0, 0, 1980, 3201, 1980, 3201, 1980, 3201, 41, 123456, 0x5, 0, 0};
-  }
+  void SetUp() override { FakeOf(KC_FAKE_NVML) = FakeNvml{}; }
   FakeNvml& fake() { return FakeOf(KC_FAKE_NVML); }
 };
 

@@ -29,16 +29,23 @@ protocol::Program Program() {
   return *std::move(program);
 }
 
-// A record as the worker's sealer writes it: wire nodes, compact.
+// A record as the worker's sealer writes it: wire nodes, compact. `extra_integrity`: more
+// members of integrity, each with a leading comma.
 std::string Record(std::string_view request_id = "rid", std::string_view flags = "",
-                   double median = 0.25) {
+                   double median = 0.25, std::string_view extra_integrity = "") {
   return R"({"type":"object","value":{"latency_ms_median":{"type":"number","value":)" +
          std::to_string(median) +
          R"(},"repeat":{"type":"integer","value":10},"integrity":{"type":"object","value":{)"
          R"("flags":{"type":"array","value":[)" +
          std::string(flags) + R"(]},"request_id":{"type":"string","value":")" +
-         std::string(request_id) + R"("},"instruction_index":{"type":"integer","value":3}}}}})";
+         std::string(request_id) + R"("},"instruction_index":{"type":"integer","value":3})" +
+         std::string(extra_integrity) + "}}}}";
 }
+
+// What the GPU timer reports about the machine (src/native/span_findings.h): not evidence.
+constexpr char kConditions[] =
+    R"(,"conditions":{"type":"array","value":[{"type":"string","value":)"
+    R"("throttle reason \"sw power cap\" active at the start and the end"}]})";
 
 std::string StringNode(std::string_view text) {
   std::string out;
@@ -121,6 +128,29 @@ TEST_F(ResultVerificationTest, FlagsMakeAVerifiedRecordUntrusted) {
   JsonValue results = Verify(Returned(record, HmacSha256Hex(kKey, record)));
   EXPECT_TRUE(Field(results, "verified").boolean());
   EXPECT_FALSE(Field(results, "trusted").boolean());
+}
+
+TEST_F(ResultVerificationTest, ConditionsAloneLeaveARecordTrustedAndReachTheClientUnchanged) {
+  const std::string record = Record("rid", "", 0.25, kConditions);
+  JsonValue results = Verify(Returned(record, HmacSha256Hex(kKey, record), 0.25, kConditions));
+  EXPECT_TRUE(Field(results, "verified").boolean());
+  EXPECT_TRUE(Field(results, "trusted").boolean());
+  EXPECT_FALSE(Field(results, "altered_after_timing").boolean());
+  const JsonValue& conditions = Field(results, "conditions");
+  ASSERT_TRUE(conditions.is_array());
+  ASSERT_EQ(conditions.size(), 1u);
+  EXPECT_EQ(*conditions.array()[0].Find("value"),
+            JsonValue::String("throttle reason \"sw power cap\" active at the start and the end"));
+}
+
+TEST_F(ResultVerificationTest, AFlagBesideConditionsMakesARecordUntrusted) {
+  const std::string record =
+      Record("rid", R"({"type":"string","value":"application clocks changed during the span"})",
+             0.25, kConditions);
+  JsonValue results = Verify(Returned(record, HmacSha256Hex(kKey, record), 0.25, kConditions));
+  EXPECT_TRUE(Field(results, "verified").boolean());
+  EXPECT_FALSE(Field(results, "trusted").boolean());
+  EXPECT_EQ(Field(results, "conditions").size(), 1u);
 }
 
 TEST_F(ResultVerificationTest, HandMadeVerifiedTrueHasNoSeal) {
