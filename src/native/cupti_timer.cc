@@ -153,29 +153,65 @@ Status CuptiTimer::WarmUp(int64_t count, const BenchmarkOptions& options, const 
   return Synchronize();
 }
 
-// Each call: prepare the cache -> sync -> t0 -> call -> t1 -> sync -> t2, so the GPU is idle at
-// both ends and the flush's memset, launched before t0, is never attributed to the call. A
-// paired benchmark alternates the order (AB, BA, ...) so drift falls on both alike.
+StatusOr<bool> CuptiTimer::CloseGate(int64_t slot, BenchmarkResult& result) {
+  if (!gating_) return false;
+  const Status closed = gate_.Close();
+  if (closed.code() == StatusCode::kDeadlineExceeded) {  // released and drained: run ungated
+    gating_ = false;
+    result.gate_note = "launch gate off from timed call " + std::to_string(slot) +
+                       ": its kernel did not start within 1 s (the GPU was busy)";
+    return false;
+  }
+  KC_RETURN_IF_ERROR(closed);
+  return true;
+}
+
+Status CuptiTimer::CountGate(int64_t slot, BenchmarkResult& result) {
+  KC_ASSIGN_OR_RETURN(GateOutcome outcome, gate_.Outcome());
+  ++result.gated_calls;
+  if (outcome == GateOutcome::kTimedOut) {
+    ++result.gate_timeouts;
+    gating_ = false;
+    result.gate_note = "launch gate off from timed call " + std::to_string(slot) +
+                       ": its gate timed out (20 ms), so the call waits for the GPU "
+                       "(a synchronize, .item(), a copy to the host) or its host side took longer";
+  }
+  return Status::Ok();
+}
+
+// Each call: prepare the cache -> sync -> close the gate -> t0 -> call -> t1 -> open the gate ->
+// sync -> t2, so the GPU is idle at both ends and the flush's memset and the gate, launched and
+// started before t0, are never attributed to the call; the call's work queued behind the gate
+// starts once the call returned (launch_gate.h). A paired benchmark alternates the order (AB,
+// BA, ...) so drift falls on both alike.
 StatusOr<std::vector<CuptiTimer::Window>> CuptiTimer::TimedLoop(int64_t count,
                                                                 const BenchmarkOptions& options,
                                                                 const BenchmarkCall& call,
-                                                                CallHooks& hooks) {
+                                                                CallHooks& hooks,
+                                                                BenchmarkResult& result) {
   std::vector<Window> windows;
   windows.reserve(static_cast<size_t>(count * options.functions));
+  gating_ = options.launch_gate;
   for (int64_t i = 0; i < count; ++i) {
     for (int k = 0; k < options.functions; ++k) {
       const int fn = (i % 2 == 1) ? options.functions - 1 - k : k;
       const int64_t index = calls_++;
+      const int64_t slot = static_cast<int64_t>(windows.size());
       KC_RETURN_IF_ERROR(hooks.BeforeCall(fn, index));
       KC_RETURN_IF_ERROR(PrepareCache(options.flush));
       KC_RETURN_IF_ERROR(Synchronize());
+      KC_ASSIGN_OR_RETURN(const bool gated, CloseGate(slot, result));
       Window window;
       window.fn = fn;
       KC_ASSIGN_OR_RETURN(window.host.begin_ns, CuptiNow());
-      KC_RETURN_IF_ERROR(call(fn, index));
-      KC_ASSIGN_OR_RETURN(window.host.end_ns, CuptiNow());
+      const Status called = call(fn, index);
+      StatusOr<uint64_t> end_ns = CuptiNow();
+      gate_.Open();  // on every path: a gate left closed would hold the GPU for its timeout
+      KC_RETURN_IF_ERROR(called);
+      KC_ASSIGN_OR_RETURN(window.host.end_ns, std::move(end_ns));
       KC_RETURN_IF_ERROR(Synchronize().WithContext("timed iteration " + std::to_string(i)));
       KC_ASSIGN_OR_RETURN(window.host.drained_ns, CuptiNow());
+      if (gated) KC_RETURN_IF_ERROR(CountGate(slot, result));
       KC_RETURN_IF_ERROR(persisting_.AfterTimedCall());
       KC_RETURN_IF_ERROR(hooks.AfterTimedCall(fn, index, i));
       windows.push_back(window);
@@ -201,7 +237,8 @@ StatusOr<BenchmarkResult> CuptiTimer::Run(const BenchmarkOptions& options,
 
   KC_RETURN_IF_ERROR(collector_.Start());
   AbortOnExit abort_on_exit(collector_);
-  KC_ASSIGN_OR_RETURN(std::vector<Window> windows, TimedLoop(result.repeat, options, call, hooks));
+  KC_ASSIGN_OR_RETURN(std::vector<Window> windows,
+                      TimedLoop(result.repeat, options, call, hooks, result));
   KC_RETURN_IF_ERROR(Synchronize());  // the last checks, launched after the last window
   abort_on_exit.Dismiss();
   KC_ASSIGN_OR_RETURN(ActivityRecords records, collector_.Stop());

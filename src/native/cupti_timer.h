@@ -8,7 +8,9 @@
 //     records of a launch does not hide the launch;
 //   - counts are capped at kMaxIterations.
 // The timed loop is "drained" (flush -> sync -> t0 -> call -> t1 -> sync) and timed only by
-// CUPTI activity records; there is no silent fallback to events.
+// CUPTI activity records; there is no silent fallback to events. Each timed call runs behind a
+// launch gate (launch_gate.h) unless options.launch_gate is false, so that its span starts once
+// all its launches are queued.
 //
 // Before the warm-up, each function gets one untimed "first checked call" whose outputs are the
 // reference of the argument rotation (argument_rotation.h). Every call is preceded by the
@@ -31,6 +33,7 @@
 #include "native/activity_collector.h"
 #include "native/benchmark_report.h"
 #include "native/l2_flush.h"
+#include "native/launch_gate.h"
 #include "native/persisting_l2.h"
 
 namespace kc::native {
@@ -49,6 +52,9 @@ struct BenchmarkOptions {
   double repeat_ms = 100.0;
   FlushMode flush = FlushMode::kBeforeEveryCall;
   int functions = 1;  // 2: a paired benchmark, calls interleaved (ABBA)
+  // Hold each timed call's GPU work back until the call returned (launch_gate.h), so host
+  // launch gaps stay out of the span. The cfg key `launch_gate`.
+  bool launch_gate = true;
 };
 
 struct BenchmarkResult {
@@ -61,6 +67,13 @@ struct BenchmarkResult {
   // Device activities inside a timed window that no API record in the window launched.
   int64_t unattributed_activities = 0;
   std::vector<std::string> flags;  // from the persisting-L2 guard
+  // The launch gate: timed calls that ran behind it, and gates that timed out (a call that
+  // synchronized, or whose host side outlasted kLaunchGateTimeoutNs). The first timeout, or a
+  // gate that never started, stops gating for the rest of the benchmark; gate_note says which
+  // call and why. Empty while every call was gated, or when options.launch_gate was false.
+  int64_t gated_calls = 0;
+  int64_t gate_timeouts = 0;
+  std::string gate_note;
 };
 
 // Calls function `fn` of the benchmark; `call` counts every call of the benchmark from 0, so
@@ -108,13 +121,21 @@ class CuptiTimer {
   Status WarmUp(int64_t count, const BenchmarkOptions& options, const BenchmarkCall& call,
                 CallHooks& hooks);
   StatusOr<std::vector<Window>> TimedLoop(int64_t count, const BenchmarkOptions& options,
-                                          const BenchmarkCall& call, CallHooks& hooks);
+                                          const BenchmarkCall& call, CallHooks& hooks,
+                                          BenchmarkResult& result);
+  // Closes the gate before timed call `slot` while gating_; a gate that did not start ends
+  // gating (noted in `result`). Returns whether the call runs gated.
+  StatusOr<bool> CloseGate(int64_t slot, BenchmarkResult& result);
+  // After a gated call, drained: counts it, and ends gating when its gate timed out.
+  Status CountGate(int64_t slot, BenchmarkResult& result);
   Status PrepareCache(FlushMode flush);
 
   ActivityCollector& collector_;
   L2Flush& flush_;
   PersistingL2Guard persisting_;
-  int64_t calls_ = 0;  // every call so far, untimed ones included
+  LaunchGate gate_;
+  bool gating_ = false;  // the timed loop gates its calls; set from options.launch_gate
+  int64_t calls_ = 0;    // every call so far, untimed ones included
 };
 
 }  // namespace kc::native
