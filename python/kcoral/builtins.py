@@ -71,12 +71,16 @@ def benchmark(fn, *rest) -> dict:
     """benchmark(fn, *args, cfg?) -> latency statistics in milliseconds.
 
     cfg keys: warmup_ms (25), repeat_ms (100), warmup, repeat (counts that
-    override the budgets), flush_l2 (True; GPU only), and on GPU servers
-    outputs (indices of the output arguments; default: the last tensor
-    argument of a call with two or more) and rotate_inputs (True): each call
-    gets its tensors from a rotation of copies, outputs are poisoned before
-    every call and checked against the first call's after timing. The result
-    carries an `integrity` report, sealed in C++ and verified by the server
+    override the budgets), flush_l2 (True; GPU only), and on GPU servers:
+    outputs (indices of the output arguments; default: found by probe calls,
+    whatever their position), rotate_inputs (True), tolerance ({"rtol",
+    "atol"}; default: 1e-3 and 1e-5, widened to the spread of two reference
+    calls for nondeterministic reductions) and launch_gate (True: a timed
+    call's GPU work starts once all of it is queued). Each call gets its
+    tensors from a rotation of copies; output arguments and returned tensors
+    are checked against the reference call's after every timed call. The
+    result carries an `integrity` report (flags, conditions,
+    outputs_unchecked, loosened), sealed in C++ and verified by the server
     (docs/benchmark-integrity.md).
     """
     if not callable(fn):

@@ -93,10 +93,12 @@ StatusOr<Attribution> AttributeToWindows(ActivityRecords records,
       begin = std::min(begin, records.device[d].start_ns);
       end = std::max(end, records.device[d].end_ns);
       identities.push_back(records.device[d].identity);
+      result.graph_activities += records.device[d].graph_id != 0;
     }
-    if (identities.empty()) {
-      return UnavailableError("CUPTI recorded no GPU activity for benchmark iteration " +
-                              std::to_string(i));
+    if (identities.empty()) {  // nothing to run: the call launched no GPU work
+      ++result.empty_windows;
+      result.spans_ms.push_back(0.0);
+      continue;
     }
     if (end <= begin) {
       return UnavailableError("CUPTI recorded a non-positive span for benchmark iteration " +

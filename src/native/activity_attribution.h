@@ -40,6 +40,7 @@ struct DeviceRecord {
   uint64_t end_ns = 0;
   uint32_t correlation_id = 0;
   ActivityIdentity identity;
+  uint32_t graph_id = 0;  // the CUDA graph that launched it; 0 for a plain launch
 };
 
 struct ActivityRecords {
@@ -60,12 +61,17 @@ struct Attribution {
   std::vector<std::vector<ActivityIdentity>> identities;
   // Activities owned by time only: no API record inside the window launched them.
   int64_t unattributed_activities = 0;
+  // Owned activities that a CUDA graph launched.
+  int64_t graph_activities = 0;
+  // Windows with no device activity at all (a call on empty tensors); their span is 0.
+  int64_t empty_windows = 0;
 };
 
 // True when the windows `indices` all saw the identity multiset of the first of them.
 bool StableAmong(const Attribution& attribution, const std::vector<size_t>& indices);
 
-// Fails with kUnavailable when a window has no device activity or a non-positive span.
+// A window with no device activity has a span of 0 (counted in empty_windows). Fails with
+// kUnavailable when a window's activities have a non-positive span.
 // Consumes `records` (sorts them in place).
 StatusOr<Attribution> AttributeToWindows(ActivityRecords records,
                                          const std::vector<HostWindow>& windows);

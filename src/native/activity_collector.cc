@@ -185,20 +185,23 @@ void ActivityCollector::Parse(uint8_t* buffer, size_t valid_size) {
         const auto* kernel = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
         ActivityIdentity identity{.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
                                   .name_id = InternKernelName(kernel->name)};
-        records_.device.push_back({kernel->start, kernel->end, kernel->correlationId, identity});
+        records_.device.push_back(
+            {kernel->start, kernel->end, kernel->correlationId, identity, kernel->graphId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
         const auto* copy = reinterpret_cast<const CUpti_ActivityMemcpy6*>(record);
         ActivityIdentity identity{
             .kind = CUPTI_ACTIVITY_KIND_MEMCPY, .copy_kind = copy->copyKind, .bytes = copy->bytes};
-        records_.device.push_back({copy->start, copy->end, copy->correlationId, identity});
+        records_.device.push_back(
+            {copy->start, copy->end, copy->correlationId, identity, copy->graphId});
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto* set = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
         ActivityIdentity identity{.kind = CUPTI_ACTIVITY_KIND_MEMSET, .bytes = set->bytes};
-        records_.device.push_back({set->start, set->end, set->correlationId, identity});
+        records_.device.push_back(
+            {set->start, set->end, set->correlationId, identity, set->graphId});
         break;
       }
       default:

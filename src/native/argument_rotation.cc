@@ -1,6 +1,8 @@
 #include "native/argument_rotation.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <utility>
 
 #include "native/cuda_status.h"
@@ -11,45 +13,63 @@ namespace {
 
 constexpr cudaStream_t kStream = 0;  // the timer's stream (cupti_timer.cc)
 
-StatusOr<std::shared_ptr<DeviceBuffer>> Allocate(size_t bytes) {
-  int device = 0;
-  KC_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  void* data = nullptr;
-  KC_CUDA_RETURN_IF_ERROR(cudaMalloc(&data, bytes == 0 ? 1 : bytes));
-  return std::make_shared<DeviceBuffer>(device, data, bytes);
-}
-
-// Device counters, zeroed; freed with the rotation.
-StatusOr<unsigned long long*> AllocateCounters(size_t count) {
-  void* data = nullptr;
-  KC_CUDA_RETURN_IF_ERROR(cudaMalloc(&data, count * sizeof(unsigned long long)));
-  KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(data, 0, count * sizeof(unsigned long long), kStream));
-  return static_cast<unsigned long long*>(data);
-}
-
-StatusOr<std::vector<unsigned long long>> ReadCounters(const unsigned long long* device,
-                                                       size_t count) {
-  std::vector<unsigned long long> host(count);
-  KC_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(host.data(), device, count * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
-  return host;
-}
-
-constexpr const char* kProbed = "changed by a probe call (restored to the caller's values before each call)";
-
 // Exact comparison: inputs must come back bit for bit (NaN matches NaN).
 constexpr OutputTolerance kExact{0.0f, 0.0f};
 // A paired benchmark's two functions agree as builtins.assert_close's defaults require.
 constexpr OutputTolerance kCrossCheck{1e-2f, 1e-3f};
 
+Status Copy(void* to, const void* from, size_t bytes) {
+  KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, kStream));
+  return Status::Ok();
+}
+
+Status Synchronize() {
+  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(kStream));
+  return Status::Ok();
+}
+
+std::string Number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3g", value);
+  return text;
+}
+
+ReferenceSpread SpreadOf(const SpreadCounters& counters) {
+  auto as_float = [](unsigned bits) {
+    float value = 0;
+    static_assert(sizeof(value) == sizeof(bits));
+    std::memcpy(&value, &bits, sizeof(value));
+    return static_cast<double>(value);
+  };
+  return {counters.nan_mismatches, counters.bit_mismatches, as_float(counters.max_abs_diff_bits),
+          as_float(counters.max_abs_expected_bits)};
+}
+
 }  // namespace
 
-ArgumentRotation::~ArgumentRotation() {
-  if (counters_ != nullptr) static_cast<void>(cudaFree(counters_));
-}
+ArgumentRotation::~ArgumentRotation() = default;
 
 void* ArgumentRotation::DataOf(const Argument& a, int set) const {
   return copied_ ? a.copies[set]->data() : a.original->data();
+}
+
+const void* ArgumentRotation::CallerData(size_t tensor) const {
+  return tensors_[tensor].original->data();
+}
+
+bool ArgumentRotation::Overlaps(const void* data, size_t bytes) const {
+  auto overlaps = [&](const void* begin, size_t size) {
+    const auto* a = static_cast<const char*>(data);
+    const auto* b = static_cast<const char*>(begin);
+    return a < b + std::max<size_t>(size, 1) && b < a + std::max<size_t>(bytes, 1);
+  };
+  for (const Argument& a : tensors_) {
+    if (overlaps(a.original->data(), a.original->bytes())) return true;
+    for (const auto& copy : a.copies) {
+      if (overlaps(copy->data(), copy->bytes())) return true;
+    }
+  }
+  return false;
 }
 
 StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::tuple& args,
@@ -57,6 +77,7 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
                                                                      int functions) {
   std::unique_ptr<ArgumentRotation> rotation(new ArgumentRotation());
   rotation->functions_ = functions;
+  rotation->declared_tolerance_ = plan.tolerance;
   const int n = static_cast<int>(args.size());
   size_t set_bytes = 0;
   std::vector<int> tensor_indices;
@@ -86,9 +107,10 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
   }
 
   // Every set is a copy, so the caller's tensors are never poisoned; after the benchmark the
-  // caller's outputs get the first checked call's (as if the calls had run on them).
+  // caller's outputs get the reference (as if the calls had run on them).
   int sets = 1;
-  const size_t affordable = set_bytes == 0 ? 0 : static_cast<size_t>(plan.max_copy_bytes) / set_bytes;
+  const size_t affordable =
+      set_bytes == 0 ? 0 : static_cast<size_t>(plan.max_copy_bytes) / set_bytes;
   rotation->copied_ = affordable >= 1;
   if (!rotation->copied_ && set_bytes > 0) {
     rotation->notes_.push_back("arguments not copied: one copy (" + std::to_string(set_bytes) +
@@ -101,9 +123,9 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
   for (Argument& a : rotation->tensors_) {
     const ExportedTensor& original = *a.original;
     for (int s = 0; rotation->copied_ && s < sets; ++s) {
-      KC_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBuffer> copy, Allocate(original.bytes()));
-      KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(copy->data(), original.data(), original.bytes(),
-                                              cudaMemcpyDeviceToDevice, kStream));
+      KC_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBuffer> copy,
+                          AllocateDeviceBuffer(original.bytes()));
+      KC_RETURN_IF_ERROR(Copy(copy->data(), original.data(), original.bytes()));
       a.copies.push_back(std::move(copy));
     }
   }
@@ -124,78 +146,119 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
     }
     rotation->sets_.push_back(std::move(tuple));
   }
-  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(kStream));
+  KC_RETURN_IF_ERROR(Synchronize());
   return rotation;
 }
 
-Status ArgumentRotation::SettleOutputs(const std::function<Status()>& call_on_first_set) {
-  std::vector<bool> output(tensors_.size(), false);
-  if (declared_outputs_) {
-    outputs_source_ = "cfg outputs";
-    for (size_t t = 0; t < tensors_.size(); ++t) {
-      output[t] = std::find(declared_outputs_->begin(), declared_outputs_->end(),
-                            tensors_[t].index) != declared_outputs_->end();
-    }
-  } else if (copied_ && !tensors_.empty()) {
-    // One call on copies of the caller's values: the arguments it changes are its outputs. It
-    // changes nothing when the outputs already held its answer (a program that ran the kernel
-    // before timing it); then the guess below holds.
-    KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(kStream));
-    KC_RETURN_IF_ERROR(call_on_first_set());
-    KC_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-    KC_ASSIGN_OR_RETURN(unsigned long long* changed, AllocateCounters(tensors_.size()));
-    for (size_t t = 0; t < tensors_.size(); ++t) {
-      const Argument& a = tensors_[t];
-      KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, 0), a.original->data(),
-                                                a.original->bytes(), a.original->type(), kExact,
-                                                changed + t, kStream));
-    }
-    StatusOr<std::vector<unsigned long long>> counts = ReadCounters(changed, tensors_.size());
-    static_cast<void>(cudaFree(changed));
-    KC_RETURN_IF_ERROR(counts.status());
-    for (size_t t = 0; t < tensors_.size(); ++t) output[t] = (*counts)[t] != 0;
-    outputs_source_ = kProbed;
+// -- Probing --------------------------------------------------------------------------------
+
+Status ArgumentRotation::ResetFirstSet() {
+  for (const Argument& a : tensors_) {
+    KC_RETURN_IF_ERROR(Copy(DataOf(a, 0), a.original->data(), a.original->bytes()));
   }
-  if (std::find(output.begin(), output.end(), true) == output.end() && tensors_.size() >= 2 &&
-      !declared_outputs_) {
-    // Destination-passing style, as the seed's add_one(x, y).
-    output.back() = true;
-    outputs_source_ = "the last tensor argument (the probe call changed none)";
+  return Synchronize();
+}
+
+StatusOr<std::vector<bool>> ArgumentRotation::FirstSetChanged() {
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the call may have used other streams
+  KC_ASSIGN_OR_RETURN(DeviceCounters changed,
+                      DeviceCounters::Create<unsigned long long>(tensors_.size()));
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    const Argument& a = tensors_[t];
+    KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, 0), a.original->data(), a.original->bytes(),
+                                              a.original->type(), kExact,
+                                              changed.at<unsigned long long>(t), kStream));
   }
+  KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> counts, changed.Read<unsigned long long>());
+  std::vector<bool> out(tensors_.size());
+  for (size_t t = 0; t < tensors_.size(); ++t)
+    out[t] = counts[t] != 0;
+  return out;
+}
+
+Status ArgumentRotation::ZeroInFirstSet(size_t tensor) {
+  const Argument& a = tensors_[tensor];
+  KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(DataOf(a, 0), 0, a.original->bytes(), kStream));
+  return Synchronize();
+}
+
+StatusOr<bool> ArgumentRotation::FirstSetNonZero(size_t tensor) {
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  const Argument& a = tensors_[tensor];
+  KC_ASSIGN_OR_RETURN(DeviceCounters count, DeviceCounters::Create<unsigned long long>(1));
+  KC_RETURN_IF_ERROR(EnqueueCountBytesOtherThan(DataOf(a, 0), a.original->bytes(), 0,
+                                                count.at<unsigned long long>(0), kStream));
+  KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> counts, count.Read<unsigned long long>());
+  return counts[0] != 0;
+}
+
+StatusOr<bool> ArgumentRotation::FirstSetEquals(size_t tensor, const void* expected) {
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  const Argument& a = tensors_[tensor];
+  KC_ASSIGN_OR_RETURN(DeviceCounters count, DeviceCounters::Create<unsigned long long>(1));
+  KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, 0), expected, a.original->bytes(),
+                                            a.original->type(), kExact,
+                                            count.at<unsigned long long>(0), kStream));
+  KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> counts, count.Read<unsigned long long>());
+  return counts[0] == 0;
+}
+
+StatusOr<std::shared_ptr<DeviceBuffer>> ArgumentRotation::CopyOfFirstSet(size_t tensor) {
+  const Argument& a = tensors_[tensor];
+  KC_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBuffer> copy,
+                      AllocateDeviceBuffer(a.original->bytes()));
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  KC_RETURN_IF_ERROR(Copy(copy->data(), DataOf(a, 0), a.original->bytes()));
+  KC_RETURN_IF_ERROR(Synchronize());
+  return copy;
+}
+
+void ArgumentRotation::SetMode(size_t tensor, OutputMode mode, std::string found_by) {
+  tensors_[tensor].mode = mode;
+  tensors_[tensor].found_by = std::move(found_by);
+}
+
+void ArgumentRotation::ApplyDeclaredOutputs() {
+  if (!declared_outputs_) return;
+  for (Argument& a : tensors_) {
+    if (std::find(declared_outputs_->begin(), declared_outputs_->end(), a.index) !=
+        declared_outputs_->end()) {
+      a.mode = OutputMode::kPoisoned;
+      a.found_by = "cfg outputs";
+    }
+  }
+}
+
+bool ArgumentRotation::has_outputs() const {
+  return std::any_of(tensors_.begin(), tensors_.end(),
+                     [](const Argument& a) { return a.output(); });
+}
+
+Status ArgumentRotation::TakeReference(int fn,
+                                       const std::vector<std::shared_ptr<DeviceBuffer>>& given) {
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   for (size_t t = 0; t < tensors_.size(); ++t) {
     Argument& a = tensors_[t];
-    a.output = output[t];
-    // An output the probe saw change may also be read (in place): it starts every call from
-    // the caller's values, which differ from the call's result, so a skipped call still shows.
-    a.restore = a.output && outputs_source_ == kProbed;
-    for (int f = 0; a.output && f < functions_; ++f) {
-      KC_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBuffer> reference, Allocate(a.original->bytes()));
-      a.reference.push_back(std::move(reference));
+    if (!a.output()) continue;
+    a.reference.resize(functions_);
+    a.tolerance.resize(functions_);
+    if (t < given.size() && given[t] != nullptr) {
+      a.reference[fn] = given[t];
+      continue;
     }
-    if (outputs_source_ != kProbed) continue;
-    // The probe's output is function 0's reference: a call that computes once and then skips
-    // is caught from the first checked call on. Then set 0 goes back to the caller's values.
-    if (a.restore) {
-      KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(a.reference[0]->data(), DataOf(a, 0),
-                                              a.original->bytes(), cudaMemcpyDeviceToDevice,
-                                              kStream));
-    }
-    KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(DataOf(a, 0), a.original->data(), a.original->bytes(),
-                                            cudaMemcpyDeviceToDevice, kStream));
+    KC_ASSIGN_OR_RETURN(a.reference[fn], CopyOfFirstSet(t));
   }
-  KC_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(kStream));
   return Status::Ok();
 }
 
-Status ArgumentRotation::BeforeCall(int /*fn*/, int64_t call) {
+// -- Around the calls -----------------------------------------------------------------------
+
+Status ArgumentRotation::BeforeCall(int64_t call) {
   const int set = SetOf(call);
   for (const Argument& a : tensors_) {
-    if (!a.output) continue;
-    if (a.restore) {
-      KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(DataOf(a, set), a.original->data(),
-                                              a.original->bytes(), cudaMemcpyDeviceToDevice,
-                                              kStream));
-    } else {
+    if (a.mode == OutputMode::kRestored) {
+      KC_RETURN_IF_ERROR(Copy(DataOf(a, set), a.original->data(), a.original->bytes()));
+    } else if (a.mode == OutputMode::kPoisoned) {
       KC_CUDA_RETURN_IF_ERROR(
           cudaMemsetAsync(DataOf(a, set), kPoisonByte, a.original->bytes(), kStream));
     }
@@ -204,52 +267,91 @@ Status ArgumentRotation::BeforeCall(int /*fn*/, int64_t call) {
 }
 
 Status ArgumentRotation::AfterFirstCall(int fn, int64_t call) {
-  const int set = SetOf(call);
-  for (Argument& a : tensors_) {
-    if (!a.output || (a.restore && fn == 0)) continue;  // the probe's output is the reference
-    KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(a.reference[fn]->data(), DataOf(a, set),
-                                            a.original->bytes(), cudaMemcpyDeviceToDevice,
-                                            kStream));
+  return CheckFirstCall(fn, SetOf(call));
+}
+
+// The first checked call against the reference: how far apart they lie chooses the tolerance
+// (output_tolerance.h), and a difference beyond it is proof (a call that wrote once and then
+// skipped, or a cached result).
+Status ArgumentRotation::CheckFirstCall(int fn, int set) {
+  if (!has_outputs()) return Status::Ok();
+  KC_ASSIGN_OR_RETURN(DeviceCounters spreads,
+                      DeviceCounters::Create<SpreadCounters>(tensors_.size()));
+  KC_ASSIGN_OR_RETURN(DeviceCounters mismatches,
+                      DeviceCounters::Create<unsigned long long>(2 * tensors_.size()));
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    const Argument& a = tensors_[t];
+    if (!a.output()) continue;
+    KC_RETURN_IF_ERROR(EnqueueSpread(DataOf(a, set), a.reference[fn]->data(), a.original->bytes(),
+                                     a.original->type(), spreads.at<SpreadCounters>(t), kStream));
+    // A declared output whose reference still holds only poison was never written.
+    KC_RETURN_IF_ERROR(EnqueueCountBytesOtherThan(
+        a.reference[fn]->data(), a.original->bytes(), kPoisonByte,
+        mismatches.at<unsigned long long>(tensors_.size() + t), kStream));
+  }
+  KC_ASSIGN_OR_RETURN(std::vector<SpreadCounters> spread, spreads.Read<SpreadCounters>());
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    Argument& a = tensors_[t];
+    if (!a.output()) continue;
+    a.tolerance[fn] = ChooseTolerance(a.original->type(), SpreadOf(spread[t]), declared_tolerance_);
+    KC_RETURN_IF_ERROR(EnqueueCountMismatches(
+        DataOf(a, set), a.reference[fn]->data(), a.original->bytes(), a.original->type(),
+        a.tolerance[fn].tolerance, mismatches.at<unsigned long long>(t), kStream));
+  }
+  KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> counts,
+                      mismatches.Read<unsigned long long>());
+  const std::string who = fn == 1 ? "reference " : "";
+  for (size_t t = 0; t < tensors_.size(); ++t) {
+    const Argument& a = tensors_[t];
+    if (!a.output()) continue;
+    const std::string name = "output argument " + std::to_string(a.index);
+    if (a.found_by == "cfg outputs" && counts[tensors_.size() + t] == 0) {
+      first_call_failures_.push_back(
+          "the first checked " + who + "call did not write " + name +
+          " at all, which cfg 'outputs' declares: declare the arguments the function writes");
+    } else if (counts[t] != 0) {
+      first_call_failures_.push_back(
+          "the first checked " + who + "call's " + name + " differs from the reference call's in " +
+          std::to_string(counts[t]) + " elements (largest difference " +
+          Number(a.tolerance[fn].spread) +
+          ", beyond rounding): the function wrote it on one call and not the next (result "
+          "caching, work done only once), or it is nondeterministic beyond the tolerance "
+          "(set cfg 'tolerance' for a kernel whose results vary by more than rounding)");
+    }
   }
   return Status::Ok();
 }
 
 Status ArgumentRotation::BeginTimed(int64_t timed_calls) {
   timed_calls_ = timed_calls;
-  // [fn][slot] for the timed calls, then per (fn, output) the reference's unpoisoned bytes,
-  // per (set, input) the input mismatches, and one cross-check counter.
-  const size_t count =
-      functions_ * timed_calls + functions_ * tensors_.size() + sets_.size() * tensors_.size() + 1;
-  KC_ASSIGN_OR_RETURN(counters_, AllocateCounters(count));
+  KC_ASSIGN_OR_RETURN(counters_,
+                      DeviceCounters::Create<unsigned long long>(functions_ * timed_calls + 1));
   return Status::Ok();
 }
 
 Status ArgumentRotation::AfterTimedCall(int fn, int64_t call, int64_t slot) {
   const int set = SetOf(call);
   for (const Argument& a : tensors_) {
-    if (!a.output) continue;
-    const ExportedTensor& model = *a.original;
-    KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, set), a.reference[fn]->data(),
-                                              model.bytes(), model.type(), OutputTolerance{},
-                                              counters_ + fn * timed_calls_ + slot, kStream));
+    if (!a.output()) continue;
+    KC_RETURN_IF_ERROR(EnqueueCountMismatches(
+        DataOf(a, set), a.reference[fn]->data(), a.original->bytes(), a.original->type(),
+        a.tolerance[fn].tolerance, counters_.at<unsigned long long>(fn * timed_calls_ + slot),
+        kStream));
   }
   return Status::Ok();
 }
 
-StatusOr<RotationFindings> ArgumentRotation::Finish() {
-  RotationFindings findings;
-  if (counters_ == nullptr) return findings;
-  unsigned long long* unpoisoned = counters_ + functions_ * timed_calls_;
-  unsigned long long* input_mismatch = unpoisoned + functions_ * tensors_.size();
-  unsigned long long* cross = input_mismatch + sets_.size() * tensors_.size();
+Status ArgumentRotation::Finish(CheckFindings& findings) {
+  for (const std::string& failure : first_call_failures_)
+    findings.failures.push_back(failure);
+  if (counters_.empty()) return Status::Ok();
+  KC_ASSIGN_OR_RETURN(DeviceCounters inputs, DeviceCounters::Create<unsigned long long>(
+                                                 sets_.size() * tensors_.size() + 1));
+  unsigned long long* cross = inputs.at<unsigned long long>(sets_.size() * tensors_.size());
   for (size_t t = 0; t < tensors_.size(); ++t) {
     const Argument& a = tensors_[t];
     const ExportedTensor& model = *a.original;
-    if (a.output) {
-      for (int f = 0; !a.restore && f < functions_; ++f) {
-        KC_RETURN_IF_ERROR(EnqueueCountUnpoisoned(a.reference[f]->data(), model.bytes(),
-                                                  unpoisoned + f * tensors_.size() + t, kStream));
-      }
+    if (a.output()) {
       if (functions_ == 2) {
         KC_RETURN_IF_ERROR(EnqueueCountMismatches(a.reference[1]->data(), a.reference[0]->data(),
                                                   model.bytes(), model.type(), kCrossCheck, cross,
@@ -258,71 +360,70 @@ StatusOr<RotationFindings> ArgumentRotation::Finish() {
       continue;
     }
     for (int s = 0; copied_ && s < sets(); ++s) {  // each copy against the caller's tensor
-      KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, s), a.original->data(), model.bytes(),
-                                                model.type(), kExact,
-                                                input_mismatch + s * tensors_.size() + t, kStream));
+      KC_RETURN_IF_ERROR(
+          EnqueueCountMismatches(DataOf(a, s), model.data(), model.bytes(), model.type(), kExact,
+                                 inputs.at<unsigned long long>(s * tensors_.size() + t), kStream));
     }
   }
-  const size_t total =
-      functions_ * timed_calls_ + functions_ * tensors_.size() + sets_.size() * tensors_.size() + 1;
-  KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> counts, ReadCounters(counters_, total));
+  KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> timed, counters_.Read<unsigned long long>());
+  KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> input, inputs.Read<unsigned long long>());
 
-  const char* names[2] = {"", "reference "};
   for (int f = 0; f < functions_; ++f) {
-    const std::string who = functions_ == 2 ? names[f] : "";
+    const std::string who = f == 1 ? "reference " : "";
     for (int64_t slot = 0; slot < timed_calls_; ++slot) {
-      unsigned long long bad = counts[f * timed_calls_ + slot];
+      const unsigned long long bad = timed[f * timed_calls_ + slot];
       if (bad == 0) continue;
-      findings.failures.push_back("timed " + who + "call " + std::to_string(slot) +
-                                  " wrote outputs that differ from the "
-                                  "reference call's in " +
-                                  std::to_string(bad) +
-                                  " elements (result caching, a "
-                                  "skipped or lazy computation, or a swapped output storage)");
+      findings.failures.push_back(
+          "timed " + who + "call " + std::to_string(slot) + " wrote output arguments that differ " +
+          "from the reference call's in " + std::to_string(bad) +
+          " elements beyond the tolerance (see defences.output_check): the call skipped or " +
+          "cached its work, swapped an output's storage, or its results vary by more than " +
+          "rounding (then set cfg 'tolerance')");
       break;  // the first is enough to say what happened
-    }
-    for (size_t t = 0; t < tensors_.size(); ++t) {
-      if (!tensors_[t].output || tensors_[t].restore) continue;
-      if (counts[functions_ * timed_calls_ + f * tensors_.size() + t] == 0) {
-        findings.flags.push_back("the first checked " + who +
-                                 "call did not write output argument " +
-                                 std::to_string(tensors_[t].index) + " at all");
-      }
     }
   }
   for (size_t t = 0; t < tensors_.size(); ++t) {
     for (int s = 0; s < sets(); ++s) {
-      if (counts[functions_ * timed_calls_ + functions_ * tensors_.size() + s * tensors_.size() +
-                 t] != 0) {
+      if (input[s * tensors_.size() + t] != 0) {
         findings.flags.push_back("the benchmarked call changed its input argument " +
-                                 std::to_string(tensors_[t].index));
+                                 std::to_string(tensors_[t].index) +
+                                 " in a timed call, though the reference calls left it as it was");
         break;
       }
     }
   }
-  if (functions_ == 2) findings.cross_mismatches = counts.back();
-  // The caller's outputs end as the calls would have left them, where the first checked call
-  // wrote them at all (a wrong guess of `outputs` must not overwrite an input with poison).
+  if (functions_ == 2) cross_mismatches_ = input.back();
+  // The caller's outputs end as the calls would have left them.
   for (size_t t = 0; copied_ && t < tensors_.size(); ++t) {
     const Argument& a = tensors_[t];
-    if (!a.output || (!a.restore && counts[functions_ * timed_calls_ + t] == 0)) continue;
+    if (!a.output()) continue;
     KC_CUDA_RETURN_IF_ERROR(cudaMemcpy(a.original->data(), a.reference[0]->data(),
                                        a.original->bytes(), cudaMemcpyDeviceToDevice));
   }
-  return findings;
+  return Status::Ok();
+}
+
+std::optional<ToleranceChoice> ArgumentRotation::FirstTolerance() const {
+  for (const Argument& a : tensors_) {
+    if (a.output() && !a.tolerance.empty()) return a.tolerance[0];
+  }
+  return std::nullopt;
 }
 
 nlohmann::json ArgumentRotation::Describe() const {
   nlohmann::json outputs = nlohmann::json::array();
   nlohmann::json rotated = nlohmann::json::array();
+  nlohmann::json found_by = nlohmann::json::object();
   for (const Argument& a : tensors_) {
     rotated.push_back(a.index);
-    if (a.output) outputs.push_back(a.index);
+    if (!a.output()) continue;
+    outputs.push_back(a.index);
+    found_by[std::to_string(a.index)] = a.found_by;
   }
   nlohmann::json out = {{"argument_sets", sets()},
                         {"rotated_arguments", rotated},
                         {"checked_outputs", outputs},
-                        {"outputs_chosen_by", outputs_source_},
+                        {"outputs_found_by", found_by},
                         {"not_rotated_arguments", not_rotated_}};
   if (!notes_.empty()) out["notes"] = notes_;
   return out;

@@ -7,12 +7,13 @@
 
 #include "native/activity_collector.h"
 #include "native/benchmark_report.h"
-#include "native/clock_events.h"
+#include "native/checked_calls.h"
 #include "native/cuda_status.h"
 #include "native/gpu_telemetry.h"
 #include "native/l2_flush.h"
 #include "native/persisting_l2.h"
 #include "native/process_scan.h"
+#include "native/span_findings.h"
 #include "worker/sealed_result_abi.h"
 
 namespace kc::native {
@@ -68,20 +69,9 @@ class WatchedHooks final : public CallHooks {
   Readings start_;
 };
 
-void AddProcessFlags(const ProcessScan& scan, const char* when, nlohmann::json& flags) {
-  for (const OtherProcess& p : scan.processes) {
-    std::string holds = !p.holds_gpu   ? "may hold the GPU (its descriptors are hidden)"
-                        : *p.holds_gpu ? "holds the GPU"
-                                       : "does not hold the GPU";
-    flags.push_back("another process ran in the worker's namespace " + std::string(when) +
-                    " the timed calls: pid " + std::to_string(p.pid) + " (" + p.comm + "), " +
-                    holds);
-  }
-}
-
-// integrity.gpu and integrity.processes, with their flags.
+// integrity.gpu and integrity.processes; what they show goes to `found`.
 void AddReadings(const Readings& start, const Readings& end, nlohmann::json& integrity,
-                 nlohmann::json& flags) {
+                 SpanFindings& found) {
   nlohmann::json gpu = nlohmann::json::object();
   if (start.gpu && end.gpu) {
     gpu = {{"uuid", start.gpu->uuid},
@@ -89,22 +79,35 @@ void AddReadings(const Readings& start, const Readings& end, nlohmann::json& int
            {"driver_version", start.gpu->driver_version},
            {"start", ToJson(*start.gpu)},
            {"end", ToJson(*end.gpu)}};
-    for (const std::string& flag : ClockFlags(*start.gpu, *end.gpu))
-      flags.push_back(flag);
+    AddClockFindings(*start.gpu, *end.gpu, found);
   } else {
     gpu["unavailable"] = start.gpu_error.empty() ? end.gpu_error : start.gpu_error;
   }
   integrity["gpu"] = gpu;
   integrity["processes"] = {{"start", ToJson(start.processes)}, {"end", ToJson(end.processes)}};
-  if (!start.processes.meaningful) return;  // said in processes.start.reason_if_not
-  AddProcessFlags(start.processes, "at the start of", flags);
-  AddProcessFlags(end.processes, "at the end of", flags);
+  AddProcessFindings(start.processes, "at the start of", found);
+  AddProcessFindings(end.processes, "at the end of", found);
+}
+
+// The cfg keys that loosen a check or change what is measured, with their values: a grader can
+// reject a candidate that loosened its own judge.
+nlohmann::json Loosened(const BenchmarkRequest& request) {
+  nlohmann::json loosened = nlohmann::json::object();
+  if (!request.rotation.rotate) loosened["rotate_inputs"] = false;
+  if (request.rotation.outputs) loosened["outputs"] = *request.rotation.outputs;
+  if (request.rotation.tolerance) {
+    loosened["tolerance"] = {{"rtol", request.rotation.tolerance->rtol},
+                             {"atol", request.rotation.tolerance->atol}};
+  }
+  if (request.options.flush == FlushMode::kNone) loosened["flush_l2"] = false;
+  if (!request.options.launch_gate) loosened["launch_gate"] = false;
+  return loosened;
 }
 
 // The result before sealing: spec keys, our statistics, and what the defences saw.
-nlohmann::json BuildResult(const BenchmarkResult& timed, const ArgumentRotation& rotation,
-                           const RotationFindings& findings, const Readings& start,
-                           const Readings& end) {
+nlohmann::json BuildResult(const BenchmarkResult& timed, const BenchmarkRequest& request,
+                           const CheckedCalls& checked, const CheckFindings& findings,
+                           const Readings& start, const Readings& end) {
   const bool paired = timed.functions.size() == 2;
   nlohmann::json result =
       LatencyJson({timed.functions[0].samples_ms, timed.functions[0].activities_stable});
@@ -112,16 +115,21 @@ nlohmann::json BuildResult(const BenchmarkResult& timed, const ArgumentRotation&
   result["warmup"] = timed.warmup;
   result["repeat"] = timed.repeat;
   result["timer"] = "cupti";
-  nlohmann::json flags = nlohmann::json::array();
-  for (const std::string& flag : timed.flags)
-    flags.push_back(flag);
+  SpanFindings found;
+  found.flags = timed.flags;
   for (const std::string& flag : findings.flags)
-    flags.push_back(flag);
+    found.flags.push_back(flag);
   if (timed.unattributed_activities > 0) {
-    flags.push_back(std::to_string(timed.unattributed_activities) +
-                    " device activities in timed calls had no API record in their call (hidden "
-                    "records or launches from another thread); they are timed");
+    found.flags.push_back(std::to_string(timed.unattributed_activities) +
+                          " device activities in timed calls had no API record in their call "
+                          "(hidden records or launches from another thread); they are timed");
   }
+  if (timed.empty_windows > 0) {
+    found.conditions.push_back(std::to_string(timed.empty_windows) +
+                               " timed calls launched no GPU work (empty tensors?); their "
+                               "samples are 0");
+  }
+  if (!timed.gate_note.empty()) found.conditions.push_back(timed.gate_note);
   if (paired) {
     result["reference"] =
         LatencyJson({timed.functions[1].samples_ms, timed.functions[1].activities_stable});
@@ -130,24 +138,35 @@ nlohmann::json BuildResult(const BenchmarkResult& timed, const ArgumentRotation&
     result["ratio_ci95_low"] = ratio.low;
     result["ratio_ci95_high"] = ratio.high;
     result["speedup_median"] = 1.0 / ratio.median;
-    result["outputs_match_reference"] = findings.cross_mismatches.value_or(0) == 0;
-    if (findings.cross_mismatches.value_or(0) != 0) {
-      flags.push_back("the candidate's first output differs from the reference's in " +
-                      std::to_string(*findings.cross_mismatches) + " elements");
+    const uint64_t cross = checked.cross_mismatches();
+    result["outputs_match_reference"] = cross == 0;
+    if (cross != 0) {
+      found.flags.push_back("the candidate's outputs differ from the reference's in " +
+                            std::to_string(cross) + " elements");
     }
   }
   result["integrity"] = {
       {"defences",
        {{"timer", "CUPTI activity records, statistics in C++"},
         {"attribution", "by correlation id and by device time"},
+        {"launch_gate",
+         {{"enabled", request.options.launch_gate},
+          {"gated_calls", timed.gated_calls},
+          {"timeouts", timed.gate_timeouts}}},
         {"l2_flush", result["flush_l2"]},
         {"persisting_l2_reset", true},
-        {"arguments", rotation.Describe()},
+        {"arguments", checked.DescribeArguments()},
+        {"returned", checked.DescribeReturned()},
+        {"output_check", checked.DescribeOutputCheck()},
         {"outputs_poisoned_and_checked", true}}},
       {"unattributed_activities", timed.unattributed_activities},
+      {"graph_activities", timed.graph_activities},
+      {"outputs_unchecked", findings.unchecked},
+      {"loosened", Loosened(request)},
   };
-  AddReadings(start, end, result["integrity"], flags);
-  result["integrity"]["flags"] = flags;
+  AddReadings(start, end, result["integrity"], found);
+  result["integrity"]["flags"] = found.flags;
+  result["integrity"]["conditions"] = found.conditions;
   return result;
 }
 
@@ -189,35 +208,47 @@ StatusOr<py::object> RunBenchmark(const std::vector<py::object>& functions, cons
   // Cold-L2 runs rotate through twice the L2; hot ones (flush_l2 false) keep two sets, so
   // that the inputs can stay in L2 as the caller asked.
   plan.target_bytes = request.options.flush == FlushMode::kBeforeEveryCall ? 2 * l2_bytes : 0;
-  KC_ASSIGN_OR_RETURN(std::unique_ptr<ArgumentRotation> rotation,
-                      ArgumentRotation::Create(args, plan, static_cast<int>(functions.size())));
+  KC_ASSIGN_OR_RETURN(std::unique_ptr<CheckedCalls> checked,
+                      CheckedCalls::Create(args, plan, static_cast<int>(functions.size())));
 
   // The callables run with the GIL held (this thread never releases it here). An exception is
-  // kept on this side and re-raised by the caller once the timer has cleaned up.
+  // kept on this side and re-raised by the caller once the timer has cleaned up. Inside a call
+  // only its return value is kept: the checks run after the call's window.
   BenchmarkCall call = [&](int fn, int64_t index) -> Status {
     try {
-      functions[fn](*rotation->Arguments(index));
+      checked->Hold(fn, functions[fn](*checked->Arguments(index)));
       return Status::Ok();
     } catch (py::error_already_set& error) {
       failure.raised.emplace(std::move(error));
       return Status(StatusCode::kCancelled, "the benchmarked callable raised");
     }
   };
-  KC_RETURN_IF_ERROR(rotation->SettleOutputs([&] { return call(0, 0); }));
+  // A probe from zeros that raises decides nothing; its exception is dropped.
+  ProbeCalls probes{[&](int fn) { return call(fn, 0); },
+                    [&](int fn) -> StatusOr<bool> {
+                      try {
+                        checked->Hold(fn, functions[fn](*checked->Arguments(0)));
+                        return true;
+                      } catch (py::error_already_set&) {
+                        return false;
+                      }
+                    }};
+  KC_RETURN_IF_ERROR(checked->Settle(probes).WithContext("the reference calls"));
   BenchmarkOptions options = request.options;
   options.functions = static_cast<int>(functions.size());
   KC_ASSIGN_OR_RETURN(ActivityCollector * collector, ActivityCollector::Get());
   CuptiTimer timer(*collector, ProcessL2Flush());
-  WatchedHooks hooks(*rotation);
+  WatchedHooks hooks(*checked);
   KC_ASSIGN_OR_RETURN(BenchmarkResult timed, timer.Run(options, call, hooks));
   const Readings end = Read();
-  KC_ASSIGN_OR_RETURN(RotationFindings findings, rotation->Finish());
+  KC_ASSIGN_OR_RETURN(CheckFindings findings, checked->Finish(timed.graph_activities));
   if (!findings.failures.empty()) {
     failure.output_check = findings.failures.front();
     return FailedPreconditionError("benchmark output check failed");
   }
 
-  const std::string text = BuildResult(timed, *rotation, findings, hooks.start(), end).dump();
+  const std::string text =
+      BuildResult(timed, request, *checked, findings, hooks.start(), end).dump();
   PyObject* sealed = g_seal(text.data(), text.size());
   if (sealed == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(sealed);

@@ -12,7 +12,7 @@
 #include <pybind11/pybind11.h>
 
 #include "base/status.h"
-#include "native/argument_rotation.h"
+#include "native/argument_rotation.h"  // RotationPlan
 #include "native/cupti_timer.h"
 
 namespace kc::native {

@@ -27,15 +27,33 @@ namespace py = pybind11;
 namespace kc::native {
 namespace {
 
-// Options shared by benchmark and benchmark_paired; `outputs` None means the default choice.
-BenchmarkRequest Request(std::optional<int64_t> warmup, std::optional<int64_t> repeat,
-                         double warmup_ms, double repeat_ms, bool flush_l2,
-                         std::optional<std::vector<int>> outputs, bool rotate_inputs) {
+// The cfg keys shared by benchmark and benchmark_paired (gpu_benchmark.py checks their types).
+struct Cfg {
+  std::optional<int64_t> warmup;
+  std::optional<int64_t> repeat;
+  double warmup_ms = 25.0;
+  double repeat_ms = 100.0;
+  bool flush_l2 = true;
+  std::optional<std::vector<int>> outputs;  // None: found by the probes
+  bool rotate_inputs = true;
+  std::optional<std::pair<double, double>> tolerance;  // (rtol, atol)
+  bool launch_gate = true;
+};
+
+BenchmarkRequest Request(Cfg cfg) {
   BenchmarkRequest request;
-  request.options = {warmup, repeat, warmup_ms, repeat_ms,
-                     flush_l2 ? FlushMode::kBeforeEveryCall : FlushMode::kNone};
-  request.rotation.rotate = rotate_inputs;
-  request.rotation.outputs = std::move(outputs);
+  request.options.warmup = cfg.warmup;
+  request.options.repeat = cfg.repeat;
+  request.options.warmup_ms = cfg.warmup_ms;
+  request.options.repeat_ms = cfg.repeat_ms;
+  request.options.flush = cfg.flush_l2 ? FlushMode::kBeforeEveryCall : FlushMode::kNone;
+  request.options.launch_gate = cfg.launch_gate;
+  request.rotation.rotate = cfg.rotate_inputs;
+  request.rotation.outputs = std::move(cfg.outputs);
+  if (cfg.tolerance) {
+    request.rotation.tolerance = OutputTolerance{static_cast<float>(cfg.tolerance->first),
+                                                 static_cast<float>(cfg.tolerance->second)};
+  }
   return request;
 }
 
@@ -54,20 +72,22 @@ py::object Run(std::vector<py::object> functions, const py::tuple& args,
 
 py::object Benchmark(const py::object& fn, const py::tuple& args, std::optional<int64_t> warmup,
                      std::optional<int64_t> repeat, double warmup_ms, double repeat_ms,
-                     bool flush_l2, std::optional<std::vector<int>> outputs, bool rotate_inputs) {
-  return Run(
-      {fn}, args,
-      Request(warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs), rotate_inputs));
+                     bool flush_l2, std::optional<std::vector<int>> outputs, bool rotate_inputs,
+                     std::optional<std::pair<double, double>> tolerance, bool launch_gate) {
+  return Run({fn}, args,
+             Request({warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs),
+                      rotate_inputs, tolerance, launch_gate}));
 }
 
 py::object BenchmarkPaired(const py::object& candidate, const py::object& reference,
                            const py::tuple& args, std::optional<int64_t> warmup,
                            std::optional<int64_t> repeat, double warmup_ms, double repeat_ms,
                            bool flush_l2, std::optional<std::vector<int>> outputs,
-                           bool rotate_inputs) {
-  return Run(
-      {candidate, reference}, args,
-      Request(warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs), rotate_inputs));
+                           bool rotate_inputs, std::optional<std::pair<double, double>> tolerance,
+                           bool launch_gate) {
+  return Run({candidate, reference}, args,
+             Request({warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs),
+                      rotate_inputs, tolerance, launch_gate}));
 }
 
 void Bind(py::object tensor_type, py::object to_dlpack, py::object from_dlpack) {
@@ -161,13 +181,14 @@ PYBIND11_MODULE(_native, m) {
   m.def("benchmark", &native::Benchmark, py::arg("fn"), py::arg("args"), py::kw_only(),
         py::arg("warmup").none(true), py::arg("repeat").none(true), py::arg("warmup_ms"),
         py::arg("repeat_ms"), py::arg("flush_l2"), py::arg("outputs").none(true),
-        py::arg("rotate_inputs"),
+        py::arg("rotate_inputs"), py::arg("tolerance").none(true), py::arg("launch_gate"),
         "Times fn(*args) with CUPTI activity records; see src/native/benchmark_entry.h.\n"
         "Returns the sealed result dict. A Python exception raised by fn propagates unchanged.");
   m.def("benchmark_paired", &native::BenchmarkPaired, py::arg("candidate"), py::arg("reference"),
         py::arg("args"), py::kw_only(), py::arg("warmup").none(true), py::arg("repeat").none(true),
         py::arg("warmup_ms"), py::arg("repeat_ms"), py::arg("flush_l2"),
-        py::arg("outputs").none(true), py::arg("rotate_inputs"),
+        py::arg("outputs").none(true), py::arg("rotate_inputs"), py::arg("tolerance").none(true),
+        py::arg("launch_gate"),
         "Times candidate and reference interleaved (ABBA) over the same arguments; the result\n"
         "has the candidate's keys, 'reference', and the paired ratio with its 95% interval.");
   m.def("prepare_timer", &native::PrepareTimerOrThrow,

@@ -8,6 +8,7 @@ namespace kc::native {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr uint8_t kFloat = 2, kBfloat = 4;  // DLDataTypeCode
 constexpr int kMaxBlocks = 1024;  // grid-stride: enough to fill an H200, bounded for tiny outputs
 
 __device__ float AsFloat(__half v) {
@@ -84,6 +85,62 @@ __global__ void CountNotByte(const uint8_t* data, size_t n, uint8_t value,
   AddBlockCount(mine, counter);
 }
 
+__device__ unsigned AsBits(float v) {
+  return __float_as_uint(v);  // for v >= 0 the bits order as the values do
+}
+
+// One block-wide reduction of a thread's spread figures, then one atomic each per block.
+__device__ void AddBlockSpread(unsigned long long nan_mismatches, float max_diff, float max_expected,
+                               SpreadCounters* counters) {
+  __shared__ unsigned long long nans;
+  __shared__ unsigned diff_bits;
+  __shared__ unsigned expected_bits;
+  if (threadIdx.x == 0) nans = 0, diff_bits = 0, expected_bits = 0;
+  __syncthreads();
+  if (nan_mismatches != 0) atomicAdd(&nans, nan_mismatches);
+  if (max_diff > 0) atomicMax(&diff_bits, AsBits(max_diff));
+  if (max_expected > 0) atomicMax(&expected_bits, AsBits(max_expected));
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  if (nans != 0) atomicAdd(&counters->nan_mismatches, nans);
+  if (diff_bits != 0) atomicMax(&counters->max_abs_diff_bits, diff_bits);
+  if (expected_bits != 0) atomicMax(&counters->max_abs_expected_bits, expected_bits);
+}
+
+template <typename T>
+__device__ double Widened(T v) {
+  return AsDouble(v);
+}
+template <>
+__device__ double Widened(__half v) {
+  return AsFloat(v);
+}
+template <>
+__device__ double Widened(__nv_bfloat16 v) {
+  return AsFloat(v);
+}
+
+template <typename T>
+__global__ void FloatSpread(const T* actual, const T* expected, size_t n,
+                            SpreadCounters* counters) {
+  unsigned long long nans = 0;
+  float max_diff = 0;
+  float max_expected = 0;
+  for (size_t i = blockIdx.x * size_t{blockDim.x} + threadIdx.x; i < n;
+       i += size_t{gridDim.x} * blockDim.x) {
+    const double a = Widened(actual[i]);
+    const double e = Widened(expected[i]);
+    if (isnan(a) || isnan(e)) {
+      nans += isnan(a) != isnan(e);
+      continue;
+    }
+    if (isfinite(e)) max_expected = fmaxf(max_expected, static_cast<float>(fabs(e)));
+    if (a == e) continue;  // equal infinities too
+    max_diff = fmaxf(max_diff, static_cast<float>(fabs(a - e)));  // inf when one is infinite
+  }
+  AddBlockSpread(nans, max_diff, max_expected, counters);
+}
+
 unsigned Blocks(size_t n) {
   size_t blocks = (n + kThreads - 1) / kThreads;
   return static_cast<unsigned>(blocks < kMaxBlocks ? (blocks == 0 ? 1 : blocks) : kMaxBlocks);
@@ -102,7 +159,6 @@ void LaunchClose(const void* a, const void* e, size_t bytes, OutputTolerance t,
 Status EnqueueCountMismatches(const void* actual, const void* expected, size_t bytes,
                               ElementType type, OutputTolerance tolerance,
                               unsigned long long* counter, cudaStream_t stream) {
-  constexpr uint8_t kFloat = 2, kBfloat = 4;
   if (type.code == kFloat && type.bits == 32) {
     LaunchClose<float>(actual, expected, bytes, tolerance, counter, stream);
   } else if (type.code == kFloat && type.bits == 64) {
@@ -123,10 +179,41 @@ Status EnqueueCountMismatches(const void* actual, const void* expected, size_t b
   return Status::Ok();
 }
 
-Status EnqueueCountUnpoisoned(const void* data, size_t bytes, unsigned long long* counter,
-                              cudaStream_t stream) {
+bool IsFloatingType(ElementType type) {
+  return (type.code == kFloat && (type.bits == 16 || type.bits == 32 || type.bits == 64)) ||
+         (type.code == kBfloat && type.bits == 16);
+}
+
+Status EnqueueSpread(const void* actual, const void* expected, size_t bytes, ElementType type,
+                     SpreadCounters* counters, cudaStream_t stream) {
+  if (!IsFloatingType(type)) {
+    return EnqueueCountMismatches(actual, expected, bytes, type, OutputTolerance{0, 0},
+                                  &counters->bit_mismatches, stream);
+  }
+  const size_t n = bytes / (type.bits / 8);
+  const unsigned blocks = Blocks(n);
+  if (type.code == kBfloat) {
+    FloatSpread<<<blocks, kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(actual),
+                                                 static_cast<const __nv_bfloat16*>(expected), n,
+                                                 counters);
+  } else if (type.bits == 16) {
+    FloatSpread<<<blocks, kThreads, 0, stream>>>(static_cast<const __half*>(actual),
+                                                 static_cast<const __half*>(expected), n, counters);
+  } else if (type.bits == 32) {
+    FloatSpread<<<blocks, kThreads, 0, stream>>>(static_cast<const float*>(actual),
+                                                 static_cast<const float*>(expected), n, counters);
+  } else {
+    FloatSpread<<<blocks, kThreads, 0, stream>>>(static_cast<const double*>(actual),
+                                                 static_cast<const double*>(expected), n, counters);
+  }
+  KC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  return Status::Ok();
+}
+
+Status EnqueueCountBytesOtherThan(const void* data, size_t bytes, uint8_t value,
+                                  unsigned long long* counter, cudaStream_t stream) {
   CountNotByte<<<Blocks(bytes), kThreads, 0, stream>>>(static_cast<const uint8_t*>(data), bytes,
-                                                       kPoisonByte, counter);
+                                                       value, counter);
   KC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::Ok();
 }

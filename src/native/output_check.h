@@ -15,19 +15,9 @@
 #include <cuda_runtime_api.h>
 
 #include "base/status.h"
+#include "native/output_tolerance.h"
 
 namespace kc::native {
-
-// The element type, from DLPack's code and bits (dlpack.h DLDataTypeCode).
-struct ElementType {
-  uint8_t code = 0;  // kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6, ...
-  uint8_t bits = 8;
-};
-
-struct OutputTolerance {
-  float rtol = 1e-3f;
-  float atol = 1e-5f;
-};
 
 // Poison written into outputs before each call: all bits set (NaN for floats, -1 for ints).
 inline constexpr uint8_t kPoisonByte = 0xFF;
@@ -38,8 +28,25 @@ Status EnqueueCountMismatches(const void* actual, const void* expected, size_t b
                               ElementType type, OutputTolerance tolerance,
                               unsigned long long* counter, cudaStream_t stream);
 
-// Adds to *counter the number of bytes of `data` that are not kPoisonByte.
-Status EnqueueCountUnpoisoned(const void* data, size_t bytes, unsigned long long* counter,
-                              cudaStream_t stream);
+// How far two calls' outputs lie apart, on the device (output_tolerance.h reads it).
+struct SpreadCounters {
+  unsigned long long nan_mismatches = 0;  // floats: NaN in one and not in the other
+  unsigned long long bit_mismatches = 0;  // other types: elements (32-bit words) that differ
+  unsigned int max_abs_diff_bits = 0;     // floats: max |a-e| over both-finite pairs, as float bits
+  unsigned int max_abs_expected_bits = 0;  // floats: max |e| over finite e, as float bits
+};
+
+// Accumulates into *counters (device memory, zeroed by the caller) how `actual` differs from
+// `expected`: both contiguous device buffers of `bytes` bytes of `type`.
+Status EnqueueSpread(const void* actual, const void* expected, size_t bytes, ElementType type,
+                     SpreadCounters* counters, cudaStream_t stream);
+
+// True for the types compared within a tolerance (float16/32/64, bfloat16).
+bool IsFloatingType(ElementType type);
+
+// Adds to *counter the number of bytes of `data` other than `value` (kPoisonByte: bytes a call
+// wrote over the poison; 0: bytes a call wrote over zeros).
+Status EnqueueCountBytesOtherThan(const void* data, size_t bytes, uint8_t value,
+                                  unsigned long long* counter, cudaStream_t stream);
 
 }  // namespace kc::native

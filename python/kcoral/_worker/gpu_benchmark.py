@@ -10,7 +10,8 @@ Failure kinds (spec/benchmark.md §1.6):
   - `unavailable`: kcoral._native is missing, CUPTI failed, an iteration had no GPU activity or
     a non-positive span, or the process has no usable GPU;
   - `runtime`: the callable raised, or a CUDA error surfaced during warm-up or timing;
-  - `correctness`: a timed call's outputs differ from the first checked call's.
+  - `correctness`: proof that a call's outputs differ from the reference call's beyond the
+    tolerance (a checked output argument or returned tensor); nothing else refuses a benchmark.
 Messages are shortened to 600 characters, keeping both ends.
 """
 
@@ -32,7 +33,28 @@ def bind(native, torch) -> None:
     _native, _benchmark, _benchmark_paired = native, native.benchmark, native.benchmark_paired
 
 
+# Every cfg key the GPU benchmark honours; a misspelt key is refused rather than ignored.
+_KEYS = ("warmup_ms", "repeat_ms", "warmup", "repeat", "flush_l2", "outputs", "rotate_inputs", "tolerance", "launch_gate")
+
+
+def _tolerance(cfg: dict):
+    """cfg 'tolerance' = {"rtol": r, "atol": a} (either may be left out: 1e-3, 1e-5) -> (rtol, atol)."""
+    tolerance = cfg.get("tolerance")
+    if tolerance is None:
+        return None
+    message = "benchmark cfg 'tolerance' must be a dict like {'rtol': 1e-3, 'atol': 1e-5} of finite numbers >= 0"
+    if not isinstance(tolerance, dict) or not set(tolerance) <= {"rtol", "atol"}:
+        raise ExecutionError("runtime", message)
+    values = (tolerance.get("rtol", 1e-3), tolerance.get("atol", 1e-5))
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf") for v in values):
+        raise ExecutionError("runtime", message)
+    return float(values[0]), float(values[1])
+
+
 def _options(cfg: dict) -> dict:
+    unknown = sorted(str(key) for key in cfg if key not in _KEYS)
+    if unknown:
+        raise ExecutionError("runtime", f"benchmark cfg has unknown keys {unknown}; known: {', '.join(_KEYS)}")
     warmup, warmup_ms = builtins._cfg_count(cfg, "warmup", "warmup_ms", 0)
     repeat, repeat_ms = builtins._cfg_count(cfg, "repeat", "repeat_ms", 1)
     outputs = cfg.get("outputs")
@@ -49,6 +71,8 @@ def _options(cfg: dict) -> dict:
         "flush_l2": bool(cfg.get("flush_l2", builtins._DEFAULTS["flush_l2"])),
         "outputs": None if outputs is None else list(outputs),
         "rotate_inputs": bool(cfg.get("rotate_inputs", True)),
+        "tolerance": _tolerance(cfg),
+        "launch_gate": bool(cfg.get("launch_gate", True)),
     }
 
 

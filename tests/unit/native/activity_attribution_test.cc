@@ -39,10 +39,28 @@ TEST(ActivityAttributionTest, ChecksAfterTheDrainAreNotTheCalls) {
   EXPECT_DOUBLE_EQ(result->spans_ms[0], 40e-6);
 }
 
-TEST(ActivityAttributionTest, EmptyWindowIsUnavailable) {
+// A call on zero-size tensors launches nothing: its sample is 0, not an error.
+TEST(ActivityAttributionTest, WindowWithoutGpuWorkHasASpanOfZero) {
   ActivityRecords records;
-  auto result = AttributeToWindows(records, {{100, 120, 250}});
-  EXPECT_EQ(result.status().code(), StatusCode::kUnavailable);
+  records.api = {{305, 2}};
+  records.device = {Kernel(310, 350, 2)};
+  auto result = AttributeToWindows(records, {{100, 120, 250}, {300, 320, 400}});
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  EXPECT_DOUBLE_EQ(result->spans_ms[0], 0.0);
+  EXPECT_DOUBLE_EQ(result->spans_ms[1], 40e-6);
+  EXPECT_EQ(result->empty_windows, 1);
+}
+
+TEST(ActivityAttributionTest, GraphLaunchedActivitiesAreCounted) {
+  ActivityRecords records;
+  records.api = {{105, 7}};
+  DeviceRecord replayed = Kernel(110, 150, 7);
+  replayed.graph_id = 3;
+  records.device = {replayed, Kernel(160, 170, 7)};
+  auto result = AttributeToWindows(records, {{100, 120, 200}});
+  ASSERT_TRUE(result.ok());
+  EXPECT_EQ(result->graph_activities, 1);
+  EXPECT_DOUBLE_EQ(result->spans_ms[0], 60e-6);
 }
 
 TEST(ActivityAttributionTest, StabilityPerGroupOfWindows) {

@@ -1,0 +1,181 @@
+#include "native/checked_calls.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "native/cuda_status.h"
+
+namespace kc::native {
+namespace {
+
+Status Synchronize() {
+  KC_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  return Status::Ok();
+}
+
+std::string FoundBy(OutputMode mode, bool changed_by_reference) {
+  if (mode == OutputMode::kPoisoned) {
+    return changed_by_reference
+               ? "written by the reference call, the same from zeros (poisoned before each call)"
+               : "written by a call from zeros; the caller's values already held its result "
+                 "(poisoned before each call)";
+  }
+  return changed_by_reference
+             ? "changed by the reference call and also read (restored to the caller's values "
+               "before each call)"
+             : "written by a call from zeros with another result: read and written (restored "
+               "to the caller's values before each call)";
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CheckedCalls>> CheckedCalls::Create(const pybind11::tuple& args,
+                                                             const RotationPlan& plan,
+                                                             int functions) {
+  KC_ASSIGN_OR_RETURN(std::unique_ptr<ArgumentRotation> arguments,
+                      ArgumentRotation::Create(args, plan, functions));
+  return std::unique_ptr<CheckedCalls>(
+      new CheckedCalls(std::move(arguments), plan.tolerance, functions));
+}
+
+Status CheckedCalls::DiscoverArguments(const ProbeCalls& probes) {
+  ArgumentRotation& a = *arguments_;
+  KC_RETURN_IF_ERROR(a.ResetFirstSet());
+  KC_RETURN_IF_ERROR(probes.call(0));
+  KC_RETURN_IF_ERROR(Synchronize());
+  KC_RETURN_IF_ERROR(returned_.TakeReference(0));
+  KC_ASSIGN_OR_RETURN(std::vector<bool> changed, a.FirstSetChanged());
+  std::vector<std::shared_ptr<DeviceBuffer>> reference(a.tensors());
+  for (size_t t = 0; t < a.tensors(); ++t) {
+    if (changed[t]) {
+      KC_ASSIGN_OR_RETURN(reference[t], a.CopyOfFirstSet(t));
+    }
+  }
+  for (size_t t = 0; t < a.tensors(); ++t) {
+    KC_RETURN_IF_ERROR(a.ResetFirstSet());
+    KC_RETURN_IF_ERROR(a.ZeroInFirstSet(t));
+    KC_ASSIGN_OR_RETURN(bool completed, probes.try_call(0));
+    returned_.Drop();
+    bool written = false;
+    if (completed) {
+      KC_ASSIGN_OR_RETURN(written, a.FirstSetNonZero(t));
+    }
+    if (!written) {
+      if (changed[t]) a.SetMode(t, OutputMode::kRestored, FoundBy(OutputMode::kRestored, true));
+      continue;
+    }
+    const void* expected = changed[t] ? reference[t]->data() : a.CallerData(t);
+    KC_ASSIGN_OR_RETURN(bool write_only, a.FirstSetEquals(t, expected));
+    const OutputMode mode = write_only ? OutputMode::kPoisoned : OutputMode::kRestored;
+    a.SetMode(t, mode, FoundBy(mode, changed[t]));
+  }
+  // Outputs the reference call left unchanged have the caller's values as their reference.
+  KC_RETURN_IF_ERROR(a.ResetFirstSet());
+  return a.TakeReference(0, reference);
+}
+
+Status CheckedCalls::PreparedCall(const ProbeCalls& probes, int fn) {
+  KC_RETURN_IF_ERROR(arguments_->ResetFirstSet());
+  KC_RETURN_IF_ERROR(arguments_->BeforeCall(0));
+  KC_RETURN_IF_ERROR(Synchronize());
+  KC_RETURN_IF_ERROR(probes.call(fn));
+  return Synchronize();
+}
+
+Status CheckedCalls::FindReusedReturns(const ProbeCalls& probes, int fn) {
+  if (returned_.checked(fn) == 0) return returned_.SettleReused(fn, false);
+  KC_RETURN_IF_ERROR(PreparedCall(probes, fn));
+  KC_ASSIGN_OR_RETURN(bool reused, returned_.FindReused(fn));
+  bool completed = false;
+  if (reused) {
+    KC_RETURN_IF_ERROR(arguments_->ResetFirstSet());
+    KC_RETURN_IF_ERROR(arguments_->BeforeCall(0));
+    KC_ASSIGN_OR_RETURN(completed, probes.try_call(fn));
+  }
+  return returned_.SettleReused(fn, completed);
+}
+
+Status CheckedCalls::Settle(const ProbeCalls& probes) {
+  int first_without_reference = 0;
+  if (arguments_->declared_outputs()) {
+    arguments_->ApplyDeclaredOutputs();
+  } else if (arguments_->can_probe()) {
+    KC_RETURN_IF_ERROR(DiscoverArguments(probes));
+    first_without_reference = 1;
+  }
+  for (int fn = first_without_reference; fn < functions_; ++fn) {
+    KC_RETURN_IF_ERROR(PreparedCall(probes, fn));
+    KC_RETURN_IF_ERROR(arguments_->TakeReference(fn));
+    KC_RETURN_IF_ERROR(returned_.TakeReference(fn));
+  }
+  for (int fn = 0; fn < functions_; ++fn) {
+    KC_RETURN_IF_ERROR(FindReusedReturns(probes, fn));
+  }
+  return arguments_->ResetFirstSet();
+}
+
+Status CheckedCalls::BeforeCall(int /*fn*/, int64_t call) {
+  KC_RETURN_IF_ERROR(returned_.BeforeCall());
+  return arguments_->BeforeCall(call);
+}
+
+Status CheckedCalls::AfterFirstCall(int fn, int64_t call) {
+  KC_RETURN_IF_ERROR(arguments_->AfterFirstCall(fn, call));
+  return returned_.AfterFirstCall(fn);
+}
+
+Status CheckedCalls::BeginTimed(int64_t timed_calls) {
+  KC_RETURN_IF_ERROR(arguments_->BeginTimed(timed_calls));
+  return returned_.BeginTimed(timed_calls);
+}
+
+Status CheckedCalls::AfterTimedCall(int fn, int64_t call, int64_t slot) {
+  KC_RETURN_IF_ERROR(arguments_->AfterTimedCall(fn, call, slot));
+  return returned_.AfterTimedCall(fn, slot);
+}
+
+StatusOr<CheckFindings> CheckedCalls::Finish(int64_t graph_activities) {
+  CheckFindings findings;
+  KC_RETURN_IF_ERROR(arguments_->Finish(findings));
+  KC_RETURN_IF_ERROR(returned_.Finish(findings));
+  const bool any_checked = arguments_->has_outputs() || returned_.checked(0) > 0;
+  if (!any_checked && returned_.constants(0) > 0) {
+    findings.flags.push_back(
+        "the call's only outputs are tensors it returns without writing them (the same storage "
+        "on every call, left as it was when zeroed before a call): a cached result, not a "
+        "computation");
+  } else if (!any_checked) {
+    findings.unchecked.push_back(
+        arguments_->tensors() > 0 && !arguments_->can_probe()
+            ? "the arguments are too large to copy, so no probe could find the outputs: declare "
+              "them with cfg 'outputs', or return them"
+            : "no output found: the call returned no CUDA tensor and wrote none of its tensor "
+              "arguments; whatever it writes (its own buffers, a captured CUDA graph's, a "
+              "closure's) is timed but not checked");
+  }
+  if (graph_activities > 0) {
+    findings.unchecked.push_back(
+        "the call replays a CUDA graph (" + std::to_string(graph_activities) +
+        " timed activities): a graph reads the buffers it was captured with, which the "
+        "benchmark does not rotate, so a graph that replays a copy of a precomputed result "
+        "cannot be told from one that computes it; outputs found are still checked");
+  }
+  return findings;
+}
+
+uint64_t CheckedCalls::cross_mismatches() const {
+  return arguments_->cross_mismatches().value_or(0) + returned_.cross_mismatches().value_or(0);
+}
+
+nlohmann::json CheckedCalls::DescribeOutputCheck() const {
+  std::optional<ToleranceChoice> choice = arguments_->FirstTolerance();
+  if (!choice) choice = returned_.FirstTolerance();
+  if (!choice) {
+    choice = ToleranceChoice{};
+    choice->source = "default";
+  }
+  return ToJson(*choice);
+}
+
+}  // namespace kc::native

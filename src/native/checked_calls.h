@@ -1,0 +1,94 @@
+// CheckedCalls: everything that runs around a benchmark's calls to check them (the timer's
+// CallHooks): the argument rotation (argument_rotation.h) and the returned tensors
+// (returned_outputs.h), and the probes that decide, from evidence, which of them are outputs.
+//
+// The probes, before any other call, on copies of the caller's arguments (never on the caller's
+// own tensors, and never with an input poisoned):
+//   1. the reference call, from the caller's values: the arguments it changes, and the tensors
+//      it returns, are outputs; their values are the reference;
+//   2. for each tensor argument, one call with that argument zeroed: an argument the call
+//      writes over zeros is an output, whatever its position (destination first, middle or
+//      last; the seed's `add_one(x, y)`, whose y already held the answer, included). If the
+//      call from zeros gives the reference, the output is write-only and is poisoned before
+//      every later call; otherwise it is also read, and is restored to the caller's values;
+//   3. when the function returns tensors: a second call, to find returned storage that comes
+//      back again (a graph's static output, a cache, a constant), and for such storage a third
+//      call from zeros, to see whether the call writes it.
+// A zero can still surprise user code (an index of 0, a length of 0) but, unlike poison, it is a
+// valid value of every dtype; a probe call from zeros that raises decides nothing.
+//
+// Usage:
+//   KC_ASSIGN_OR_RETURN(auto checked, CheckedCalls::Create(args, plan, functions));
+//   KC_RETURN_IF_ERROR(checked->Settle(probes));
+//   timer.Run(options, call, *checked);   // call: checked->Hold(fn, fn(*checked->Arguments(k)))
+//   KC_ASSIGN_OR_RETURN(CheckFindings findings, checked->Finish(graph_activities));
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+#include <pybind11/pybind11.h>
+
+#include "base/status.h"
+#include "native/argument_rotation.h"
+#include "native/cupti_timer.h"
+#include "native/returned_outputs.h"
+
+namespace kc::native {
+
+// Calls of function `fn` on argument set 0, their return value held (CheckedCalls::Hold).
+struct ProbeCalls {
+  std::function<Status(int fn)> call;              // an exception ends the benchmark
+  std::function<StatusOr<bool>(int fn)> try_call;  // false: it raised (and is forgotten)
+};
+
+class CheckedCalls final : public CallHooks {
+ public:
+  static StatusOr<std::unique_ptr<CheckedCalls>> Create(const pybind11::tuple& args,
+                                                        const RotationPlan& plan, int functions);
+
+  const pybind11::tuple& Arguments(int64_t call) const { return arguments_->Arguments(call); }
+  void Hold(int fn, pybind11::object value) { returned_.Hold(fn, std::move(value)); }
+
+  // The probes above, then each function's reference call. Set 0 ends as the caller's values.
+  Status Settle(const ProbeCalls& probes);
+
+  Status BeforeCall(int fn, int64_t call) override;
+  Status AfterFirstCall(int fn, int64_t call) override;
+  Status BeginTimed(int64_t timed_calls) override;
+  Status AfterTimedCall(int fn, int64_t call, int64_t slot) override;
+
+  // The device must be idle. `graph_activities`: timed device activities launched by a CUDA
+  // graph (their writes are the graph's buffers, which no probe rotates).
+  StatusOr<CheckFindings> Finish(int64_t graph_activities);
+  // Elements where function 1's outputs differ from function 0's (paired benchmarks).
+  uint64_t cross_mismatches() const;
+
+  // defences.arguments, defences.returned and defences.output_check.
+  nlohmann::json DescribeArguments() const { return arguments_->Describe(); }
+  nlohmann::json DescribeReturned() const { return returned_.Describe(); }
+  nlohmann::json DescribeOutputCheck() const;
+
+ private:
+  explicit CheckedCalls(std::unique_ptr<ArgumentRotation> arguments,
+                        std::optional<OutputTolerance> tolerance, int functions)
+      : arguments_(std::move(arguments)),
+        returned_(functions, *arguments_, tolerance),
+        functions_(functions) {}
+
+  // Steps 1 and 2 for function 0; takes its reference.
+  Status DiscoverArguments(const ProbeCalls& probes);
+  // One call of `fn` from set 0 prepared as the timed calls will be.
+  Status PreparedCall(const ProbeCalls& probes, int fn);
+  // Step 3.
+  Status FindReusedReturns(const ProbeCalls& probes, int fn);
+
+  std::unique_ptr<ArgumentRotation> arguments_;
+  ReturnedOutputs returned_;
+  int functions_;
+};
+
+}  // namespace kc::native
