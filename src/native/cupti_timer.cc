@@ -260,6 +260,8 @@ StatusOr<BenchmarkResult> CuptiTimer::Run(const BenchmarkOptions& options,
     samples.activities_stable = StableAmong(attribution, by_fn[fn]);
   }
   result.unattributed_activities = attribution.unattributed_activities;
+  result.graph_activities = attribution.graph_activities;
+  result.empty_windows = attribution.empty_windows;
   result.flags = persisting_.flags();
   return result;
 }

@@ -66,6 +66,9 @@ struct BenchmarkResult {
   double estimate_ms = -1.0;
   // Device activities inside a timed window that no API record in the window launched.
   int64_t unattributed_activities = 0;
+  // Timed device activities a CUDA graph launched; timed calls with no device activity.
+  int64_t graph_activities = 0;
+  int64_t empty_windows = 0;
   std::vector<std::string> flags;  // from the persisting-L2 guard
   // The launch gate: timed calls that ran behind it, and gates that timed out (a call that
   // synchronized, or whose host side outlasted kLaunchGateTimeoutNs). The first timeout, or a
