@@ -182,14 +182,25 @@ Status ArgumentRotation::ZeroInFirstSet(size_t tensor) {
   return Synchronize();
 }
 
-StatusOr<bool> ArgumentRotation::FirstSetNonZero(size_t tensor) {
+namespace {
+
+StatusOr<bool> NonZero(const void* data, size_t bytes) {
   KC_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-  const Argument& a = tensors_[tensor];
   KC_ASSIGN_OR_RETURN(DeviceCounters count, DeviceCounters::Create<unsigned long long>(1));
-  KC_RETURN_IF_ERROR(EnqueueCountBytesOtherThan(DataOf(a, 0), a.original->bytes(), 0,
-                                                count.at<unsigned long long>(0), kStream));
+  KC_RETURN_IF_ERROR(
+      EnqueueCountBytesOtherThan(data, bytes, 0, count.at<unsigned long long>(0), kStream));
   KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> counts, count.Read<unsigned long long>());
   return counts[0] != 0;
+}
+
+}  // namespace
+
+StatusOr<bool> ArgumentRotation::FirstSetNonZero(size_t tensor) {
+  return NonZero(DataOf(tensors_[tensor], 0), tensors_[tensor].original->bytes());
+}
+
+StatusOr<bool> ArgumentRotation::CallerNonZero(size_t tensor) {
+  return NonZero(tensors_[tensor].original->data(), tensors_[tensor].original->bytes());
 }
 
 StatusOr<bool> ArgumentRotation::FirstSetEquals(size_t tensor, const void* expected) {
@@ -284,7 +295,7 @@ Status ArgumentRotation::CheckFirstCall(int fn, int set) {
     if (!a.output()) continue;
     KC_RETURN_IF_ERROR(EnqueueSpread(DataOf(a, set), a.reference[fn]->data(), a.original->bytes(),
                                      a.original->type(), spreads.at<SpreadCounters>(t), kStream));
-    // A declared output whose reference still holds only poison was never written.
+    // A poisoned output whose reference still holds only poison was never written.
     KC_RETURN_IF_ERROR(EnqueueCountBytesOtherThan(
         a.reference[fn]->data(), a.original->bytes(), kPoisonByte,
         mismatches.at<unsigned long long>(tensors_.size() + t), kStream));
@@ -305,10 +316,10 @@ Status ArgumentRotation::CheckFirstCall(int fn, int set) {
     const Argument& a = tensors_[t];
     if (!a.output()) continue;
     const std::string name = "output argument " + std::to_string(a.index);
-    if (a.found_by == "cfg outputs" && counts[tensors_.size() + t] == 0) {
-      first_call_failures_.push_back(
-          "the first checked " + who + "call did not write " + name +
-          " at all, which cfg 'outputs' declares: declare the arguments the function writes");
+    if (a.mode == OutputMode::kPoisoned && counts[tensors_.size() + t] == 0) {
+      first_call_flags_.push_back("the reference " + who + "call did not write " + name +
+                                  " at all (" + a.found_by + "), so its checks compare poison " +
+                                  "with poison");
     } else if (counts[t] != 0) {
       first_call_failures_.push_back(
           "the first checked " + who + "call's " + name + " differs from the reference call's in " +

@@ -80,14 +80,17 @@ class ArgumentRotation {
   // Per tensor argument: does set 0 differ from the caller's values (bit for bit)?
   StatusOr<std::vector<bool>> FirstSetChanged();
   Status ZeroInFirstSet(size_t tensor);
-  // Did the call write anything over the zeros (a byte other than 0)?
+  // Does tensor `tensor` of set 0 (after a call from zeros: did the call write anything), or
+  // the caller's tensor, hold a byte other than 0?
   StatusOr<bool> FirstSetNonZero(size_t tensor);
+  StatusOr<bool> CallerNonZero(size_t tensor);
   // Does tensor `tensor` of set 0 equal `expected` (a device buffer of its size) bit for bit?
   StatusOr<bool> FirstSetEquals(size_t tensor, const void* expected);
   // A copy of tensor `tensor` of set 0.
   StatusOr<std::shared_ptr<DeviceBuffer>> CopyOfFirstSet(size_t tensor);
   const void* CallerData(size_t tensor) const;
   void SetMode(size_t tensor, OutputMode mode, std::string found_by);
+  OutputMode Mode(size_t tensor) const { return tensors_[tensor].mode; }
   // Outputs as cfg `outputs` declares them (kPoisoned), or nothing for lack of a declaration.
   void ApplyDeclaredOutputs();
   // Function `fn`'s reference: its outputs in set 0 now (after a reference call), or `given`
@@ -143,6 +146,7 @@ class ArgumentRotation {
   DeviceCounters counters_;  // [fn][slot] mismatch counts of the timed calls
   int64_t timed_calls_ = 0;
   std::vector<std::string> first_call_failures_;
+  std::vector<std::string> first_call_flags_;
   std::optional<uint64_t> cross_mismatches_;
 };
 

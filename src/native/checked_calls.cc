@@ -65,13 +65,29 @@ Status CheckedCalls::DiscoverArguments(const ProbeCalls& probes) {
       if (changed[t]) a.SetMode(t, OutputMode::kRestored, FoundBy(OutputMode::kRestored, true));
       continue;
     }
+    // Write-only when a call from zeros gives what a call from the caller's values gave; that
+    // says nothing when the caller's values are zeros too (an accumulation into zeros).
     const void* expected = changed[t] ? reference[t]->data() : a.CallerData(t);
-    KC_ASSIGN_OR_RETURN(bool write_only, a.FirstSetEquals(t, expected));
+    KC_ASSIGN_OR_RETURN(bool same_from_zeros, a.FirstSetEquals(t, expected));
+    KC_ASSIGN_OR_RETURN(bool caller_nonzero, a.CallerNonZero(t));
+    const bool write_only = same_from_zeros && caller_nonzero;
     const OutputMode mode = write_only ? OutputMode::kPoisoned : OutputMode::kRestored;
     a.SetMode(t, mode, FoundBy(mode, changed[t]));
   }
-  // Outputs the reference call left unchanged have the caller's values as their reference.
-  KC_RETURN_IF_ERROR(a.ResetFirstSet());
+  // The reference of a restored output is the reference call's result (a call that computes
+  // once and then skips shows from the first checked call on); one the reference call left
+  // unchanged has the caller's values. A poisoned output's reference is a call from poison,
+  // so that what no call writes (an output written in part) is poison on both sides.
+  for (size_t t = 0; t < a.tensors(); ++t) {
+    if (a.Mode(t) == OutputMode::kPoisoned) {
+      reference[t] = nullptr;
+    } else if (a.Mode(t) == OutputMode::kRestored && !changed[t]) {
+      KC_RETURN_IF_ERROR(a.ResetFirstSet());
+      KC_ASSIGN_OR_RETURN(reference[t], a.CopyOfFirstSet(t));
+    }
+  }
+  KC_RETURN_IF_ERROR(PreparedCall(probes, 0));
+  returned_.Drop();  // the returned reference is the reference call's
   return a.TakeReference(0, reference);
 }
 

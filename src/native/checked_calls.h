@@ -9,8 +9,9 @@
 //   2. for each tensor argument, one call with that argument zeroed: an argument the call
 //      writes over zeros is an output, whatever its position (destination first, middle or
 //      last; the seed's `add_one(x, y)`, whose y already held the answer, included). If the
-//      call from zeros gives the reference, the output is write-only and is poisoned before
-//      every later call; otherwise it is also read, and is restored to the caller's values;
+//      call from zeros gives the reference (and the caller's values were not zeros already),
+//      the output is write-only and is poisoned before every later call; otherwise it may
+//      also be read (`out.index_add_(...)` into zeros), and is restored to the caller's values;
 //   3. when the function returns tensors: a second call, to find returned storage that comes
 //      back again (a graph's static output, a cache, a constant), and for such storage a third
 //      call from zeros, to see whether the call writes it.
