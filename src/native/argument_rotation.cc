@@ -321,13 +321,10 @@ Status ArgumentRotation::CheckFirstCall(int fn, int set) {
                                   " at all (" + a.found_by + "), so its checks compare poison " +
                                   "with poison");
     } else if (counts[t] != 0) {
-      first_call_failures_.push_back(
-          "the first checked " + who + "call's " + name + " differs from the reference call's in " +
-          std::to_string(counts[t]) + " elements (largest difference " +
-          Number(a.tolerance[fn].spread) +
-          ", beyond rounding): the function wrote it on one call and not the next (result "
-          "caching, work done only once), or it is nondeterministic beyond the tolerance "
-          "(set cfg 'tolerance' for a kernel whose results vary by more than rounding)");
+      first_call_failures_.push_back("the first checked " + who + "call's " + name +
+                                     " differs from the reference call's in " +
+                                     std::to_string(counts[t]) + " elements (largest difference " +
+                                     Number(a.tolerance[fn].spread) + ") " + kMismatchCauses);
     }
   }
   return Status::Ok();
@@ -386,10 +383,7 @@ Status ArgumentRotation::Finish(CheckFindings& findings) {
       if (bad == 0) continue;
       findings.failures.push_back(
           "timed " + who + "call " + std::to_string(slot) + " wrote output arguments that differ " +
-          "from the reference call's in " + std::to_string(bad) +
-          " elements beyond the tolerance (see defences.output_check): the call skipped or " +
-          "cached its work, swapped an output's storage, or its results vary by more than " +
-          "rounding (then set cfg 'tolerance')");
+          "from the reference call's in " + std::to_string(bad) + " elements " + kMismatchCauses);
       break;  // the first is enough to say what happened
     }
   }

@@ -45,6 +45,13 @@ struct ToleranceChoice {
   double spread = 0;             // max_abs_diff, reported
 };
 
+// What a check failure says after its numbers: honest causes first, with the cfg key for each.
+inline constexpr char kMismatchCauses[] =
+    "beyond the tolerance (see defences.output_check). Honest code does this when its results "
+    "vary from call to call by more than rounding (set cfg 'tolerance') or when the function "
+    "keeps state from one call to the next; otherwise the call skipped its work, wrote its "
+    "outputs only once, or returned a cached tensor";
+
 // The machine epsilon of a floating type; 0 for other types.
 double Epsilon(ElementType type);
 

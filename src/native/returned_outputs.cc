@@ -256,11 +256,10 @@ Status ReturnedOutputs::AfterFirstCall(int fn) {
                       mismatches.Read<unsigned long long>());
   for (size_t i = 0; i < slots.size(); ++i) {
     if (counts[i] == 0) continue;
-    first_call_failures_.push_back(
-        "the first checked " + std::string(fn == 1 ? "reference " : "") + "call's " +
-        slots[i].path + " differs from the reference call's in " + std::to_string(counts[i]) +
-        " elements beyond rounding: the function returned a result it did not compute again "
-        "(a cached tensor), or its results vary by more than rounding (set cfg 'tolerance')");
+    first_call_failures_.push_back("the first checked " + std::string(fn == 1 ? "reference " : "") +
+                                   "call's " + slots[i].path +
+                                   " differs from the reference call's in " +
+                                   std::to_string(counts[i]) + " elements " + kMismatchCauses);
     break;
   }
   KC_RETURN_IF_ERROR(Poison(fn, leaves));
@@ -315,12 +314,10 @@ Status ReturnedOutputs::Finish(CheckFindings& findings) {
     for (int64_t slot = 0; slot < timed_calls_; ++slot) {
       const unsigned long long bad = counts[f * timed_calls_ + slot];
       if (bad == 0) continue;
-      findings.failures.push_back(
-          "timed " + std::string(f == 1 ? "reference " : "") + "call " + std::to_string(slot) +
-          " returned tensors that differ from the reference call's in " + std::to_string(bad) +
-          " elements beyond the tolerance (see defences.output_check): a cached or stale tensor "
-          "returned again, or results that vary by more than rounding (then set cfg "
-          "'tolerance')");
+      findings.failures.push_back("timed " + std::string(f == 1 ? "reference " : "") + "call " +
+                                  std::to_string(slot) +
+                                  " returned tensors that differ from the reference call's in " +
+                                  std::to_string(bad) + " elements " + kMismatchCauses);
       break;
     }
   }
