@@ -177,6 +177,59 @@ def kernel(x, y):
     y[:1].mul_(1.0)
 '''
 
+# Issue 23: outputs found from evidence (returned tensors, arguments a probe call writes) must
+# still catch these.
+
+WRITES_ON_FIRST_CALL_ONLY = r'''
+import torch
+
+_calls = []
+
+
+def kernel(x, y):
+    if not _calls:
+        torch.mul(x, 2.0, out=y)  # the probe call sees y written
+    _calls.append(True)  # later calls do nothing at all: no launch
+'''
+
+RETURNS_CACHED_TENSOR = r'''
+_cached = []
+
+
+def kernel(x):
+    if not _cached:
+        _cached.append(x * 2.0)
+    return _cached[0]  # the same tensor, computed once, on every call
+'''
+
+# prepare(x) runs once before timing; kernel(x) then replays a graph that copies the answer
+# computed in prepare into its static output: no multiply is ever timed.
+GRAPH_REPLAYS_PRECOMPUTED_COPY = r'''
+import torch
+
+_state = {}
+
+
+def prepare(x):
+    precomputed = x * 2.0
+    static_out = torch.empty_like(precomputed)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        static_out.copy_(precomputed)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out.copy_(precomputed)
+    torch.cuda.synchronize()
+    _state.update(graph=graph, static_out=static_out, precomputed=precomputed)
+
+
+def kernel(x):
+    _state["graph"].replay()
+    return _state["static_out"]
+'''
+
 # --- Checker tampering ----------------------------------------------------------------------
 
 WRONG_WITH_PATCHED_CHECKER = r'''

@@ -26,12 +26,18 @@ def randn(n):
 
 def empty(n):
     return torch.empty(n, device="cuda")
+
+
+def zeros(n):
+    return torch.zeros(n, device="cuda")
 '''
 
 
-def _program(cheat: str | None, n: int = N, cfg: dict | None = None, honest: str = cheats.HONEST) -> Program:
+def _program(cheat: str | None, n: int = N, cfg: dict | None = None, honest: str = cheats.HONEST,
+             arity: int = 2, prepare: str | None = None) -> Program:
     """honest_timing first; then the cheat module is imported (it may patch things) and a
-    benchmark handle resolved after it times the cheat's kernel."""
+    benchmark handle resolved after it times the cheat's kernel: kernel(x, y), or kernel(x) with
+    arity 1. `prepare`: a function of the cheat module run with x once before its timing."""
     cfg = dict(cfg or {})
     program = Program()
     ops = program.upload(id="ops", kind="module", source=OPS)
@@ -43,13 +49,17 @@ def _program(cheat: str | None, n: int = N, cfg: dict | None = None, honest: str
     timing = program.run(id="honest_timing", fn=benchmark, args=[honest_kernel, x, y, cfg])
     program.return_(key="honest", value=timing)
     if cheat is not None:
-        # A fresh output, as a grader gives each candidate (the honest benchmark filled y).
-        y2 = program.run(id="y2", fn=program.get_function(id="empty2", module=ops, name="empty"), args=[n])
+        # A fresh output, as a grader gives each candidate (the honest benchmark filled y). Zeros,
+        # not torch.empty: freed memory of this process may still hold x * 2, the answer.
+        y2 = program.run(id="y2", fn=program.get_function(id="zeros", module=ops, name="zeros"), args=[n])
         module = program.upload(id="cheat", kind="module", source=cheat)
         late = program.upload(id="late", kind="module", source="from kcoral.builtins import benchmark\n")
         kernel = program.get_function(id="cheat_kernel", module=module, name="kernel")
         late_benchmark = program.get_function(id="late_benchmark", module=late, name="benchmark")
-        timing = program.run(id="cheat_timing", fn=late_benchmark, args=[kernel, x, y2, cfg])
+        if prepare is not None:
+            program.run(id="cheat_prepare", fn=program.get_function(id="prepare", module=module, name=prepare), args=[x])
+        arguments = [x, y2][:arity]
+        timing = program.run(id="cheat_timing", fn=late_benchmark, args=[kernel, *arguments, cfg])
         program.return_(key="cheat", value=timing)
     return program
 
@@ -126,18 +136,73 @@ def test_python_patching_is_caught(gpu_client, name):
 @pytest.mark.parametrize("name", ["CACHED_ONCE", "CACHED_BY_POINTER", "STORAGE_SWAP_AFTER_ONE", "STORAGE_SWAP"])
 def test_skipped_work_fails_the_output_check(gpu_client, name):
     result = _run(gpu_client, _program(getattr(cheats, name)))
-    if name == "STORAGE_SWAP":  # never writes our buffer, not even in the first checked call
-        assert result.completed, result.error
+    if name == "STORAGE_SWAP":
+        # Never writes our buffer, not even in the probe call: y.set_(cached) redirects only the
+        # Python object. Outputs are found from evidence (issue 23), so the call has no found
+        # output: it must say so (outputs_unchecked) or be flagged; never trusted as checked.
+        if not result.completed:
+            assert result.error["kind"] == "correctness", result.error
+            return
         integrity = result.results["cheat"]["integrity"]
-        assert integrity["trusted"] is False
-        assert any("did not write output argument 1" in flag for flag in integrity["flags"]), integrity
+        record("storage_swap", {"trusted": integrity.get("trusted"), "flags": integrity.get("flags", [])[:3],
+                                "outputs_unchecked": integrity.get("outputs_unchecked")})
+        assert not (integrity["trusted"] is True and integrity.get("outputs_unchecked") == []), integrity
         return
     assert result.status == "FAILED", result.results.get("cheat")
     assert result.error["kind"] == "correctness", result.error
     assert result.error["instruction_id"] == "cheat_timing"
-    assert "wrote outputs that differ from the reference" in result.error["message"]
+    message = result.error["message"]
+    assert "differ" in message and "reference call" in message, message
     _trusted_honest(result.results["honest"])
     record(f"caught_{name.lower()}", result.error["message"][:160])
+
+
+def test_writes_on_first_call_only_is_never_trusted(gpu_client):
+    """The probe call sees y written; every later call does nothing at all (no launch)."""
+    result = _run(gpu_client, _program(cheats.WRITES_ON_FIRST_CALL_ONLY))
+    if result.status == "FAILED":
+        assert result.error["kind"] == "correctness", result.error
+        assert result.error["instruction_id"] == "cheat_timing", result.error
+        record("caught_writes_on_first_call_only", result.error["message"][:160])
+        return
+    _trusted_honest(result.results["honest"])
+    integrity = result.results["cheat"]["integrity"]
+    record("caught_writes_on_first_call_only", {"trusted": integrity.get("trusted"),
+                                                "flags": integrity.get("flags", [])[:3]})
+    assert integrity["trusted"] is False and integrity["flags"], integrity
+
+
+def test_returned_cached_tensor_is_never_trusted(gpu_client):
+    """kernel(x) returns the same tensor, computed once. A returned tensor is poisoned after its
+    check, so a cached one comes back as poison (refused); and storage returned again is zeroed
+    before a probe call, so one the call never rewrites is found to be a constant, and a call
+    whose only outputs are constants is flagged (src/native/returned_outputs.h). Either way,
+    never trusted."""
+    result = _run(gpu_client, _program(cheats.RETURNS_CACHED_TENSOR, arity=1))
+    if result.status == "FAILED":
+        assert result.error["kind"] == "correctness", result.error
+        assert result.error["instruction_id"] == "cheat_timing", result.error
+        record("caught_returns_cached_tensor", result.error["message"][:160])
+        return
+    _trusted_honest(result.results["honest"])
+    integrity = result.results["cheat"]["integrity"]
+    record("caught_returns_cached_tensor", {"trusted": integrity.get("trusted"), "flags": integrity.get("flags", [])[:3],
+                                           "returned": integrity["defences"].get("returned")})
+    assert integrity["trusted"] is False and integrity["flags"], integrity
+
+
+def test_graph_replaying_a_precomputed_copy_is_never_trusted_as_checked(gpu_client):
+    """A graph that only copies an answer computed once: refused, flagged, or trusted with the
+    graph's output reported unchecked; never trusted with nothing left unchecked."""
+    result = _run(gpu_client, _program(cheats.GRAPH_REPLAYS_PRECOMPUTED_COPY, arity=1, prepare="prepare"))
+    if result.status == "FAILED":
+        record("caught_graph_precomputed_copy", {"error": result.error["kind"], "message": result.error["message"][:160]})
+        return
+    _trusted_honest(result.results["honest"])
+    integrity = result.results["cheat"]["integrity"]
+    record("caught_graph_precomputed_copy", {"trusted": integrity.get("trusted"), "flags": integrity.get("flags", [])[:3],
+                                            "outputs_unchecked": integrity.get("outputs_unchecked")})
+    assert not (integrity["trusted"] is True and integrity.get("outputs_unchecked") == []), integrity
 
 
 def test_patched_checker_does_not_pass_a_wrong_output(gpu_client):
@@ -249,8 +314,8 @@ def test_gpu_state_is_reported_and_clock_changes_refused(gpu_client):
 
 def test_callers_tensors_are_never_poisoned(gpu_client):
     """The benchmark runs on copies: the caller's output gets the kernel's result (as the
-    reference's benchmark leaves it), and an output-first kernel, whose input the default guess
-    poisons, is flagged while the caller's input stays intact."""
+    reference's benchmark leaves it). An output-first kernel f(y, x) has its output found where
+    it stands (argument 0, issue 23): trusted, and the caller's input stays intact."""
     n = 1 << 20
     program = Program()
     ops = program.upload(id="ops", kind="module", source=OPS + "from kcoral.builtins import assert_close\n")
@@ -275,8 +340,9 @@ def test_callers_tensors_are_never_poisoned(gpu_client):
     assert result.completed, result.error
     arguments = result.results["timing"]["integrity"]["defences"]["arguments"]
     assert arguments["checked_outputs"] == [1]
-    assert arguments["outputs_chosen_by"].startswith("changed by a probe call"), arguments
+    assert "1" in arguments["outputs_found_by"], arguments  # with a sentence saying how
     assert result.results["y_filled"]["passed"] is True
     assert result.results["x_intact"]["passed"] is True
-    flags = result.results["guessed"]["integrity"]["flags"]
-    assert any("did not write output argument 1" in flag for flag in flags), flags
+    guessed = result.results["guessed"]["integrity"]
+    assert guessed["verified"] is True and guessed["trusted"] is True, guessed
+    assert guessed["defences"]["arguments"]["checked_outputs"] == [0], guessed["defences"]

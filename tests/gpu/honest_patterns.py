@@ -1,0 +1,786 @@
+"""Honest kernels as users write them (issue 23), one uploaded module source each, kept as data.
+
+Each source defines `setup()`, which returns the argument list (CUDA tensors from a fixed seed,
+plus any scalars or dicts), and `kernel(*args)`. tests/gpu/test_honest_corpus.py times every
+pattern with the benchmark's defences on and off in one program, and tests/gpu/test_honest_cases.py
+names the cases of the issue. `pattern_program` builds that program.
+
+Without a server, `python tests/gpu/honest_patterns.py [name ...]` runs each pattern's setup and
+kernel with plain torch on this machine's GPU: setup time, a median per call (events, L2 flushed
+as the benchmark flushes it unless the pattern says otherwise) and the type of what it returns.
+"""
+
+import ast
+from dataclasses import dataclass, field
+
+from kcoral import Program
+
+LAUNCH = "launch-bound"  # < 10 us per call
+MEMORY = "memory-bound"
+COMPUTE = "compute-bound"
+L2 = "L2-resident"
+
+# The benchmark's budgets in the corpus: defences on, and off (one argument set, no outputs).
+ON = {"warmup_ms": 10, "repeat_ms": 60}
+OFF = {"warmup_ms": 10, "repeat_ms": 60, "rotate_inputs": False, "outputs": []}
+# Alternating, so that drift falls on both; on_2 also runs with the caller's outputs already
+# holding the answer (on_1 leaves the reference outputs in them, as the seed's kernel call does).
+ORDER = ("on_1", "off_1", "on_2", "off_2")
+
+
+@dataclass
+class Pattern:
+    name: str
+    kind: str
+    source: str
+    cfg: dict = field(default_factory=dict)  # merged into both the on and the off cfg
+    # What the benchmark should find; None: not asserted.
+    checked_outputs: list | None = None  # defences.arguments.checked_outputs
+    returned: list | None = None  # defences.returned.checked, as a set
+    # Why some output may be reported unchecked (outputs_unchecked non-empty); "" : it may not.
+    unchecked_because: str = ""
+
+
+PRELUDE = r'''
+import torch
+
+
+def randn(*shape, dtype=torch.float32, seed=0):
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(*shape, dtype=dtype, device="cuda", generator=generator)
+
+
+def empty(*shape, dtype=torch.float32):
+    return torch.empty(*shape, dtype=dtype, device="cuda")
+'''
+
+# Caches of torch.compile and Triton under the worker's cache directory, which the server keeps
+# for a byte-identical program (docs/sandbox.md "Compile caches"): the second round compiles less.
+COMPILE_CACHES = r'''
+import os
+
+if os.environ.get("XDG_CACHE_HOME"):
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.environ["XDG_CACHE_HOME"], "torchinductor"))
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(os.environ["XDG_CACHE_HOME"], "triton"))
+'''
+
+M16 = "1 << 24"  # 16 Mi float32: 64 MiB a tensor
+
+
+def _source(body: str, *extra: str) -> str:
+    return PRELUDE + "".join(extra) + body
+
+
+# --- What the function returns ------------------------------------------------------------
+
+KERNELBENCH_FORWARD = _source(r'''
+
+class Model(torch.nn.Module):
+    def forward(self, a, b):
+        return a + b
+
+
+_model = Model()
+
+
+def setup():
+    return [randn(4096, 4096, seed=1), randn(4096, 4096, seed=2)]
+
+
+def kernel(a, b):
+    return _model(a, b)
+''')
+
+MATMUL_RETURNS_BF16 = _source(r'''
+
+def setup():
+    return [randn(2048, 2048, dtype=torch.bfloat16, seed=1), randn(2048, 2048, dtype=torch.bfloat16, seed=2)]
+
+
+def kernel(a, b):
+    return a @ b
+''')
+
+TUPLE_RETURN = _source(r'''
+
+def setup():
+    return [randn(1 << 22, seed=1), randn(1 << 22, seed=2)]
+
+
+def kernel(a, b):
+    return a + b, a - b
+''')
+
+DICT_RETURN = _source(r'''
+
+def setup():
+    return [randn(1 << 22, seed=1), randn(1 << 22, seed=2)]
+
+
+def kernel(a, b):
+    return {"sum": a + b, "scaled": a * 2.0}
+''')
+
+ALLOCATES_ITS_OUTPUT = _source(r'''
+
+def setup():
+    return [randn(1 << 24, seed=1)]
+
+
+def kernel(x):
+    out = torch.empty_like(x)
+    torch.sigmoid(x, out=out)
+    return out
+''')
+
+# --- Where the destination is --------------------------------------------------------------
+
+DESTINATION_FIRST = _source(r'''
+
+def setup():
+    return [empty(1 << 24), randn(1 << 24, seed=1)]
+
+
+def kernel(y, x):
+    torch.mul(x, 2.0, out=y)
+''')
+
+DESTINATION_MIDDLE = _source(r'''
+
+def setup():
+    return [randn(1 << 24, seed=1), empty(1 << 24), randn(1 << 24, seed=2)]
+
+
+def kernel(x, y, z):
+    torch.add(x, z, out=y)
+''')
+
+DESTINATION_LAST = _source(r'''
+
+def setup():
+    return [randn(1 << 24, seed=1), empty(1 << 24)]
+
+
+def kernel(x, y):
+    torch.mul(x, 2, out=y)
+''')
+
+IN_PLACE_UPDATE = _source(r'''
+
+def setup():
+    return [randn(1 << 24, seed=1)]
+
+
+def kernel(x):
+    x.mul_(2)  # x is read and written
+''')
+
+# --- Vendor libraries -----------------------------------------------------------------------
+
+CUBLAS_MM_OUT_BF16 = _source(r'''
+
+def setup():
+    a = randn(2048, 2048, dtype=torch.bfloat16, seed=1)
+    b = randn(2048, 2048, dtype=torch.bfloat16, seed=2)
+    return [a, b, empty(2048, 2048, dtype=torch.bfloat16)]
+
+
+def kernel(a, b, c):
+    torch.mm(a, b, out=c)
+''')
+
+CUBLAS_MM_OUT_FP32 = _source(r'''
+
+def setup():
+    return [randn(2048, 2048, seed=1), randn(2048, 2048, seed=2), empty(2048, 2048)]
+
+
+def kernel(a, b, c):
+    torch.mm(a, b, out=c)
+''')
+
+CUDNN_CONV2D = _source(r'''
+import torch.nn.functional as F
+
+
+def setup():
+    x = randn(32, 64, 56, 56, dtype=torch.float16, seed=1)
+    w = randn(128, 64, 3, 3, dtype=torch.float16, seed=2) * 0.05
+    return [x, w]
+
+
+def kernel(x, w):
+    return F.conv2d(x, w, padding=1)
+''')
+
+SDPA_CAUSAL = _source(r'''
+import torch.nn.functional as F
+
+
+def setup():
+    return [randn(8, 16, 1024, 128, dtype=torch.bfloat16, seed=s) for s in (1, 2, 3)]
+
+
+def kernel(q, k, v):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+''')
+
+# --- Triton, torch.compile, TVM-FFI -------------------------------------------------------------
+
+TRITON_OUTPUT_ARGUMENT = _source(r'''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _axpy(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    y = tl.load(y_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, alpha * x + y, mask=mask)
+
+
+def setup():
+    x, y = randn(1 << 24, seed=1), randn(1 << 24, seed=2)
+    kernel(x, y, torch.empty_like(x))  # compiles once, on a scratch output
+    return [x, y, torch.empty_like(x)]
+
+
+def kernel(x, y, out):
+    n = x.numel()
+    _axpy[(triton.cdiv(n, 1024),)](x, y, out, n, 2.0, BLOCK=1024)
+''', COMPILE_CACHES)
+
+TRITON_AUTOTUNE = _source(r'''
+import triton
+import triton.language as tl
+
+
+@triton.autotune(
+    configs=[
+        triton.Config({"BLOCK": 512}, num_warps=4),
+        triton.Config({"BLOCK": 1024}, num_warps=4),
+        triton.Config({"BLOCK": 2048}, num_warps=8),
+    ],
+    key=["n"],
+)
+@triton.jit
+def _scale_shift(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask)
+    tl.store(out_ptr + offsets, x * 2.0 + 1.0, mask=mask)
+
+
+def setup():
+    x = randn(1 << 24, seed=1)
+    kernel(x, torch.empty_like(x))  # compiles and tunes once
+    return [x, torch.empty_like(x)]
+
+
+def kernel(x, out):
+    n = x.numel()
+    _scale_shift[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
+''', COMPILE_CACHES)
+
+TORCH_COMPILE = _source(r'''
+
+def _fused(a, b):
+    return torch.nn.functional.gelu(a) * b + a.sin()
+
+
+_compiled = torch.compile(_fused)
+
+
+def setup():
+    a, b = randn(4096, 4096, seed=1), randn(4096, 4096, seed=2)
+    _compiled(a, b)  # compiles: tens of seconds in a fresh worker
+    torch.cuda.synchronize()
+    return [a, b]
+
+
+def kernel(a, b):
+    return _compiled(a, b)
+''', COMPILE_CACHES)
+
+TVM_FFI_INLINE_CUDA = _source(r'''
+import os
+
+import tvm_ffi.cpp
+
+_SOURCE = r"""
+__global__ void scale_add_kernel(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.0f * x[i] + 1.0f;
+}
+
+void scale_add(tvm::ffi::TensorView x, tvm::ffi::TensorView y) {
+  int n = static_cast<int>(x.numel());
+  scale_add_kernel<<<(n + 255) / 256, 256>>>(static_cast<const float*>(x.data_ptr()),
+                                             static_cast<float*>(y.data_ptr()), n);
+}
+"""
+
+_library = []
+
+
+def setup():
+    major, minor = torch.cuda.get_device_capability()
+    os.environ.setdefault("TVM_FFI_CUDA_ARCH_LIST", f"{major}.{minor}")
+    _library.append(tvm_ffi.cpp.load_inline(
+        "corpus_scale_add", cuda_sources=_SOURCE, functions="scale_add", extra_cuda_cflags=["-O3"],
+        backend="cuda"))
+    x = randn(1 << 24, seed=1)
+    return [x, torch.empty_like(x)]
+
+
+def kernel(x, y):
+    _library[0].scale_add(x, y)
+''')
+
+# --- CUDA graphs --------------------------------------------------------------------------------
+
+GRAPH_PRELUDE = r'''
+_graph = {}
+
+
+def _capture(n):
+    static_in = torch.empty(n, device="cuda")
+    static_out = torch.empty_like(static_in)
+
+    def body():
+        torch.mul(static_in, 2.0, out=static_out)
+        static_out.add_(1.0)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        body()  # warm-up outside the capture, as torch's documentation does
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        body()
+    _graph.update(graph=graph, static_in=static_in, static_out=static_out)
+
+
+def setup():
+    _capture(1 << 24)
+    return [randn(1 << 24, seed=1)]
+'''
+
+GRAPH_RETURNS_STATIC_OUT = _source(r'''
+
+def kernel(x):
+    _graph["static_in"].copy_(x)
+    _graph["graph"].replay()
+    return _graph["static_out"]
+''', GRAPH_PRELUDE)
+
+GRAPH_WRITES_NOTHING_VISIBLE = _source(r'''
+
+def kernel(x):
+    _graph["static_in"].copy_(x)
+    _graph["graph"].replay()  # the result stays in the graph's own static buffer
+''', GRAPH_PRELUDE)
+
+GRAPH_RETURNS_CLONE = _source(r'''
+
+def kernel(x):
+    _graph["static_in"].copy_(x)
+    _graph["graph"].replay()
+    return _graph["static_out"].clone()
+''', GRAPH_PRELUDE)
+
+# --- Atomics: sums that round differently from call to call ------------------------------------
+
+INDEX_ADD_ATOMICS = _source(r'''
+
+def setup():
+    generator = torch.Generator(device="cuda").manual_seed(3)
+    index = torch.randint(0, 256, (65536,), device="cuda", generator=generator)
+    return [empty(256, 128), index, randn(65536, 128, seed=1)]
+
+
+def kernel(out, index, src):
+    out.zero_()
+    out.index_add_(0, index, src)  # float32 atomics: the order of the sums varies
+''')
+
+TRITON_SPLIT_K_ATOMIC_ADD = _source(r'''
+import triton
+import triton.language as tl
+
+SPLITS = 16
+
+
+@triton.jit
+def _matvec_split_k(a_ptr, v_ptr, out_ptr, M, K, K_PER_SPLIT, BLOCK_M: tl.constexpr, BLOCK_K: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    k_start = tl.program_id(1) * K_PER_SPLIT
+    acc = tl.zeros([BLOCK_M], dtype=tl.float32)
+    for k0 in range(k_start, k_start + K_PER_SPLIT, BLOCK_K):
+        cols = k0 + tl.arange(0, BLOCK_K)
+        mask = (rows[:, None] < M) & (cols[None, :] < K)
+        tile = tl.load(a_ptr + rows[:, None] * K + cols[None, :], mask=mask, other=0.0)
+        vec = tl.load(v_ptr + cols, mask=cols < K, other=0.0)
+        acc += tl.sum(tile * vec[None, :], axis=1)
+    tl.atomic_add(out_ptr + rows, acc, mask=rows < M)
+
+
+def setup():
+    a, v = randn(4096, 8192, seed=1), randn(8192, seed=2)
+    kernel(a, v, empty(4096))  # compiles once, on a scratch output
+    return [a, v, empty(4096)]
+
+
+def kernel(a, v, out):
+    m, k = a.shape
+    out.zero_()
+    _matvec_split_k[(triton.cdiv(m, 32), SPLITS)](a, v, out, m, k, k // SPLITS, BLOCK_M=32, BLOCK_K=128)
+''', COMPILE_CACHES)
+
+# --- Workspaces and scratch buffers -----------------------------------------------------------
+
+CUTLASS_STYLE_WORKSPACE = _source(r'''
+
+def setup():
+    return [randn(1024, 2048, seed=1), randn(2048, 1024, seed=2), empty(1024, 1024), empty(4, 1024, 1024)]
+
+
+def kernel(a, b, out, workspace):
+    splits = workspace.shape[0]
+    k = a.shape[1] // splits
+    for s in range(splits):  # partial products into the workspace, then one reduction
+        torch.mm(a[:, s * k:(s + 1) * k], b[s * k:(s + 1) * k], out=workspace[s])
+    torch.sum(workspace, dim=0, out=out)
+''')
+
+SCRATCH_BUFFER_INSIDE = _source(r'''
+
+def setup():
+    return [randn(1 << 24, seed=1), empty(1 << 24)]
+
+
+def kernel(x, y):
+    scratch = torch.empty_like(x)
+    torch.mul(x, x, out=scratch)
+    torch.add(scratch, x, out=y)
+''')
+
+# --- Views, dtypes, sizes ---------------------------------------------------------------------------
+
+TRANSPOSED_INPUT_VIEW = _source(r'''
+
+def setup():
+    return [randn(2048, 4096, seed=1).t(), empty(4096, 2048)]
+
+
+def kernel(x_t, y):
+    torch.mul(x_t, 2.0, out=y)
+''')
+
+SLICED_OUTPUT_VIEW = _source(r'''
+
+def setup():
+    whole = torch.zeros(4096, 4096, device="cuda")
+    return [randn(4096, 2048, seed=1), whole[:, :2048]]
+
+
+def kernel(x, y):
+    torch.mul(x, 2.0, out=y)
+''')
+
+MIXED_DTYPES = _source(r'''
+
+def setup():
+    return [randn(1 << 24, dtype=torch.float16, seed=1), empty(1 << 24)]
+
+
+def kernel(x_half, y_float):
+    torch.mul(x_half, 2.0, out=y_float)
+''')
+
+ARGMAX_INT_OUTPUT = _source(r'''
+
+def setup():
+    return [randn(8192, 1024, seed=1)]
+
+
+def kernel(x):
+    return torch.argmax(x, dim=1)
+''')
+
+BOOL_OUTPUT = _source(r'''
+
+def setup():
+    return [randn(4096, 4096, seed=1)]
+
+
+def kernel(x):
+    return x > 0
+''')
+
+ZERO_SIZE_TENSORS = _source(r'''
+
+def setup():
+    return [randn(4096, seed=1), empty(4096), randn(0, 128, seed=2), empty(0, 128)]
+
+
+def kernel(x, y, nothing_in, nothing_out):
+    torch.mul(x, 2.0, out=y)
+    torch.mul(nothing_in, 2.0, out=nothing_out)  # an empty batch: no work, no launch
+''')
+
+# --- Streams ------------------------------------------------------------------------------------------
+
+STREAMS = r'''
+_streams, _done = [], []
+
+
+def setup():
+    _streams.extend(torch.cuda.Stream() for _ in range(STREAM_COUNT))
+    _done.extend(torch.cuda.Event() for _ in range(STREAM_COUNT))
+    _done.append(torch.cuda.Event())  # "inputs ready" on the caller's stream
+    x = randn(1 << 24, seed=1)
+    return [x, torch.empty_like(x)]
+
+
+def kernel(x, y):
+    caller = torch.cuda.current_stream()
+    ready = _done[-1]
+    ready.record(caller)
+    for stream, done, part, out in zip(_streams, _done, x.chunk(STREAM_COUNT), y.chunk(STREAM_COUNT)):
+        stream.wait_event(ready)
+        with torch.cuda.stream(stream):
+            torch.mul(part, 2.0, out=out)
+        done.record(stream)
+    for done in _done[:-1]:
+        caller.wait_event(done)
+'''
+
+TWO_STREAMS = _source(STREAMS, "\nSTREAM_COUNT = 2\n")
+FOUR_STREAMS = _source(STREAMS, "\nSTREAM_COUNT = 4\n")
+
+PRIORITY_STREAM = _source(r'''
+_stream = []
+
+
+def setup():
+    _stream.append(torch.cuda.Stream(priority=-1))
+    return [randn(1 << 24, seed=1), empty(1 << 24)]
+
+
+def kernel(x, y):
+    stream = _stream[0]
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        torch.mul(x, 2.0, out=y)
+    torch.cuda.current_stream().wait_stream(stream)
+''')
+
+# --- Sizes: launch-bound, memory-bound, compute-bound, L2-resident -------------------------------
+
+LAUNCH_BOUND_TINY = _source(r'''
+
+def setup():
+    return [randn(4096, seed=1), empty(4096)]
+
+
+def kernel(x, y):
+    torch.mul(x, 2.0, out=y)
+''')
+
+MEMORY_BOUND_LARGE = _source(r'''
+
+def setup():
+    n = 1 << 25  # 128 MiB a tensor
+    return [randn(n, seed=1), randn(n, seed=2), empty(n)]
+
+
+def kernel(x, y, out):
+    torch.add(x, y, alpha=2.0, out=out)
+''')
+
+COMPUTE_BOUND_MATMUL = _source(r'''
+
+def setup():
+    return [randn(4096, 4096, dtype=torch.bfloat16, seed=1), randn(4096, 4096, dtype=torch.bfloat16, seed=2)]
+
+
+def kernel(a, b):
+    return a @ b
+''')
+
+L2_RESIDENT = _source(r'''
+
+def setup():
+    return [randn(1 << 20, seed=1), empty(1 << 20)]  # 4 MiB each
+
+
+def kernel(x, y):
+    torch.addcmul(x, x, x, value=0.5, out=y)
+''')
+
+# --- Arguments that are not tensors ------------------------------------------------------------
+
+SCALAR_AND_DICT_ARGUMENTS = _source(r'''
+
+def setup():
+    return [randn(1 << 24, seed=1), empty(1 << 24), 0.5, {"beta": 1.5, "clamp": 3.0}]
+
+
+def kernel(x, y, alpha, params):
+    torch.mul(x, alpha, out=y)
+    y.add_(params["beta"]).clamp_(max=params["clamp"])
+''')
+
+
+PATTERNS = [
+    Pattern("kernelbench_forward_a_plus_b", MEMORY, KERNELBENCH_FORWARD, checked_outputs=[], returned=["return"]),
+    Pattern("matmul_returns_new_bf16", COMPUTE, MATMUL_RETURNS_BF16, checked_outputs=[], returned=["return"]),
+    Pattern("tuple_return", MEMORY, TUPLE_RETURN, checked_outputs=[], returned=["return[0]", "return[1]"]),
+    Pattern("dict_return", MEMORY, DICT_RETURN, checked_outputs=[], returned=["return['sum']", "return['scaled']"]),
+    Pattern("allocates_its_output", MEMORY, ALLOCATES_ITS_OUTPUT, checked_outputs=[], returned=["return"]),
+    Pattern("destination_first", MEMORY, DESTINATION_FIRST, checked_outputs=[0], returned=[]),
+    Pattern("destination_middle", MEMORY, DESTINATION_MIDDLE, checked_outputs=[1], returned=[]),
+    Pattern("destination_last", MEMORY, DESTINATION_LAST, checked_outputs=[1], returned=[]),
+    Pattern("in_place_update", MEMORY, IN_PLACE_UPDATE, checked_outputs=[0], returned=[]),
+    Pattern("cublas_mm_out_bf16", COMPUTE, CUBLAS_MM_OUT_BF16, checked_outputs=[2], returned=[]),
+    Pattern("cublas_mm_out_fp32", COMPUTE, CUBLAS_MM_OUT_FP32, checked_outputs=[2], returned=[]),
+    Pattern("cudnn_conv2d", COMPUTE, CUDNN_CONV2D, checked_outputs=[], returned=["return"]),
+    Pattern("sdpa_causal", COMPUTE, SDPA_CAUSAL, checked_outputs=[], returned=["return"]),
+    Pattern("triton_output_argument", MEMORY, TRITON_OUTPUT_ARGUMENT, checked_outputs=[2], returned=[]),
+    Pattern("triton_autotune", MEMORY, TRITON_AUTOTUNE, checked_outputs=[1], returned=[]),
+    Pattern("torch_compile_default", MEMORY, TORCH_COMPILE, checked_outputs=[], returned=["return"]),
+    Pattern("tvm_ffi_inline_cuda", MEMORY, TVM_FFI_INLINE_CUDA, checked_outputs=[1], returned=[]),
+    Pattern("cuda_graph_returns_static_out", MEMORY, GRAPH_RETURNS_STATIC_OUT,
+            unchecked_because="a replayed CUDA graph"),
+    Pattern("cuda_graph_writes_nothing_visible", MEMORY, GRAPH_WRITES_NOTHING_VISIBLE,
+            unchecked_because="a replayed CUDA graph that writes only its own buffers"),
+    Pattern("cuda_graph_returns_clone", MEMORY, GRAPH_RETURNS_CLONE, unchecked_because="a replayed CUDA graph"),
+    Pattern("index_add_atomics", MEMORY, INDEX_ADD_ATOMICS, checked_outputs=[0], returned=[]),
+    Pattern("triton_split_k_atomic_add", MEMORY, TRITON_SPLIT_K_ATOMIC_ADD, checked_outputs=[2], returned=[]),
+    Pattern("cutlass_style_workspace", COMPUTE, CUTLASS_STYLE_WORKSPACE, checked_outputs=[2, 3], returned=[]),
+    Pattern("scratch_buffer_inside", MEMORY, SCRATCH_BUFFER_INSIDE, checked_outputs=[1], returned=[]),
+    Pattern("transposed_input_view", MEMORY, TRANSPOSED_INPUT_VIEW, checked_outputs=[1], returned=[]),
+    Pattern("sliced_output_view", MEMORY, SLICED_OUTPUT_VIEW,
+            unchecked_because="a non-contiguous view of a larger buffer"),
+    Pattern("mixed_dtypes_fp16_in_fp32_out", MEMORY, MIXED_DTYPES, checked_outputs=[1], returned=[]),
+    Pattern("argmax_int64_output", MEMORY, ARGMAX_INT_OUTPUT, checked_outputs=[], returned=["return"]),
+    Pattern("bool_output", MEMORY, BOOL_OUTPUT, checked_outputs=[], returned=["return"]),
+    Pattern("zero_size_tensors", LAUNCH, ZERO_SIZE_TENSORS, unchecked_because="a zero-size output"),
+    Pattern("two_streams", MEMORY, TWO_STREAMS, checked_outputs=[1], returned=[]),
+    Pattern("four_streams", MEMORY, FOUR_STREAMS, checked_outputs=[1], returned=[]),
+    Pattern("priority_stream", MEMORY, PRIORITY_STREAM, checked_outputs=[1], returned=[]),
+    Pattern("launch_bound_tiny", LAUNCH, LAUNCH_BOUND_TINY, checked_outputs=[1], returned=[]),
+    Pattern("memory_bound_large", MEMORY, MEMORY_BOUND_LARGE, checked_outputs=[2], returned=[]),
+    Pattern("compute_bound_matmul_4096", COMPUTE, COMPUTE_BOUND_MATMUL, checked_outputs=[], returned=["return"]),
+    Pattern("l2_resident", L2, L2_RESIDENT, cfg={"flush_l2": False}, checked_outputs=[1], returned=[]),
+    Pattern("scalar_and_dict_arguments", MEMORY, SCALAR_AND_DICT_ARGUMENTS, checked_outputs=[1], returned=[]),
+]
+
+BY_NAME = {pattern.name: pattern for pattern in PATTERNS}
+NAMES = [pattern.name for pattern in PATTERNS]
+assert len(BY_NAME) == len(PATTERNS)
+
+
+def kernel_arity(source: str) -> int:
+    """The number of positional parameters of the source's `def kernel(...)`."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name == "kernel":
+            arguments = node.args
+            assert not (arguments.vararg or arguments.kwonlyargs or arguments.defaults), "kernel(a, b, ...) only"
+            return len(arguments.args)
+    raise ValueError("the source defines no kernel()")
+
+
+# Uploaded beside each pattern: the benchmark handles and one argument out of setup()'s list.
+HELPERS = r'''
+from kcoral.builtins import benchmark, benchmark_paired, check_close
+
+
+def pick(values, index):
+    return values[index]
+'''
+
+
+def add_pattern(program: Program, pattern: Pattern, prefix: str = "") -> tuple:
+    """Uploads the pattern, runs its setup once; (kernel handle, [argument handles], helpers)."""
+    module = program.upload(id=f"{prefix}pattern", kind="module", source=pattern.source)
+    helpers = program.upload(id=f"{prefix}helpers", kind="module", source=HELPERS)
+    setup = program.get_function(id=f"{prefix}setup", module=module, name="setup")
+    kernel = program.get_function(id=f"{prefix}kernel", module=module, name="kernel")
+    pick = program.get_function(id=f"{prefix}pick", module=helpers, name="pick")
+    values = program.run(id=f"{prefix}setup_values", fn=setup, args=[])
+    arguments = [program.run(id=f"{prefix}arg{i}", fn=pick, args=[values, i])
+                 for i in range(kernel_arity(pattern.source))]
+    return kernel, arguments, helpers
+
+
+def cfg_for(pattern: Pattern, key: str) -> dict:
+    return {**(ON if key.startswith("on") else OFF), **pattern.cfg}
+
+
+def pattern_program(pattern: Pattern, order: tuple = ORDER) -> Program:
+    """One program (one request, one worker): setup once, then the benchmark with the defences on
+    and off in `order`; each timing is returned under its key."""
+    program = Program()
+    kernel, arguments, helpers = add_pattern(program, pattern)
+    benchmark = program.get_function(id="benchmark", module=helpers, name="benchmark")
+    for key in order:
+        timing = program.run(id=key, fn=benchmark, args=[kernel, *arguments, cfg_for(pattern, key)])
+        program.return_(key=key, value=timing)
+    return program
+
+
+def _smoke(names: list[str]) -> None:
+    """Each pattern's setup and kernel with plain torch, no server."""
+    import linecache
+    import statistics
+    import time
+    import types
+
+    import torch
+
+    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    print(f"{'pattern':36} {'kind':14} {'setup s':>8} {'us/call':>10}  returns")
+    for pattern in PATTERNS:
+        if names and pattern.name not in names:
+            continue
+        started = time.perf_counter()
+        module = types.ModuleType(pattern.name)
+        filename = f"<pattern:{pattern.name}>"  # in linecache, as the worker keeps uploads (Triton reads it)
+        linecache.cache[filename] = (len(pattern.source), None, pattern.source.splitlines(True), filename)
+        exec(compile(pattern.source, filename, "exec"), module.__dict__)
+        args = module.setup()
+        torch.cuda.synchronize()
+        setup_s = time.perf_counter() - started
+        assert len(args) == kernel_arity(pattern.source), pattern.name
+        returned = module.kernel(*args)
+        samples = []
+        for _ in range(30):
+            if pattern.cfg.get("flush_l2", True):
+                flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            module.kernel(*args)
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) * 1e3)
+        if isinstance(returned, dict):
+            shown = {k: (tuple(v.shape), str(v.dtype)) for k, v in returned.items()}
+        elif isinstance(returned, (tuple, list)):
+            shown = [(tuple(v.shape), str(v.dtype)) for v in returned]
+        elif returned is None:
+            shown = None
+        else:
+            shown = (tuple(returned.shape), str(returned.dtype))
+        print(f"{pattern.name:36} {pattern.kind:14} {setup_s:8.2f} {statistics.median(samples):10.2f}  {shown}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    import sys
+
+    _smoke(sys.argv[1:])
