@@ -23,20 +23,30 @@ struct Found {
   py::object object;
 };
 
-// Tensors in a return value, by path; reads containers without running their Python code.
-void Flatten(py::handle value, const std::string& path, int depth, std::vector<Found>& found,
-             std::vector<std::string>& skipped) {
-  if (found.size() >= kMaxTensors) return;
+// The tensors of a return value, by path, and what could not be looked at.
+struct Flattened {
+  std::vector<Found> found;
+  std::vector<std::string> skipped;
+  bool truncated = false;
+};
+
+// Reads containers without running their Python code (no __iter__, no __getitem__).
+void Flatten(py::handle value, const std::string& path, int depth, Flattened& out) {
   if (TorchExchange::IsTensor(value)) {
-    found.push_back({path, py::reinterpret_borrow<py::object>(value)});
+    if (out.found.size() < kMaxTensors) {
+      out.found.push_back({path, py::reinterpret_borrow<py::object>(value)});
+    } else if (!out.truncated) {
+      out.truncated = true;
+      out.skipped.push_back(path + " and later tensors (over " + std::to_string(kMaxTensors) + ")");
+    }
   } else if (TorchExchange::IsTensorInstance(value)) {
-    skipped.push_back(path + " (a torch.Tensor subclass)");
+    out.skipped.push_back(path + " (a torch.Tensor subclass)");
   } else if (depth < kMaxDepth && (PyTuple_Check(value.ptr()) || PyList_Check(value.ptr()))) {
     const bool tuple = PyTuple_Check(value.ptr());
     const Py_ssize_t n = tuple ? PyTuple_GET_SIZE(value.ptr()) : PyList_GET_SIZE(value.ptr());
     for (Py_ssize_t i = 0; i < n; ++i) {
       PyObject* item = tuple ? PyTuple_GET_ITEM(value.ptr(), i) : PyList_GET_ITEM(value.ptr(), i);
-      Flatten(item, path + "[" + std::to_string(i) + "]", depth + 1, found, skipped);
+      Flatten(item, path + "[" + std::to_string(i) + "]", depth + 1, out);
     }
   } else if (depth < kMaxDepth && PyDict_CheckExact(value.ptr())) {
     PyObject* key = nullptr;
@@ -48,7 +58,7 @@ void Flatten(py::handle value, const std::string& path, int depth, std::vector<F
       if (text == nullptr) PyErr_Clear();
       const std::string name = text != nullptr ? "'" + std::string(text).substr(0, 64) + "'"
                                                : "#" + std::to_string(index);
-      Flatten(item, path + "[" + name + "]", depth + 1, found, skipped);
+      Flatten(item, path + "[" + name + "]", depth + 1, out);
       ++index;
     }
   }
@@ -88,12 +98,12 @@ void ReturnedOutputs::Hold(int /*fn*/, py::object value) {
 }
 
 StatusOr<std::vector<ReturnedOutputs::Leaf>> ReturnedOutputs::TakeLeaves(bool note_unchecked) {
-  std::vector<Found> found;
-  std::vector<std::string> skipped;
-  Flatten(held_, "return", 0, found, skipped);
+  Flattened flat;
+  Flatten(held_, "return", 0, flat);
   held_ = py::object();
+  std::vector<std::string>& skipped = flat.skipped;
   std::vector<Leaf> leaves;
-  for (Found& f : found) {
+  for (Found& f : flat.found) {
     StatusOr<std::unique_ptr<ExportedTensor>> exported = [&] {
       try {
         return TorchExchange::Export(f.object);
@@ -138,6 +148,7 @@ Status ReturnedOutputs::TakeReference(int fn) {
       KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.reference->data(), leaf.tensor->data(),
                                               slot.bytes, cudaMemcpyDeviceToDevice, kStream));
     }
+    slot.first_data = leaf.tensor->data();
     slot.held = std::move(leaf.object);  // keeps the storage for FindReused
     slots.push_back(std::move(slot));
   }
@@ -149,16 +160,16 @@ StatusOr<bool> ReturnedOutputs::FindReused(int fn) {
   KC_ASSIGN_OR_RETURN(std::vector<Leaf> leaves, TakeLeaves(false));
   bool any = false;
   for (Slot& slot : slots_[fn]) {
-    if (slot.kind != Kind::kChecked || slot.held.is_none()) continue;
-    KC_ASSIGN_OR_RETURN(std::unique_ptr<ExportedTensor> first, TorchExchange::Export(slot.held));
+    if (slot.kind != Kind::kChecked) continue;
     for (const Leaf& leaf : leaves) {
-      if (leaf.path != slot.path || leaf.tensor->data() != first->data()) continue;
-      // The same storage again: keep what it holds, and see whether a call rewrites zeros.
+      // The reference call's tensor is still held, so equal addresses are the same storage.
+      if (leaf.path != slot.path || leaf.tensor->data() != slot.first_data) continue;
+      // Returned again: keep what it holds, and see whether a call rewrites zeros.
       KC_ASSIGN_OR_RETURN(slot.saved, AllocateDeviceBuffer(slot.bytes));
-      KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.saved->data(), first->data(), slot.bytes,
+      KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(slot.saved->data(), slot.first_data, slot.bytes,
                                               cudaMemcpyDeviceToDevice, kStream));
-      KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(first->data(), 0, slot.bytes, kStream));
-      slot.reused_data = first->data();
+      KC_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(slot.first_data, 0, slot.bytes, kStream));
+      slot.reused_data = slot.first_data;
       any = true;
     }
   }
