@@ -87,7 +87,8 @@ class ReturnedOutputs {
     std::vector<int64_t> shape;
     std::shared_ptr<DeviceBuffer> reference;
     ToleranceChoice tolerance;
-    pybind11::object held;                // during probing: the reference call's tensor
+    pybind11::object held;  // during probing: the reference call's tensor, kept alive
+    void* first_data = nullptr;
     std::shared_ptr<DeviceBuffer> saved;  // reused storage's contents, while zeroed
     void* reused_data = nullptr;
   };
