@@ -15,8 +15,6 @@ constexpr cudaStream_t kStream = 0;  // the timer's stream (cupti_timer.cc)
 
 // Exact comparison: inputs must come back bit for bit (NaN matches NaN).
 constexpr OutputTolerance kExact{0.0f, 0.0f};
-// A paired benchmark's two functions agree as builtins.assert_close's defaults require.
-constexpr OutputTolerance kCrossCheck{1e-2f, 1e-3f};
 
 Status Copy(void* to, const void* from, size_t bytes) {
   KC_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDeviceToDevice, kStream));
@@ -224,9 +222,11 @@ StatusOr<std::shared_ptr<DeviceBuffer>> ArgumentRotation::CopyOfFirstSet(size_t 
   return copy;
 }
 
-void ArgumentRotation::SetMode(size_t tensor, OutputMode mode, std::string found_by) {
+void ArgumentRotation::SetMode(size_t tensor, OutputMode mode, std::string found_by,
+                               std::vector<bool> writers) {
   tensors_[tensor].mode = mode;
   tensors_[tensor].found_by = std::move(found_by);
+  tensors_[tensor].writers = std::move(writers);
 }
 
 void ArgumentRotation::ApplyDeclaredOutputs() {
@@ -236,6 +236,7 @@ void ArgumentRotation::ApplyDeclaredOutputs() {
         declared_outputs_->end()) {
       a.mode = OutputMode::kPoisoned;
       a.found_by = "cfg outputs";
+      a.writers.assign(functions_, true);
     }
   }
 }
@@ -292,7 +293,7 @@ Status ArgumentRotation::CheckFirstCall(int fn, int set) {
                       DeviceCounters::Create<unsigned long long>(2 * tensors_.size()));
   for (size_t t = 0; t < tensors_.size(); ++t) {
     const Argument& a = tensors_[t];
-    if (!a.output()) continue;
+    if (!a.checked_for(fn)) continue;
     KC_RETURN_IF_ERROR(EnqueueSpread(DataOf(a, set), a.reference[fn]->data(), a.original->bytes(),
                                      a.original->type(), spreads.at<SpreadCounters>(t), kStream));
     // A poisoned output whose reference still holds only poison was never written.
@@ -303,7 +304,7 @@ Status ArgumentRotation::CheckFirstCall(int fn, int set) {
   KC_ASSIGN_OR_RETURN(std::vector<SpreadCounters> spread, spreads.Read<SpreadCounters>());
   for (size_t t = 0; t < tensors_.size(); ++t) {
     Argument& a = tensors_[t];
-    if (!a.output()) continue;
+    if (!a.checked_for(fn)) continue;
     a.tolerance[fn] = ChooseTolerance(a.original->type(), SpreadOf(spread[t]), declared_tolerance_);
     KC_RETURN_IF_ERROR(EnqueueCountMismatches(
         DataOf(a, set), a.reference[fn]->data(), a.original->bytes(), a.original->type(),
@@ -314,7 +315,7 @@ Status ArgumentRotation::CheckFirstCall(int fn, int set) {
   const std::string who = fn == 1 ? "reference " : "";
   for (size_t t = 0; t < tensors_.size(); ++t) {
     const Argument& a = tensors_[t];
-    if (!a.output()) continue;
+    if (!a.checked_for(fn)) continue;
     const std::string name = "output argument " + std::to_string(a.index);
     if (a.mode == OutputMode::kPoisoned && counts[tensors_.size() + t] == 0) {
       first_call_flags_.push_back("the reference " + who + "call did not write " + name +
@@ -340,7 +341,7 @@ Status ArgumentRotation::BeginTimed(int64_t timed_calls) {
 Status ArgumentRotation::AfterTimedCall(int fn, int64_t call, int64_t slot) {
   const int set = SetOf(call);
   for (const Argument& a : tensors_) {
-    if (!a.output()) continue;
+    if (!a.checked_for(fn)) continue;
     KC_RETURN_IF_ERROR(EnqueueCountMismatches(
         DataOf(a, set), a.reference[fn]->data(), a.original->bytes(), a.original->type(),
         a.tolerance[fn].tolerance, counters_.at<unsigned long long>(fn * timed_calls_ + slot),
@@ -353,20 +354,12 @@ Status ArgumentRotation::Finish(CheckFindings& findings) {
   for (const std::string& failure : first_call_failures_)
     findings.failures.push_back(failure);
   if (counters_.empty()) return Status::Ok();
-  KC_ASSIGN_OR_RETURN(DeviceCounters inputs, DeviceCounters::Create<unsigned long long>(
-                                                 sets_.size() * tensors_.size() + 1));
-  unsigned long long* cross = inputs.at<unsigned long long>(sets_.size() * tensors_.size());
+  KC_ASSIGN_OR_RETURN(DeviceCounters inputs,
+                      DeviceCounters::Create<unsigned long long>(sets_.size() * tensors_.size()));
   for (size_t t = 0; t < tensors_.size(); ++t) {
     const Argument& a = tensors_[t];
     const ExportedTensor& model = *a.original;
-    if (a.output()) {
-      if (functions_ == 2) {
-        KC_RETURN_IF_ERROR(EnqueueCountMismatches(a.reference[1]->data(), a.reference[0]->data(),
-                                                  model.bytes(), model.type(), kCrossCheck, cross,
-                                                  kStream));
-      }
-      continue;
-    }
+    if (a.output()) continue;
     for (int s = 0; copied_ && s < sets(); ++s) {  // each copy against the caller's tensor
       KC_RETURN_IF_ERROR(
           EnqueueCountMismatches(DataOf(a, s), model.data(), model.bytes(), model.type(), kExact,
@@ -397,20 +390,28 @@ Status ArgumentRotation::Finish(CheckFindings& findings) {
       }
     }
   }
-  if (functions_ == 2) cross_mismatches_ = input.back();
   // The caller's outputs end as the calls would have left them.
   for (size_t t = 0; copied_ && t < tensors_.size(); ++t) {
     const Argument& a = tensors_[t];
-    if (!a.output()) continue;
+    if (!a.checked_for(0)) continue;
     KC_CUDA_RETURN_IF_ERROR(cudaMemcpy(a.original->data(), a.reference[0]->data(),
                                        a.original->bytes(), cudaMemcpyDeviceToDevice));
   }
   return Status::Ok();
 }
 
+const DeviceBuffer* ArgumentRotation::FirstReference(int fn, ElementType* type) const {
+  for (const Argument& a : tensors_) {
+    if (!a.checked_for(fn)) continue;
+    *type = a.original->type();
+    return a.reference[fn].get();
+  }
+  return nullptr;
+}
+
 std::optional<ToleranceChoice> ArgumentRotation::FirstTolerance() const {
   for (const Argument& a : tensors_) {
-    if (a.output() && !a.tolerance.empty()) return a.tolerance[0];
+    if (a.checked_for(0) && !a.tolerance.empty()) return a.tolerance[0];
   }
   return std::nullopt;
 }

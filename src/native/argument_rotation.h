@@ -89,7 +89,9 @@ class ArgumentRotation {
   // A copy of tensor `tensor` of set 0.
   StatusOr<std::shared_ptr<DeviceBuffer>> CopyOfFirstSet(size_t tensor);
   const void* CallerData(size_t tensor) const;
-  void SetMode(size_t tensor, OutputMode mode, std::string found_by);
+  // `writers`: which functions write it (a paired benchmark's candidate may return its result
+  // where the reference writes an argument); an output is checked for those only.
+  void SetMode(size_t tensor, OutputMode mode, std::string found_by, std::vector<bool> writers);
   OutputMode Mode(size_t tensor) const { return tensors_[tensor].mode; }
   // Outputs as cfg `outputs` declares them (kPoisoned), or nothing for lack of a declaration.
   void ApplyDeclaredOutputs();
@@ -109,8 +111,9 @@ class ArgumentRotation {
   Status AfterTimedCall(int fn, int64_t call, int64_t slot);
   // Reads the counters and checks the inputs; the device must be idle.
   Status Finish(CheckFindings& findings);
-  // Paired benchmarks: elements where function 1's outputs differ from function 0's.
-  std::optional<uint64_t> cross_mismatches() const { return cross_mismatches_; }
+  // Function `fn`'s reference of its first output argument, with its element type and size;
+  // null when it writes none.
+  const DeviceBuffer* FirstReference(int fn, ElementType* type) const;
 
   nlohmann::json Describe() const;
   // The tolerance of the first checked output (for the report); default when there is none.
@@ -125,7 +128,9 @@ class ArgumentRotation {
     std::vector<std::shared_ptr<DeviceBuffer>> copies;     // one per set, when copied_
     std::vector<std::shared_ptr<DeviceBuffer>> reference;  // per function, outputs only
     std::vector<ToleranceChoice> tolerance;                // per function, outputs only
+    std::vector<bool> writers;                             // per function
     bool output() const { return mode != OutputMode::kInput; }
+    bool checked_for(int fn) const { return output() && writers[fn]; }
   };
 
   ArgumentRotation() = default;
@@ -147,7 +152,6 @@ class ArgumentRotation {
   int64_t timed_calls_ = 0;
   std::vector<std::string> first_call_failures_;
   std::vector<std::string> first_call_flags_;
-  std::optional<uint64_t> cross_mismatches_;
 };
 
 }  // namespace kc::native

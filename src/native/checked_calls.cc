@@ -1,5 +1,6 @@
 #include "native/checked_calls.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -39,56 +40,90 @@ StatusOr<std::unique_ptr<CheckedCalls>> CheckedCalls::Create(const pybind11::tup
       new CheckedCalls(std::move(arguments), plan.tolerance, functions));
 }
 
-Status CheckedCalls::DiscoverArguments(const ProbeCalls& probes) {
+// What the probes saw of one tensor argument under one function.
+struct CheckedCalls::Observation {
+  bool changed = false;  // by the reference call, from the caller's values
+  bool written = false;  // over zeros, by a call from zeros
+  bool same_from_zeros = false;
+  std::shared_ptr<DeviceBuffer> result;  // the reference call's, when changed
+};
+
+StatusOr<std::vector<CheckedCalls::Observation>> CheckedCalls::Observe(const ProbeCalls& probes,
+                                                                       int fn) {
   ArgumentRotation& a = *arguments_;
+  std::vector<Observation> seen(a.tensors());
   KC_RETURN_IF_ERROR(a.ResetFirstSet());
-  KC_RETURN_IF_ERROR(probes.call(0));
+  KC_RETURN_IF_ERROR(probes.call(fn));
   KC_RETURN_IF_ERROR(Synchronize());
-  KC_RETURN_IF_ERROR(returned_.TakeReference(0));
+  KC_RETURN_IF_ERROR(returned_.TakeReference(fn));
   KC_ASSIGN_OR_RETURN(std::vector<bool> changed, a.FirstSetChanged());
-  std::vector<std::shared_ptr<DeviceBuffer>> reference(a.tensors());
   for (size_t t = 0; t < a.tensors(); ++t) {
+    seen[t].changed = changed[t];
     if (changed[t]) {
-      KC_ASSIGN_OR_RETURN(reference[t], a.CopyOfFirstSet(t));
+      KC_ASSIGN_OR_RETURN(seen[t].result, a.CopyOfFirstSet(t));
     }
   }
   for (size_t t = 0; t < a.tensors(); ++t) {
     KC_RETURN_IF_ERROR(a.ResetFirstSet());
     KC_RETURN_IF_ERROR(a.ZeroInFirstSet(t));
-    KC_ASSIGN_OR_RETURN(bool completed, probes.try_call(0));
+    KC_ASSIGN_OR_RETURN(bool completed, probes.try_call(fn));
     returned_.Drop();
-    bool written = false;
     if (completed) {
-      KC_ASSIGN_OR_RETURN(written, a.FirstSetNonZero(t));
+      KC_ASSIGN_OR_RETURN(seen[t].written, a.FirstSetNonZero(t));
     }
-    if (!written) {
-      if (changed[t]) a.SetMode(t, OutputMode::kRestored, FoundBy(OutputMode::kRestored, true));
-      continue;
+    if (seen[t].written) {
+      const void* expected = changed[t] ? seen[t].result->data() : a.CallerData(t);
+      KC_ASSIGN_OR_RETURN(seen[t].same_from_zeros, a.FirstSetEquals(t, expected));
     }
-    // Write-only when a call from zeros gives what a call from the caller's values gave; that
-    // says nothing when the caller's values are zeros too (an accumulation into zeros).
-    const void* expected = changed[t] ? reference[t]->data() : a.CallerData(t);
-    KC_ASSIGN_OR_RETURN(bool same_from_zeros, a.FirstSetEquals(t, expected));
-    KC_ASSIGN_OR_RETURN(bool caller_nonzero, a.CallerNonZero(t));
-    const bool write_only = same_from_zeros && caller_nonzero;
-    const OutputMode mode = write_only ? OutputMode::kPoisoned : OutputMode::kRestored;
-    a.SetMode(t, mode, FoundBy(mode, changed[t]));
+  }
+  return seen;
+}
+
+Status CheckedCalls::DiscoverArguments(const ProbeCalls& probes) {
+  ArgumentRotation& a = *arguments_;
+  std::vector<std::vector<Observation>> seen(functions_);
+  for (int fn = 0; fn < functions_; ++fn) {
+    KC_ASSIGN_OR_RETURN(seen[fn], Observe(probes, fn));
+  }
+  for (size_t t = 0; t < a.tensors(); ++t) {
+    std::vector<bool> writers(functions_);
+    bool restored = false;
+    bool changed = false;
+    for (int fn = 0; fn < functions_; ++fn) {
+      const Observation& o = seen[fn][t];
+      writers[fn] = o.changed || o.written;
+      changed = changed || o.changed;
+      // Write-only when a call from zeros gives what a call from the caller's values gave;
+      // that says nothing when the caller's values are zeros too (an accumulation into zeros).
+      bool write_only = o.written && o.same_from_zeros;
+      if (write_only) {
+        KC_ASSIGN_OR_RETURN(write_only, a.CallerNonZero(t));
+      }
+      restored = restored || (writers[fn] && !write_only);
+    }
+    if (std::find(writers.begin(), writers.end(), true) == writers.end()) continue;
+    const OutputMode mode = restored ? OutputMode::kRestored : OutputMode::kPoisoned;
+    a.SetMode(t, mode, FoundBy(mode, changed), std::move(writers));
   }
   // The reference of a restored output is the reference call's result (a call that computes
   // once and then skips shows from the first checked call on); one the reference call left
   // unchanged has the caller's values. A poisoned output's reference is a call from poison,
   // so that what no call writes (an output written in part) is poison on both sides.
-  for (size_t t = 0; t < a.tensors(); ++t) {
-    if (a.Mode(t) == OutputMode::kPoisoned) {
-      reference[t] = nullptr;
-    } else if (a.Mode(t) == OutputMode::kRestored && !changed[t]) {
-      KC_RETURN_IF_ERROR(a.ResetFirstSet());
-      KC_ASSIGN_OR_RETURN(reference[t], a.CopyOfFirstSet(t));
+  for (int fn = 0; fn < functions_; ++fn) {
+    std::vector<std::shared_ptr<DeviceBuffer>> reference(a.tensors());
+    for (size_t t = 0; t < a.tensors(); ++t) {
+      if (a.Mode(t) != OutputMode::kRestored) continue;
+      reference[t] = seen[fn][t].result;
+      if (reference[t] == nullptr) {
+        KC_RETURN_IF_ERROR(a.ResetFirstSet());
+        KC_ASSIGN_OR_RETURN(reference[t], a.CopyOfFirstSet(t));
+      }
     }
+    KC_RETURN_IF_ERROR(PreparedCall(probes, fn));
+    returned_.Drop();  // the returned reference is the reference call's
+    KC_RETURN_IF_ERROR(a.TakeReference(fn, reference));
   }
-  KC_RETURN_IF_ERROR(PreparedCall(probes, 0));
-  returned_.Drop();  // the returned reference is the reference call's
-  return a.TakeReference(0, reference);
+  return Status::Ok();
 }
 
 Status CheckedCalls::PreparedCall(const ProbeCalls& probes, int fn) {
@@ -113,22 +148,25 @@ Status CheckedCalls::FindReusedReturns(const ProbeCalls& probes, int fn) {
 }
 
 Status CheckedCalls::Settle(const ProbeCalls& probes) {
-  int first_without_reference = 0;
-  if (arguments_->declared_outputs()) {
-    arguments_->ApplyDeclaredOutputs();
-  } else if (arguments_->can_probe()) {
+  if (arguments_->can_probe() && !arguments_->declared_outputs()) {
     KC_RETURN_IF_ERROR(DiscoverArguments(probes));
-    first_without_reference = 1;
-  }
-  for (int fn = first_without_reference; fn < functions_; ++fn) {
-    KC_RETURN_IF_ERROR(PreparedCall(probes, fn));
-    KC_RETURN_IF_ERROR(arguments_->TakeReference(fn));
-    KC_RETURN_IF_ERROR(returned_.TakeReference(fn));
+  } else {
+    arguments_->ApplyDeclaredOutputs();
+    KC_RETURN_IF_ERROR(TakeReferences(probes));
   }
   for (int fn = 0; fn < functions_; ++fn) {
     KC_RETURN_IF_ERROR(FindReusedReturns(probes, fn));
   }
   return arguments_->ResetFirstSet();
+}
+
+Status CheckedCalls::TakeReferences(const ProbeCalls& probes) {
+  for (int fn = 0; fn < functions_; ++fn) {
+    KC_RETURN_IF_ERROR(PreparedCall(probes, fn));
+    KC_RETURN_IF_ERROR(arguments_->TakeReference(fn));
+    KC_RETURN_IF_ERROR(returned_.TakeReference(fn));
+  }
+  return Status::Ok();
 }
 
 Status CheckedCalls::BeforeCall(int /*fn*/, int64_t call) {
@@ -153,6 +191,7 @@ Status CheckedCalls::AfterTimedCall(int fn, int64_t call, int64_t slot) {
 
 StatusOr<CheckFindings> CheckedCalls::Finish(int64_t graph_activities) {
   CheckFindings findings;
+  if (functions_ == 2) KC_RETURN_IF_ERROR(CrossCheck());
   KC_RETURN_IF_ERROR(arguments_->Finish(findings));
   KC_RETURN_IF_ERROR(returned_.Finish(findings));
   const bool any_checked = arguments_->has_outputs() || returned_.checked(0) > 0;
@@ -180,8 +219,29 @@ StatusOr<CheckFindings> CheckedCalls::Finish(int64_t graph_activities) {
   return findings;
 }
 
-uint64_t CheckedCalls::cross_mismatches() const {
-  return arguments_->cross_mismatches().value_or(0) + returned_.cross_mismatches().value_or(0);
+// A paired benchmark's two functions' first outputs (a returned tensor, else an output
+// argument) agree as builtins.assert_close's defaults require.
+Status CheckedCalls::CrossCheck() {
+  ElementType types[2];
+  const DeviceBuffer* first[2] = {nullptr, nullptr};
+  for (int fn = 0; fn < 2; ++fn) {
+    first[fn] = returned_.FirstReference(fn, &types[fn]);
+    if (first[fn] == nullptr) first[fn] = arguments_->FirstReference(fn, &types[fn]);
+  }
+  if (first[0] == nullptr || first[1] == nullptr) return Status::Ok();
+  if (first[0]->bytes() != first[1]->bytes() || types[0].code != types[1].code ||
+      types[0].bits != types[1].bits) {
+    cross_mismatches_ = std::max(first[0]->bytes(), first[1]->bytes());
+    return Status::Ok();
+  }
+  constexpr OutputTolerance kCrossCheck{1e-2f, 1e-3f};
+  KC_ASSIGN_OR_RETURN(DeviceCounters count, DeviceCounters::Create<unsigned long long>(1));
+  KC_RETURN_IF_ERROR(EnqueueCountMismatches(first[1]->data(), first[0]->data(), first[0]->bytes(),
+                                            types[0], kCrossCheck, count.at<unsigned long long>(0),
+                                            nullptr));
+  KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> counts, count.Read<unsigned long long>());
+  cross_mismatches_ = counts[0];
+  return Status::Ok();
 }
 
 nlohmann::json CheckedCalls::DescribeOutputCheck() const {

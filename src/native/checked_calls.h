@@ -65,8 +65,9 @@ class CheckedCalls final : public CallHooks {
   // The device must be idle. `graph_activities`: timed device activities launched by a CUDA
   // graph (their writes are the graph's buffers, which no probe rotates).
   StatusOr<CheckFindings> Finish(int64_t graph_activities);
-  // Elements where function 1's outputs differ from function 0's (paired benchmarks).
-  uint64_t cross_mismatches() const;
+  // Elements where function 1's first output differs from function 0's (paired benchmarks;
+  // every element when their shapes differ).
+  uint64_t cross_mismatches() const { return cross_mismatches_; }
 
   // defences.arguments, defences.returned and defences.output_check.
   nlohmann::json DescribeArguments() const { return arguments_->Describe(); }
@@ -80,8 +81,15 @@ class CheckedCalls final : public CallHooks {
         returned_(functions, *arguments_, tolerance),
         functions_(functions) {}
 
-  // Steps 1 and 2 for function 0; takes its reference.
+  struct Observation;
+  // Steps 1 and 2 under one function.
+  StatusOr<std::vector<Observation>> Observe(const ProbeCalls& probes, int fn);
+  // Steps 1 and 2 under each function; an argument any of them writes is an output, checked
+  // for the functions that write it. Takes every function's reference.
   Status DiscoverArguments(const ProbeCalls& probes);
+  // Each function's reference call, outputs as declared (or none to find).
+  Status TakeReferences(const ProbeCalls& probes);
+  Status CrossCheck();
   // One call of `fn` from set 0 prepared as the timed calls will be.
   Status PreparedCall(const ProbeCalls& probes, int fn);
   // Step 3.
@@ -90,6 +98,7 @@ class CheckedCalls final : public CallHooks {
   std::unique_ptr<ArgumentRotation> arguments_;
   ReturnedOutputs returned_;
   int functions_;
+  uint64_t cross_mismatches_ = 0;
 };
 
 }  // namespace kc::native

@@ -74,8 +74,8 @@ class ReturnedOutputs {
   // {"checked": [paths], "constants": [paths], "aliases_of_arguments": [paths],
   //  "unchecked": [paths with reasons]}
   nlohmann::json Describe() const;
-  // First mismatch elements between the two functions' first checked return (paired).
-  std::optional<uint64_t> cross_mismatches() const { return cross_mismatches_; }
+  // Function `fn`'s reference of its first checked returned tensor; null when there is none.
+  const DeviceBuffer* FirstReference(int fn, ElementType* type) const;
 
  private:
   enum class Kind { kChecked, kConstant, kAlias };
@@ -115,7 +115,6 @@ class ReturnedOutputs {
   DeviceCounters counters_;  // [fn][slot] mismatch counts of the timed calls
   int64_t timed_calls_ = 0;
   std::vector<std::string> shape_failures_;
-  std::optional<uint64_t> cross_mismatches_;
 };
 
 }  // namespace kc::native
