@@ -90,6 +90,22 @@ PYEOF
 else
   result ncu "not installed"
 fi
+note "ncu: the two-stream multiply of the honest corpus (issue 23): benchmark median against ncu"
+if command -v ncu >/dev/null && [ -f "$OUT/gpu-figures.json" ]; then
+  "$PY" bench/multistream_span.py --ncu --sizes 16 --reps 1 --calls 20 >"$OUT/multistream.txt" 2>&1
+  "$PY" - "$OUT/multistream.txt" "$OUT/gpu-figures.json" <<'PYEOF' | tee "$OUT/ncu-two-streams.txt"
+import json, re, statistics, sys
+ncu = [float(m.group(1)) for m in re.finditer(r"^two_streams 64 MiB\s+([0-9.]+)", open(sys.argv[1]).read(), re.M)]
+ours = json.load(open(sys.argv[2])).get("honest_case_two_streams_us", {}).get("on", [])
+if not ncu or not ours:
+    print("two streams vs ncu: no figure (see multistream.txt)")
+else:
+    median = statistics.median(ours)
+    verdict = "within 5%" if abs(median / ncu[-1] - 1) <= 0.05 else "NOT within 5%"
+    print(f"two streams vs ncu: benchmark {median:.2f} us, ncu {ncu[-1]:.2f} us per call, ratio {median / ncu[-1]:.3f}, {verdict}")
+PYEOF
+  result "ncu two streams" "$(tail -1 "$OUT/ncu-two-streams.txt")"
+fi
 [ -f "$OUT/gpu-figures.json" ] && cat "$OUT/gpu-figures.json"
 
 note "GPU server /metrics after the example"
