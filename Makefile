@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 30
 FUZZ_DIR ?= build/fuzz
 FUZZ_TARGETS = strict_json program multipart execute_request value_codec
 
-.PHONY: build deps test unit e2e demo bench format clean fuzz fuzz-deps
+.PHONY: build deps test layers unit e2e demo bench format clean fuzz fuzz-deps
 
 deps:
 	@missing=$$(bash scripts/missing_build_deps.sh); \
@@ -28,6 +28,11 @@ build: deps
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 	@$(PYTHON) scripts/dev_install.py
 
+# C++ includes go down the layers of DESIGN.md; no import cycle in python/kcoral (issue 24).
+layers:
+	@echo ">> layer check (scripts/check_layers.py)"
+	@$(PYTHON) scripts/check_layers.py
+
 unit: build
 	@echo ">> unit tests (GoogleTest)"
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
@@ -36,7 +41,7 @@ e2e: build
 	@echo ">> end-to-end tests (pytest, real servers on 127.0.0.1)"
 	@$(PYTHON) -m pytest -q tests/client tests/e2e
 
-test: unit e2e
+test: layers unit e2e
 
 demo: build
 	@bash scripts/demo.sh

@@ -117,9 +117,10 @@ def main() -> None:
         label = "torch stand-in (2,000 names, 700-entry Tensor dict)"
     from kcoral import _core
     from kcoral._worker import integrity
+    from kcoral._worker.engine import Engine
 
     started = time.perf_counter()
-    integrity.bind("gpu" if options.torch else "cpu")
+    integrity.bind("gpu" if options.torch else "cpu", Engine._run)
     bind_ms = (time.perf_counter() - started) * 1e3
     watched = sum(len(vars(sys.modules[n])) for n in integrity.WATCHED if n in sys.modules and n != "torch.Tensor")
     watched += len(vars(sys.modules["torch"].Tensor))

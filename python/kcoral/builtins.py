@@ -9,6 +9,9 @@ import os
 import sys
 import types
 
+from kcoral._worker.timing import cfg_count as _cfg_count  # the cfg rules both timers share
+from kcoral._worker.timing import short as _short
+from kcoral._worker.timing import split_cfg as _split_cfg
 from kcoral.errors import ExecutionError
 
 try:
@@ -25,38 +28,6 @@ __all__ = ["assert_close", "benchmark", "benchmark_paired", "check_close", "comp
 # upload ran: an upload that sets KCORAL_WORKER_DEVICE=cpu on a GPU worker gets no host timer.
 _DEVICE = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
 _CPU_EXECUTION = os.environ.get("KCORAL_CPU_EXECUTION", "host")
-
-_DEFAULTS = {"warmup_ms": 25.0, "repeat_ms": 100.0, "flush_l2": True}
-
-
-def _split_cfg(rest: tuple) -> tuple[tuple, dict]:
-    """The last positional argument is the config when it is a dict (spec benchmark.md §1.1)."""
-    if rest and isinstance(rest[-1], dict):
-        return rest[:-1], rest[-1]
-    return rest, {}
-
-
-def _cfg_count(cfg: dict, count_key: str, budget_key: str, minimum: int) -> tuple[int | None, float]:
-    """(explicit count or None, budget in ms); the budget is only checked when it is used."""
-    if cfg.get(count_key) is not None:
-        value = cfg[count_key]
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ExecutionError("runtime", f"benchmark cfg {count_key!r} must be an integer >= {minimum}")
-        return value, float(_DEFAULTS[budget_key])
-    budget = cfg.get(budget_key, _DEFAULTS[budget_key])
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 <= budget < math.inf:
-        raise ExecutionError("runtime", f"benchmark cfg {budget_key!r} must be a non-negative number")
-    return None, float(budget)
-
-
-def _short(text: str, limit: int = 600) -> str:
-    """Shortens a message to `limit` characters, keeping both ends (spec benchmark.md §1.6)."""
-    if len(text) <= limit:
-        return text
-    marker = " ... "
-    head = (limit - len(marker)) // 2
-    return text[:head] + marker + text[-(limit - len(marker) - head):]
-
 
 def _host_benchmark(fn, args: tuple, cfg: dict) -> dict:
     """Times host callables with the monotonic clock, one sample per call, in C++."""

@@ -4,7 +4,6 @@ order: `python -m kcoral._worker` and the zygote's forked children alike."""
 import os
 
 from kcoral import _core
-from kcoral._worker import integrity
 from kcoral._worker.engine import Engine
 from kcoral._worker.runtime import make_runtime
 
@@ -13,7 +12,7 @@ def ready_engine(device: str) -> Engine:
     # Imports that user programs commonly need happen here (the runtime), before
     # the worker reports ready, so a request never waits for them.
     engine = Engine(make_runtime(device))
-    integrity.bind(device)  # before serve: the first request freezes it
+    engine.bind_integrity()  # before serve: the first request freezes it
     # Last, so the pages are charged to this worker's own cgroup (--worker-heap-mbytes).
     _core.warm_heap(int(os.environ.get("KCORAL_WORKER_HEAP_BYTES", "0")))
     return engine

@@ -13,35 +13,11 @@ import sys
 import types
 
 from kcoral import _core
-from kcoral._worker import files, values
+from kcoral._worker import files, integrity, values
 from kcoral._worker.blob_maps import MappedBlob
 from kcoral._worker.errors import InstructionFailure, describe_exception, format_traceback
-from kcoral._worker.runtime import libraries_full
-
-
-class CudaSource:
-    """A `language: "cuda"` module upload (E2 form used by the seed)."""
-
-    def __init__(self, source: str):
-        self.source = source
-
-
-class CudaFunctionSource:
-    """get_function on a CUDA source module: what uploaded compilers read."""
-
-    def __init__(self, name: str, source: str):
-        self.name = name
-        self.source = source
-
-    def __repr__(self) -> str:
-        return f"CudaFunctionSource(name={self.name!r})"
-
-
-class CpuOnlyFunction:
-    """Marks a get_function handle whose calls must not touch the GPU."""
-
-    def __init__(self, fn):
-        self.fn = fn
+from kcoral._worker.handles import CpuOnlyFunction, CudaFunctionSource, CudaSource
+from kcoral._worker.libraries import libraries_full
 
 
 class Request:
@@ -114,9 +90,17 @@ class Engine:
     def describe(self) -> dict:
         return {"target": self.runtime.target(), "versions": self.runtime.versions()}
 
+    def bind_integrity(self) -> None:
+        """Binds what sealed benchmark results are checked against (integrity.py), with
+        Engine._run where the walk up from the timer stops. Before serving; on GPU workers
+        again at initialize, once kcoral._native and torch's CUDA side are loaded."""
+        integrity.bind(self.runtime.device, Engine._run)
+
     def initialize(self) -> None:
         """Device set-up the server schedules under the GPU lease (CUDA context)."""
         self.runtime.initialize()
+        if self.runtime.device == "gpu":
+            self.bind_integrity()  # again: _native and torch's CUDA state exist only now
 
     def run(self, program_json: str, blob_fds: dict, limits: dict, workspace: str):
         """Runs a program; returns (outcome JSON bytes, binary segments, frame meta)."""

@@ -1,7 +1,7 @@
 """`kcoral.builtins.benchmark` and `benchmark_paired` on GPU workers: kcoral._native.
 
 builtins dispatches here on GPU workers. The cfg is checked as the host timer checks it
-(builtins._cfg_count); everything else lives in C++ (src/native/benchmark_entry.h): the counts,
+(timing.cfg_count); everything else lives in C++ (src/native/benchmark_entry.h): the counts,
 the argument rotation and output checks, the L2 flush and persisting-L2 reset, the CUPTI timed
 loop, the statistics, and the sealed integrity record (docs/benchmark-integrity.md). The native
 functions are bound when the worker initializes, before any upload is imported.
@@ -15,7 +15,8 @@ Failure kinds (spec/benchmark.md §1.6):
 Messages are shortened to 600 characters, keeping both ends.
 """
 
-from kcoral import _core, builtins
+from kcoral import _core
+from kcoral._worker import timing
 from kcoral._worker.errors import safe_text, type_name
 from kcoral.errors import ExecutionError
 
@@ -55,8 +56,8 @@ def _options(cfg: dict) -> dict:
     unknown = sorted(str(key) for key in cfg if key not in _KEYS)
     if unknown:
         raise ExecutionError("runtime", f"benchmark cfg has unknown keys {unknown}; known: {', '.join(_KEYS)}")
-    warmup, warmup_ms = builtins._cfg_count(cfg, "warmup", "warmup_ms", 0)
-    repeat, repeat_ms = builtins._cfg_count(cfg, "repeat", "repeat_ms", 1)
+    warmup, warmup_ms = timing.cfg_count(cfg, "warmup", "warmup_ms", 0)
+    repeat, repeat_ms = timing.cfg_count(cfg, "repeat", "repeat_ms", 1)
     outputs = cfg.get("outputs")
     if outputs is not None and (
         not isinstance(outputs, (list, tuple))
@@ -68,7 +69,7 @@ def _options(cfg: dict) -> dict:
         "repeat": repeat,
         "warmup_ms": warmup_ms,
         "repeat_ms": repeat_ms,
-        "flush_l2": bool(cfg.get("flush_l2", builtins._DEFAULTS["flush_l2"])),
+        "flush_l2": bool(cfg.get("flush_l2", timing.DEFAULTS["flush_l2"])),
         "outputs": None if outputs is None else list(outputs),
         "rotate_inputs": bool(cfg.get("rotate_inputs", True)),
         "tolerance": _tolerance(cfg),
@@ -84,18 +85,18 @@ def _run(native_function, leading: tuple, options: dict) -> dict:
     try:
         return native_function(*leading, **options)
     except _native.UnavailableError as exc:
-        raise ExecutionError("unavailable", builtins._short(f"CUPTI benchmark unavailable: {exc}")) from exc
+        raise ExecutionError("unavailable", timing.short(f"CUPTI benchmark unavailable: {exc}")) from exc
     except _native.CallError as exc:
-        raise ExecutionError("runtime", builtins._short(f"benchmark failed: {exc}")) from exc
+        raise ExecutionError("runtime", timing.short(f"benchmark failed: {exc}")) from exc
     except _native.OutputCheckError as exc:
-        raise ExecutionError("correctness", builtins._short(f"benchmark output check failed: {exc}")) from exc
+        raise ExecutionError("correctness", timing.short(f"benchmark output check failed: {exc}")) from exc
     except ValueError as exc:
-        raise ExecutionError("runtime", builtins._short(f"benchmark: {exc}")) from exc
+        raise ExecutionError("runtime", timing.short(f"benchmark: {exc}")) from exc
     except ExecutionError:
         raise
     except Exception as exc:  # noqa: BLE001 - the callable raised; _native re-raises it unchanged
         message = f"benchmark call failed: {type_name(exc)}: {safe_text(exc)}"  # user code's exception
-        raise ExecutionError("runtime", builtins._short(message)) from exc
+        raise ExecutionError("runtime", timing.short(message)) from exc
     finally:
         _core.span_end()
 

@@ -13,7 +13,8 @@ from importlib import metadata
 from kcoral import _core
 from kcoral._worker import tensors
 from kcoral._worker.errors import InstructionFailure
-from kcoral._worker.runtime import library_function, load_library
+from kcoral._worker.handles import CpuOnlyFunction
+from kcoral._worker.libraries import library_function, load_library
 
 
 #: Tensor uploads at least this large go through pinned staging (docs/data-path.md).
@@ -28,6 +29,8 @@ def _distribution_version(name: str) -> str | None:
 
 
 class GpuRuntime:
+    device = "gpu"
+
     def __init__(self):
         import torch  # already imported by the zygote; CUDA is not initialized yet
 
@@ -82,9 +85,7 @@ class GpuRuntime:
         from kcoral._worker import warm_up
 
         warm_up.device(torch)  # common kernels loaded now, not inside a request's lease
-        from kcoral._worker import integrity
-
-        integrity.bind("gpu")  # again: _native and torch's CUDA state exist only now
+        # Engine.initialize then binds integrity again: _native and torch's CUDA state exist only now.
 
     def native(self):
         if self._native is None:
@@ -123,8 +124,6 @@ class GpuRuntime:
             self.release()
             return
         if op == "run":
-            from kcoral._worker.engine import CpuOnlyFunction
-
             if isinstance(request.handles.get(ins["fn"]["$ref"]), CpuOnlyFunction):
                 return  # call_cpu_only releases the lease itself
         self.acquire()

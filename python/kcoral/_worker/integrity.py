@@ -1,12 +1,12 @@
 """Binds what a sealed benchmark result is checked against, before any upload runs.
 
-The worker bootstrap calls bind() after entering the sandbox and before serving (zygote.py and
-__main__.py); GPU workers call it again from initialize, once kcoral._native and the CUDA side of
-torch are loaded. kcoral._core keeps, in C++, a snapshot of the attributes of the modules below
-and the code objects of kcoral's benchmark path; at every seal it reports what changed and which
-frames called the timer (src/worker/python_facts.h). Once the first request has arrived it
-refuses to bind again, so user code cannot redefine what is genuine
-(docs/benchmark-integrity.md "Sealed results").
+The engine calls bind() (Engine.bind_integrity) after the worker entered the sandbox and before
+it serves (bootstrap.py, for zygote.py and __main__.py); GPU workers call it again from
+Engine.initialize, once kcoral._native and the CUDA side of torch are loaded. kcoral._core
+keeps, in C++, a snapshot of the attributes of the modules below and the code objects of
+kcoral's benchmark path; at every seal it reports what changed and which frames called the
+timer (src/worker/python_facts.h). Once the first request has arrived it refuses to bind again,
+so user code cannot redefine what is genuine (docs/benchmark-integrity.md "Sealed results").
 """
 
 import math  # noqa: F401 - watched: imported here, so that the snapshot holds them (the zygote
@@ -26,6 +26,7 @@ WATCHED = (
     "kcoral._native",
     "kcoral._worker.engine",
     "kcoral._worker.gpu_benchmark",
+    "kcoral._worker.timing",
     "kcoral._worker.values",
     "statistics",
     "math",
@@ -63,13 +64,14 @@ def _benign_wraps() -> list:
     return [("torch.manual_seed", c) for c in code.co_consts if isinstance(c, types.CodeType) and c.co_name == "inner"]
 
 
-def bind(device: str) -> None:
+def bind(device: str, chain_end: types.FunctionType) -> None:
+    """`chain_end`: the engine's function that runs an instruction (Engine._run), where the walk
+    up from the timer stops. Passed in by the engine, which this module does not import."""
     import kcoral.builtins  # noqa: F401 - resolved now, before any upload can patch it
 
     if device == "gpu":
         import kcoral._worker.gpu_benchmark  # noqa: F401 - builtins.benchmark imports it lazily
-    from kcoral._worker.engine import Engine
 
     chain = [f for name in TIMER_MODULES if name in sys.modules for f in _functions(sys.modules[name])]
-    chain.append(Engine._run)  # last: where the walk up from the timer stops
+    chain.append(chain_end)  # last: where the walk up from the timer stops
     _core.bind_integrity(list(WATCHED), chain, _benign_wraps())
