@@ -39,6 +39,10 @@ class Pattern:
     returned: list | None = None  # defences.returned.checked, as a set
     # Why some output may be reported unchecked (outputs_unchecked non-empty); "" : it may not.
     unchecked_because: str = ""
+    constants: list | None = None  # defences.returned.constants: returned, never written
+    # defences.launch_gate.timeouts of every timing, defences on and off (the gate is on in both):
+    # 1 for a call that waits for the GPU inside (the gate then stops), 0 for one that never does.
+    gate_timeouts: int | None = None
 
 
 PRELUDE = r'''
@@ -636,6 +640,161 @@ def kernel(x, y, alpha, params):
 ''')
 
 
+# --- What new users write: modules, reduce-overhead, syncs, odd dtypes, many arguments --------
+
+NN_MODULE_LINEAR_GELU = _source(r'''
+
+class Block(torch.nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.proj = torch.nn.Linear(width, width, device="cuda", dtype=torch.bfloat16)
+        self.act = torch.nn.GELU()
+
+    def forward(self, x):
+        return self.act(self.proj(x))
+
+
+_model = []
+
+
+def setup():
+    torch.manual_seed(0)
+    _model.append(Block(4096))  # parameters require grad, as nn.Linear makes them
+    return [randn(4096, 4096, dtype=torch.bfloat16, seed=1)]
+
+
+def kernel(x):
+    return _model[0](x)  # no torch.no_grad(): the result requires grad (it has a grad_fn)
+''')
+
+TORCH_COMPILE_REDUCE_OVERHEAD = _source(r'''
+
+def _fused(a, b):
+    return torch.nn.functional.gelu(a) * b + a.sin()
+
+
+_compiled = torch.compile(_fused, mode="reduce-overhead")
+
+
+def setup():
+    a, b = randn(4096, 4096, seed=1), randn(4096, 4096, seed=2)
+    for _ in range(3):  # cudagraph trees: a warm-up run, a recording, then replays
+        _compiled(a, b)
+    torch.cuda.synchronize()
+    return [a, b]
+
+
+def kernel(a, b):
+    return _compiled(a, b)  # a static output of the graph's pool, overwritten by the next replay
+''', COMPILE_CACHES)
+
+ITEM_INSIDE_CALL = _source(r'''
+
+def setup():
+    return [randn(1 << 24, seed=1)]
+
+
+def kernel(x):
+    peak = x.abs().amax().item()  # a copy to the host: the call waits for the GPU mid-way
+    return x * (1.0 / max(peak, 1e-30))
+''')
+
+SYNCHRONIZE_BEFORE_RETURN = _source(r'''
+
+def setup():
+    return [randn(1 << 24, seed=1), empty(1 << 24)]
+
+
+def kernel(x, y):
+    torch.mul(x, torch.sigmoid(x), out=y)  # SiLU by hand, into the destination
+    torch.cuda.synchronize()  # "make sure it is done", as many users write
+''')
+
+RETURNS_ITS_SCALE = _source(r'''
+_state = {}
+
+
+def setup():
+    _state["scale"] = torch.full((), 0.125, device="cuda")  # persistent, like an FP8 scale buffer
+    return [randn(1 << 24, seed=1)]
+
+
+def kernel(x):
+    scale = _state["scale"]
+    return x * scale, scale  # the scale is returned as it is, never written
+''')
+
+MANY_TENSOR_ARGUMENTS = _source(r'''
+WIDTH = 256
+
+
+def setup():
+    arguments = [randn(64, WIDTH, seed=1)]
+    for layer in range(6):  # a tiny MLP: 6 weights and 6 biases, 12 small tensors
+        arguments.append(randn(WIDTH, WIDTH, seed=10 + layer) * WIDTH ** -0.5)
+        arguments.append(randn(WIDTH, seed=20 + layer) * 0.1)
+    return arguments
+
+
+def kernel(x, w1, b1, w2, b2, w3, b3, w4, b4, w5, b5, w6, b6):
+    h = x
+    for w, b in ((w1, b1), (w2, b2), (w3, b3), (w4, b4), (w5, b5)):
+        h = torch.relu(torch.addmm(b, h, w))
+    return torch.addmm(b6, h, w6)
+''')
+
+FP8_OUTPUT = _source(r'''
+
+def setup():
+    return [randn(4096, 4096, seed=1)]
+
+
+def kernel(x):
+    scale = 448.0 / x.abs().amax()  # per-tensor scaling, on the device
+    return (x * scale).to(torch.float8_e4m3fn)
+''')
+
+FFT_COMPLEX64_OUTPUT = _source(r'''
+
+def setup():
+    return [randn(2048, 4096, seed=1)]
+
+
+def kernel(x):
+    return torch.fft.fft(x, dim=-1)  # real float32 in, complex64 out (cuFFT)
+''')
+
+EMBEDDING_INT64_INDEX = _source(r'''
+import torch.nn.functional as F
+
+
+def setup():
+    generator = torch.Generator(device="cuda").manual_seed(4)
+    index = torch.randint(0, 65536, (65536,), device="cuda", generator=generator)  # int64
+    return [randn(65536, 256, seed=1), index]
+
+
+def kernel(table, index):
+    return F.embedding(index, table)  # a probe zeroes the index: row 0, a valid lookup
+''')
+
+SOFTMAX_STREAM_PER_CALL = _source(r'''
+
+def setup():
+    return [randn(256, 32768, seed=1)]  # rows of 32 Ki float32
+
+
+def kernel(x):
+    caller = torch.cuda.current_stream()
+    side = torch.cuda.Stream()  # a new stream object on every call
+    side.wait_stream(caller)
+    with torch.cuda.stream(side):
+        out = torch.softmax(x, dim=-1)  # allocated on the side stream
+    caller.wait_stream(side)
+    return out
+''')
+
+
 PATTERNS = [
     Pattern("kernelbench_forward_a_plus_b", MEMORY, KERNELBENCH_FORWARD, checked_outputs=[], returned=["return"]),
     Pattern("matmul_returns_new_bf16", COMPUTE, MATMUL_RETURNS_BF16, checked_outputs=[], returned=["return"]),
@@ -678,6 +837,27 @@ PATTERNS = [
     Pattern("compute_bound_matmul_4096", COMPUTE, COMPUTE_BOUND_MATMUL, checked_outputs=[], returned=["return"]),
     Pattern("l2_resident", L2, L2_RESIDENT, cfg={"flush_l2": False}, checked_outputs=[1], returned=[]),
     Pattern("scalar_and_dict_arguments", MEMORY, SCALAR_AND_DICT_ARGUMENTS, checked_outputs=[1], returned=[]),
+    # What new users write (below): each stresses a defence the patterns above leave alone.
+    Pattern("nn_module_linear_gelu_requires_grad", COMPUTE, NN_MODULE_LINEAR_GELU, checked_outputs=[],
+            returned=["return"], gate_timeouts=0),
+    Pattern("torch_compile_reduce_overhead", MEMORY, TORCH_COMPILE_REDUCE_OVERHEAD, checked_outputs=[],
+            returned=["return"], unchecked_because="a replayed CUDA graph (cudagraph trees)"),
+    Pattern("item_inside_call", MEMORY, ITEM_INSIDE_CALL, checked_outputs=[], returned=["return"],
+            gate_timeouts=1),
+    Pattern("synchronize_before_return", MEMORY, SYNCHRONIZE_BEFORE_RETURN, checked_outputs=[1], returned=[],
+            gate_timeouts=1),
+    Pattern("returns_its_scale", MEMORY, RETURNS_ITS_SCALE, checked_outputs=[], returned=["return[0]"],
+            constants=["return[1]"], gate_timeouts=0),
+    # A dozen tiny dependent kernels: latency per launch on the GPU, not bandwidth or FLOPs.
+    Pattern("many_tensor_arguments_mlp", LAUNCH, MANY_TENSOR_ARGUMENTS, checked_outputs=[], returned=["return"],
+            gate_timeouts=0),
+    Pattern("fp8_e4m3_output", MEMORY, FP8_OUTPUT, checked_outputs=[], returned=["return"], gate_timeouts=0),
+    Pattern("fft_complex64_output", MEMORY, FFT_COMPLEX64_OUTPUT, checked_outputs=[], returned=["return"],
+            gate_timeouts=0),
+    Pattern("embedding_int64_index", MEMORY, EMBEDDING_INT64_INDEX, checked_outputs=[], returned=["return"],
+            gate_timeouts=0),
+    Pattern("softmax_stream_per_call", MEMORY, SOFTMAX_STREAM_PER_CALL, checked_outputs=[], returned=["return"],
+            gate_timeouts=0),
 ]
 
 BY_NAME = {pattern.name: pattern for pattern in PATTERNS}

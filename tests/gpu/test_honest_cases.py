@@ -123,6 +123,30 @@ def test_index_add_atomics_are_not_refused(gpu_client, name):
     record(f"honest_case_{name}_output_check", check)
 
 
+@pytest.mark.parametrize("name", ["item_inside_call", "synchronize_before_return"])
+def test_synchronizing_call_stops_the_gate_and_stays_trusted(gpu_client, name):
+    """A call that waits for the GPU inside (.item() mid-way, torch.cuda.synchronize() before it
+    returns) would wait for the launch gate: the gate times out once (20 ms), the timer stops
+    gating for the rest of that benchmark and says so in `conditions`. The result is trusted and,
+    with `launch_gate` left on in both, the defences-on median is within 5% of the defences-off one."""
+    outcome = run_pattern(gpu_client, hp.BY_NAME[name])
+    assert_trusted_at_no_cost(outcome)
+    figures = {}
+    for key, timing in [*outcome["on"].items(), *outcome["off"].items()]:
+        integrity = timing["integrity"]
+        gate = dig(integrity, "defences", "launch_gate")
+        assert isinstance(gate, dict) and gate.get("enabled") is True, (key, gate)
+        assert gate.get("timeouts") == 1, (key, gate, describe(outcome))
+        assert "launch_gate" not in integrity.get("loosened", {}), (key, integrity.get("loosened"))
+        noted = [c for c in integrity.get("conditions", []) if "launch gate" in c]
+        assert any("timed out" in c for c in noted), (key, integrity.get("conditions"))
+        assert not any("launch gate" in flag for flag in integrity.get("flags", [])), (key, integrity["flags"])
+        figures[key] = {"gated_calls": gate.get("gated_calls"), "timeouts": gate.get("timeouts"),
+                        "us": round(timing["latency_ms_median"] * 1e3, 2)}
+    record(f"honest_case_{name}_gate", {**figures, "conditions": [c for c in outcome["conditions"]
+                                                                 if "launch gate" in c][:2]})
+
+
 def test_two_streams_on_and_off_agree(gpu_client):
     """The multiply split over two streams: defences on and off within 5% in each of three runs,
     and the three runs within 5% of their median."""

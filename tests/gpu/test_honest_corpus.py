@@ -6,9 +6,9 @@ Each defences-on result must be verified and trusted, its median within 5% of th
 median of the same run (launch-bound kernels: max(5%, 0.3 us)), and the program never refused.
 The corpus runs twice (two rounds, separate requests) and must get the same verdict both times.
 
-Budget: 38 patterns x 2 rounds in well under 5 minutes on an H200 (about 1.5-2.5 s a request;
-torch.compile, Triton and the TVM-FFI build compile in their own requests, and their caches are
-kept by the server for the second round).
+Budget: 48 patterns x 2 rounds in under 5 minutes on an H200 (about 1.5-2.5 s a request;
+torch.compile (default and reduce-overhead), Triton and the TVM-FFI build compile in their own
+requests, and their caches are kept by the server for the second round).
 """
 
 import statistics
@@ -158,6 +158,9 @@ def test_outputs_are_found_and_checked(gpu_client, name):
         if pattern.returned is not None:
             returned = dig(integrity, "defences", "returned", "checked")
             assert sorted(returned or []) == sorted(pattern.returned), (key, describe(outcome))
+        if pattern.constants is not None:  # returned, never written: restored, never poisoned
+            constants = dig(integrity, "defences", "returned", "constants")
+            assert sorted(constants or []) == sorted(pattern.constants), (key, describe(outcome))
         if pattern.unchecked_because:
             continue
         assert integrity.get("outputs_unchecked") == [], (key, describe(outcome))
@@ -165,6 +168,27 @@ def test_outputs_are_found_and_checked(gpu_client, name):
         checked = (dig(integrity, "defences", "arguments", "checked_outputs") or []) + \
                   (dig(integrity, "defences", "returned", "checked") or [])
         assert checked, (key, describe(outcome))
+
+
+@pytest.mark.parametrize("name", [p.name for p in hp.PATTERNS if p.gate_timeouts is not None])
+def test_launch_gate_times_out_only_for_calls_that_wait(gpu_client, name):
+    """The launch gate with the defences on and off alike: a call that waits for the GPU inside
+    (.item(), torch.cuda.synchronize()) times out once and stops the gate, said in `conditions`;
+    any other call (a stream of its own that waits on the caller's included) runs gated throughout."""
+    pattern = hp.BY_NAME[name]
+    outcome = outcome_of(gpu_client, name, ROUNDS[0])
+    assert outcome["status"] == "COMPLETED", describe(outcome)
+    for key, timing in [*outcome["on"].items(), *outcome["off"].items()]:
+        gate = dig(timing, "integrity", "defences", "launch_gate")
+        assert isinstance(gate, dict) and gate.get("enabled") is True, (key, gate)
+        assert gate.get("timeouts") == pattern.gate_timeouts, (key, gate, describe(outcome))
+        noted = [c for c in timing["integrity"].get("conditions", []) if "launch gate" in c]
+        if pattern.gate_timeouts:
+            assert gate.get("gated_calls") == 1, (key, gate)  # the first timed call, then no gate
+            assert any("timed out" in c for c in noted), (key, timing["integrity"].get("conditions"))
+        else:
+            assert gate.get("gated_calls") == timing["repeat"], (key, gate, timing["repeat"])
+            assert noted == [], (key, noted)
 
 
 def table(outcomes: dict) -> str:
