@@ -12,7 +12,7 @@
 #include <mutex>
 #include <thread>
 
-#include "pool/worker_process.h"
+#include "base/clock.h"
 
 namespace kc::pool {
 

@@ -10,11 +10,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
+
+#include "base/clock.h"
 
 namespace kc::pool {
 
@@ -106,8 +107,8 @@ void AwaitExit(pid_t pid, std::chrono::milliseconds limit) {
     ::close(pidfd);
     return;
   }
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
+  const auto deadline = Clock::now() + limit;
+  while (Clock::now() < deadline) {
     std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
     std::string line;
     if (!std::getline(stat, line)) return;

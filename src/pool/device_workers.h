@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "pool/event_sink.h"
 #include "pool/gpu_lease.h"
 #include "pool/worker_process.h"

@@ -5,12 +5,6 @@
 
 namespace kc::pool {
 
-int64_t SteadyNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 GpuArbiter::GpuArbiter(const std::vector<int>& gpu_indices, HousekeepingPolicy policy)
     : policy_(policy) {
   for (int index : gpu_indices)
@@ -55,7 +49,7 @@ bool GpuArbiter::Acquire(const std::vector<int>& gpus, const std::string& holder
     }
   }
   leave_queues();
-  const int64_t now = SteadyNowNs();
+  const int64_t now = NowNs();
   for (int index : gpus) {
     Gpu& gpu = gpus_.at(index);
     gpu.held = true;
@@ -67,7 +61,7 @@ bool GpuArbiter::Acquire(const std::vector<int>& gpus, const std::string& holder
 
 void GpuArbiter::Release(const std::vector<int>& gpus) {
   std::lock_guard lock(mu_);
-  const int64_t now = SteadyNowNs();
+  const int64_t now = NowNs();
   for (int index : gpus) {
     Gpu& gpu = gpus_.at(index);
     if (!gpu.held) continue;
@@ -126,7 +120,7 @@ bool GpuArbiter::HousekeepingOverdue(const Gpu& gpu, int64_t now_ns) const {
 
 GpuArbiter::SpanStart GpuArbiter::BeginSpan(const std::vector<int>& gpus, SpanKind kind) {
   std::unique_lock lock(mu_);
-  const int64_t asked = SteadyNowNs();
+  const int64_t asked = NowNs();
   SpanStart start;
   start.excludes_housekeeping =
       kind == SpanKind::kReservation || policy_ == HousekeepingPolicy::kOutsideSpans;
@@ -134,7 +128,7 @@ GpuArbiter::SpanStart GpuArbiter::BeginSpan(const std::vector<int>& gpus, SpanKi
     for (int index : gpus)
       ++gpus_.at(index).spans_waiting;
     auto quiet = [&] {
-      const int64_t now = SteadyNowNs();
+      const int64_t now = NowNs();
       return std::all_of(gpus.begin(), gpus.end(), [&](int index) {
         const Gpu& gpu = gpus_.at(index);
         return gpu.housekeeping == 0 && !HousekeepingOverdue(gpu, now);
@@ -152,7 +146,7 @@ GpuArbiter::SpanStart GpuArbiter::BeginSpan(const std::vector<int>& gpus, SpanKi
     }
     start.housekeeping_mark += gpu.housekeeping_begun - gpu.housekeeping;  // running ones overlap
   }
-  start.waited = std::chrono::nanoseconds(SteadyNowNs() - asked);
+  start.waited = std::chrono::nanoseconds(NowNs() - asked);
   return start;
 }
 
@@ -171,8 +165,8 @@ uint64_t GpuArbiter::EndSpan(const std::vector<int>& gpus, const SpanStart& star
 void GpuArbiter::BeginHousekeeping(int index) {
   std::unique_lock lock(mu_);
   Gpu& gpu = gpus_.at(index);
-  const auto waiting = gpu.housekeeping_waits.insert(SteadyNowNs());
-  while (gpu.spans > 0 || (gpu.spans_waiting > 0 && !HousekeepingOverdue(gpu, SteadyNowNs())))
+  const auto waiting = gpu.housekeeping_waits.insert(NowNs());
+  while (gpu.spans > 0 || (gpu.spans_waiting > 0 && !HousekeepingOverdue(gpu, NowNs())))
     cv_.wait_for(lock, std::chrono::milliseconds(10));
   gpu.housekeeping_waits.erase(waiting);
   ++gpu.housekeeping;

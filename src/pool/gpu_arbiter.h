@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/status.h"
 
 namespace kc::pool {
@@ -65,7 +66,7 @@ class GpuArbiter {
   // then the lowest indices. Sorted.
   StatusOr<std::vector<int>> Choose(int count) const;
 
-  // The holder of `gpu` at steady-clock time `when_ns`, or nullopt if it was free.
+  // The holder of `gpu` at `when_ns` (NowNs(), base/clock.h), or nullopt if it was free.
   std::optional<std::string> HolderAt(int gpu, int64_t when_ns) const;
   // Everyone who held `gpu` at some time in [from_ns, to_ns], in order.
   std::vector<std::string> HoldersBetween(int gpu, int64_t from_ns, int64_t to_ns) const;
@@ -118,7 +119,5 @@ class GpuArbiter {
   uint64_t next_ticket_ = 0;  // guarded by mu_
   std::map<int, Gpu> gpus_;   // keys fixed at construction; values guarded by mu_
 };
-
-int64_t SteadyNowNs();
 
 }  // namespace kc::pool

@@ -36,7 +36,8 @@ class GpuLease {
   }
   uint64_t EndSpan(const GpuArbiter::SpanStart& start) { return arbiter_.EndSpan(gpus_, start); }
 
-  // Who held any GPU of the set at `when_ns` (the first GPU that was held).
+  // Who held any GPU of the set at `when_ns` (NowNs(), base/clock.h; the first GPU that was
+  // held).
   std::optional<std::string> HolderAt(int64_t when_ns) const;
   // Everyone who held a GPU of the set in [from_ns, to_ns], in order, once each.
   std::vector<std::string> HoldersBetween(int64_t from_ns, int64_t to_ns) const;

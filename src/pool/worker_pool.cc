@@ -9,10 +9,6 @@ namespace kc::pool {
 
 namespace {
 
-double MillisecondsSince(Clock::time_point start, Clock::time_point end = Clock::now()) {
-  return std::chrono::duration<double, std::milli>(end - start).count();
-}
-
 std::string RetireReason(const RunResult& run, bool request_limit) {
   switch (run.ending) {
     case RunResult::Ending::kTimedOut:
@@ -138,7 +134,7 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
     }
     job.run.workspace = occupant->workspace().path().string();
     result.ran = true;
-    result.queue_ms = MillisecondsSince(job.enqueued, started);
+    result.queue_ms = MillisecondsBetween(job.enqueued, started);
     result.worker_id = seat;
     result.pid = occupant->pid();
     events_.Emit(EventLevel::kInfo, "request_routed",
@@ -203,7 +199,7 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
 void WorkerPool::RunReservedJob(const std::string& seat, Job& job, Clock::time_point started) {
   JobResult result;
   result.ran = true;
-  result.queue_ms = MillisecondsSince(job.enqueued, started);
+  result.queue_ms = MillisecondsBetween(job.enqueued, started);
   result.worker_id = seat + "/reserved";
   events_.Emit(EventLevel::kInfo, "request_routed",
                {{"request_id", job.run.request_id},

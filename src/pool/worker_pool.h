@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "pool/admission_queue.h"
 #include "pool/device_workers.h"
 #include "pool/event_sink.h"
@@ -44,9 +45,9 @@ struct PoolOptions {
   std::chrono::milliseconds worker_wait_timeout{1800 * 1000};
   std::chrono::seconds spawn_timeout{60};
   WorkerLaunch launch;
-  bool use_zygote = true;           // fork workers from a prepared process (zygote.h)
+  bool use_zygote = true;  // fork workers from a prepared process (zygote.h)
   HousekeepingPolicy housekeeping = HousekeepingPolicy::kOutsideSpans;  // gpu_arbiter.h
-  SandboxOptions sandbox;           // worker_setup.h
+  SandboxOptions sandbox;                                               // worker_setup.h
   WorkspaceHooks* hooks = nullptr;  // optional; outlives the pool
 };
 

@@ -42,7 +42,7 @@ bool IsServerOwned(std::string_view entry) {
 StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
   pool::PoolOptions options;
   const int standby = config.standby_workers;
-  if (config.device == "cpu") {
+  if (config.device == Device::kCpu) {
     pool::DeviceSpec cpu;
     cpu.seats = config.num_workers;
     cpu.standby = standby >= 0 ? std::max(1, standby) : cpu.seats;
@@ -67,9 +67,7 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
       options.devices.push_back(spec);
     }
   }
-  options.housekeeping = config.housekeeping == "beside-spans"
-                             ? pool::HousekeepingPolicy::kBesideSpans
-                             : pool::HousekeepingPolicy::kOutsideSpans;
+  options.housekeeping = config.housekeeping;
   options.use_zygote = config.zygote;
   options.max_requests_per_worker = config.max_requests_per_worker;
   options.max_queued_requests = config.max_queued_requests;
@@ -85,15 +83,17 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
     options.launch.env.push_back(std::string(name) + "=" +
                                  std::to_string(WorkerCpuThreads(config)));
   }
-  options.launch.env.push_back("KCORAL_WORKER_DEVICE=" + config.device);
-  options.launch.env.push_back("KCORAL_CPU_EXECUTION=" + config.cpu_execution);
+  options.launch.env.push_back("KCORAL_WORKER_DEVICE=" + std::string(FlagText(config.device)));
+  options.launch.env.push_back("KCORAL_CPU_EXECUTION=" +
+                               std::string(FlagText(config.cpu_execution)));
   options.launch.env.push_back("PYTHONUNBUFFERED=1");
   // The address-space cap is for CPU workers only: CUDA reserves far more than it uses.
-  const uint64_t address_space = config.device == "cpu" ? config.worker_memory_limit_mbytes : 0;
+  const uint64_t address_space =
+      config.device == Device::kCpu ? config.worker_memory_limit_mbytes : 0;
   options.launch.env.push_back("KCORAL_WORKER_MEMORY_LIMIT_MBYTES=" +
                                std::to_string(address_space));
-  options.sandbox.enabled = config.sandbox != "none";
-  options.sandbox.private_network = config.sandbox_network == "none";
+  options.sandbox.enabled = config.sandbox != SandboxMode::kNone;
+  options.sandbox.private_network = config.sandbox_network == SandboxNetwork::kNone;
   options.sandbox.readonly_paths = config.sandbox_readonly_paths;
   options.sandbox.limits.memory_bytes = config.worker_memory_limit_mbytes << 20;
   options.sandbox.limits.max_tasks = config.worker_max_processes;
@@ -115,7 +115,7 @@ App::App(ServerConfig config)
       events_(config_.log_dir, config_.log_console, config_.log_programs),
       blobs_(StoreOptionsFrom(config_)),
       // Only sandboxed workers need it: unsandboxed ones share the server's HOME.
-      build_cache_(config_.sandbox == "none" ? "" : config_.build_cache_dir,
+      build_cache_(config_.sandbox == SandboxMode::kNone ? "" : config_.build_cache_dir,
                    config_.build_cache_capacity_mbytes << 20),
       cpu_pool_(config_.parse_threads),
       instance_id_(NewUuid()),
@@ -166,7 +166,7 @@ int App::Run() {
   pool_ = std::make_unique<pool::WorkerPool>(std::move(*options), metrics_);
   if (Status started = pool_->Start(); !started.ok()) {
     std::string error = started.message();
-    if (config_.sandbox != "none") {
+    if (config_.sandbox != SandboxMode::kNone) {
       // Fail closed (issue 7): never fall back to unsandboxed workers silently.
       error +=
           " -- the worker sandbox (on by default) could not be set up, so the server "
@@ -196,7 +196,7 @@ int App::Run() {
     return 2;
   }
   events_.Emit(pool::EventLevel::kInfo, "pool_ready",
-               {{"mode", config_.device},
+               {{"mode", FlagText(config_.device)},
                 {"workers", pool_->Load().request_capacity},
                 {"target", pool_->describe().value("target", nlohmann::json::object())},
                 {"versions", pool_->describe().value("versions", nlohmann::json::object())},

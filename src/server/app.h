@@ -14,6 +14,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/http.hpp>
 
+#include "base/clock.h"
 #include "pool/worker_pool.h"
 #include "server/build_cache_hooks.h"
 #include "server/event_log.h"
@@ -36,7 +37,7 @@ std::vector<std::string_view> SuppliedRequestIds(const http::fields& fields);
 struct ExecuteArrival {
   std::string request_id;
   std::string client;
-  std::chrono::steady_clock::time_point received;  // when its header was in
+  Clock::time_point received;  // when its header was in
   size_t body_bytes = 0;
 };
 
@@ -56,8 +57,7 @@ class App {
                                           std::shared_ptr<pool::CancelFlag> cancel);
   // POST /blobs and HEAD /blobs/<sha256> (blob_routes.cc).
   HttpReply HandleBlobUpload(StatusOr<store::BlobPtr> blob, const std::string& request_id,
-                             const std::string& client,
-                             std::chrono::steady_clock::time_point received);
+                             const std::string& client, Clock::time_point received);
   HttpReply HandleBlobLookup(std::string_view sha256);
   HttpReply HandleHealth() const;
   HttpReply HandleMetrics() const;

@@ -19,11 +19,8 @@ HttpReply Marked(HttpReply reply, std::string_view what) {
 }  // namespace
 
 HttpReply App::HandleBlobUpload(StatusOr<store::BlobPtr> blob, const std::string& request_id,
-                                const std::string& client,
-                                std::chrono::steady_clock::time_point received) {
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - received)
-          .count();
+                                const std::string& client, Clock::time_point received) {
+  const double ms = MillisecondsSince(received);
   if (!blob.ok()) {
     events_.Emit(pool::EventLevel::kWarning, "blob_refused",
                  {{"request_id", request_id},

@@ -66,9 +66,7 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
                 {"content_length", arrival.body_bytes}});
 
   auto finish = [&](HttpReply reply) {
-    double ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - received)
-            .count();
+    const double ms = MillisecondsSince(received);
     // Every reply built here carries its ending (request_ending.h).
     const auto level = reply.ending ? TraitsOf(*reply.ending).level : pool::EventLevel::kError;
     nlohmann::json fields = {{"request_id", request_id},
@@ -107,7 +105,7 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
     auto parsed = ingest->Finish();
     if (!parsed.ok()) co_return fail(parsed.status());
     const auto& options = parsed->request.program.options;
-    if (options.gpu_count && config_.device == "cpu") {
+    if (options.gpu_count && config_.device == Device::kCpu) {
       co_return reject(
           "options.gpu_count: this is a CPU server; gpu_count exceeds its GPU capacity (0)");
     }

@@ -14,21 +14,22 @@ HttpReply App::HandleHealth() const {
   body["instance_id"] = instance_id_;
   body["started_at"] = started_at_;
   const std::set<int> distinct(config_.gpus.begin(), config_.gpus.end());
-  body["gpu_count"] = config_.device == "cpu" ? 0 : static_cast<int>(distinct.size());
+  body["gpu_count"] = config_.device == Device::kCpu ? 0 : static_cast<int>(distinct.size());
   body["load"] = {{"request_capacity", load.request_capacity},
                   {"requests_in_progress", load.requests_in_progress},
                   {"requests_waiting", load.requests_waiting}};
   body["target"] = describe.value("target", nlohmann::json::object());
   body["versions"] = describe.value("versions", nlohmann::json::object());
   // Additions (the reference client ignores extra keys).
-  body["device"] = config_.device;
-  body["cpu_execution"] = config_.device == "cpu" ? config_.cpu_execution : "";
+  body["device"] = FlagText(config_.device);
+  body["cpu_execution"] =
+      config_.device == Device::kCpu ? FlagText(config_.cpu_execution) : std::string_view();
   body["shutting_down"] = shutting_down_.load();
   body["sandbox"] = pool_->DescribeSandbox();
   body["worker_cpu_threads"] = WorkerCpuThreads(config_);
   body["worker_heap_mbytes"] = WorkerHeapMbytes(config_);
-  if (config_.device == "gpu") {
-    body["gpu_scheduling"] = {{"housekeeping", config_.housekeeping},
+  if (config_.device == Device::kGpu) {
+    body["gpu_scheduling"] = {{"housekeeping", FlagText(config_.housekeeping)},
                               {"cuda_max_connections", config_.cuda_max_connections}};
   }
   return {200, "application/json", DumpJson(body), ""};

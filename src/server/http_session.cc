@@ -7,6 +7,7 @@
 
 #include <boost/beast/core.hpp>
 
+#include "base/clock.h"
 #include "base/sha256.h"
 #include "server/blob_upload.h"
 #include "server/execute_ingest.h"
@@ -168,7 +169,7 @@ net::awaitable<void> ServeConnection(App& app, tcp::socket socket) {
     auto [header_ec, header_bytes] =
         co_await http::async_read_header(stream, buffer, header_parser, kUseTuple);
     if (header_ec) break;  // closed, timed out or malformed: nothing to answer
-    const auto received = std::chrono::steady_clock::now();
+    const auto received = Clock::now();
 
     http::request_parser<http::buffer_body> parser(std::move(header_parser));
     const auto& head = parser.get();

@@ -31,6 +31,15 @@ int main(int argc, char** argv) {
   config.disk_cache_dir = DefaultCacheDir("files");
   config.build_cache_dir = DefaultCacheDir("builds");
   if (const char* python = std::getenv("KCORAL_PYTHON")) config.python = python;
+  // Mode flags are read as text, checked against their tables, and parsed into
+  // config's enums once, after cli.parse (server_modes.h).
+  using kc::server::FlagText;
+  using kc::server::FlagTexts;
+  std::string device(FlagText(config.device));
+  std::string housekeeping(FlagText(config.housekeeping));
+  std::string sandbox(FlagText(config.sandbox));
+  std::string sandbox_network(FlagText(config.sandbox_network));
+  std::string cpu_execution(FlagText(config.cpu_execution));
 
   CLI::App cli{
       "KCoral server: runs client programs (upload, get_function, run, return) in worker\n"
@@ -48,10 +57,9 @@ int main(int argc, char** argv) {
   cli.add_option("--port", config.port, "TCP port")
       ->envname("KCORAL_SERVER_PORT")
       ->check(CLI::Range(1, 65535));
-  cli.add_option("--device", config.device,
-                 "cpu: compile server, no GPU; gpu: GPU execution server")
+  cli.add_option("--device", device, "cpu: compile server, no GPU; gpu: GPU execution server")
       ->envname("KCORAL_SERVER_DEVICE")
-      ->check(CLI::IsMember({"cpu", "gpu"}));
+      ->check(CLI::IsMember(FlagTexts(kc::server::kDeviceFlag)));
   cli.add_option("--gpus", config.gpus, "Physical GPU ids (GPU mode), comma separated")
       ->envname("KCORAL_SERVER_GPUS")
       ->delimiter(',');
@@ -86,31 +94,31 @@ int main(int argc, char** argv) {
                  "--worker-memory-limit-mbytes. -1: 64 on GPU servers, 0 on CPU")
       ->envname("KCORAL_WORKER_HEAP_MBYTES")
       ->check(CLI::Range(-1, 65536));
-  cli.add_option("--housekeeping", config.housekeeping,
+  cli.add_option("--housekeeping", housekeeping,
                  "GPU servers: when stand-by workers may create, and retired ones destroy, their\n"
                  "CUDA contexts. outside-spans: never while a benchmark on that GPU is timing\n"
                  "(a timing span waits for them, and they for it). beside-spans: at any time, so\n"
                  "a GPU that times back to back keeps its stand-by workers; every result says how\n"
                  "many ran beside its spans (timing_spans.housekeeping_beside)")
       ->envname("KCORAL_HOUSEKEEPING")
-      ->check(CLI::IsMember({"outside-spans", "beside-spans"}));
+      ->check(CLI::IsMember(FlagTexts(kc::server::kHousekeepingFlag)));
   cli.add_option("--max-requests-per-worker", config.max_requests_per_worker,
                  "Requests a worker process serves before it is replaced (0: unlimited)")
       ->check(CLI::NonNegativeNumber);
   cli.add_option(
       "--worker-termination-grace-seconds", config.worker_termination_grace_seconds,
       "Accepted for compatibility; workers are killed at once (their state is discarded)");
-  cli.add_option("--sandbox", config.sandbox,
+  cli.add_option("--sandbox", sandbox,
                  "Worker isolation. namespaces: every worker in its own PID, mount, network,\n"
                  "IPC and UTS namespaces, as uid 65534 with no capabilities, a seccomp filter\n"
                  "and a cgroup; it sees a read-only system, its interpreter and toolkits, and\n"
                  "its own /work and /tmp. Needs root; the server refuses to start where a part\n"
                  "cannot be set up. bubblewrap: the same (the reference's name). none: workers\n"
                  "run with the server's rights")
-      ->check(CLI::IsMember({"namespaces", "bubblewrap", "none"}));
-  cli.add_option("--sandbox-network", config.sandbox_network,
+      ->check(CLI::IsMember(FlagTexts(kc::server::kSandboxFlag)));
+  cli.add_option("--sandbox-network", sandbox_network,
                  "none: each worker has only its own loopback; host: the host's network")
-      ->check(CLI::IsMember({"none", "host"}));
+      ->check(CLI::IsMember(FlagTexts(kc::server::kSandboxNetworkFlag)));
   cli.add_option("--sandbox-readonly-path", config.sandbox_readonly_paths,
                  "A host path workers may read (repeatable; not with --sandbox none)");
   cli.add_option("--worker-max-processes", config.worker_max_processes,
@@ -154,10 +162,10 @@ int main(int argc, char** argv) {
       ->envname("KCORAL_LOG_DIR");
   cli.add_flag("!--no-log-console", config.log_console, "Do not mirror events to stderr");
   cli.add_flag("!--no-log-programs", config.log_programs, "Do not save accepted programs");
-  cli.add_option("--cpu-execution", config.cpu_execution,
+  cli.add_option("--cpu-execution", cpu_execution,
                  "CPU servers: 'host' runs tensor and library uploads on the host; 'reference'\n"
                  "answers them 'unavailable' as the reference server does")
-      ->check(CLI::IsMember({"host", "reference"}));
+      ->check(CLI::IsMember(FlagTexts(kc::server::kCpuExecutionFlag)));
   cli.add_option("--python", config.python, "Python interpreter that runs workers")
       ->envname("KCORAL_PYTHON");
   cli.add_flag("!--no-zygote", config.zygote,
@@ -175,22 +183,30 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return cli.exit(error);
   }
-  if (config.sandbox == "none" && !config.sandbox_readonly_paths.empty()) {
+  // IsMember admitted only texts of the tables, so each parse has a value.
+  config.device = *ParseFlag(kc::server::kDeviceFlag, device);
+  config.housekeeping = *ParseFlag(kc::server::kHousekeepingFlag, housekeeping);
+  config.sandbox = *ParseFlag(kc::server::kSandboxFlag, sandbox);
+  config.sandbox_network = *ParseFlag(kc::server::kSandboxNetworkFlag, sandbox_network);
+  config.cpu_execution = *ParseFlag(kc::server::kCpuExecutionFlag, cpu_execution);
+  using kc::server::Device;
+  using kc::server::SandboxMode;
+  if (config.sandbox == SandboxMode::kNone && !config.sandbox_readonly_paths.empty()) {
     std::cerr << "kcoral server: --sandbox-readonly-path cannot be combined with --sandbox none\n";
     return 2;
   }
   for (const char* gpu_only : {"--housekeeping", "--cuda-max-connections"}) {
-    if (config.device == "cpu" && cli.count(gpu_only) > 0) {
+    if (config.device == Device::kCpu && cli.count(gpu_only) > 0) {
       std::cerr << "kcoral server: " << gpu_only << " applies to GPU servers (--device gpu)\n";
       return 2;
     }
   }
-  if (config.device == "gpu" && config.gpus.empty()) {
+  if (config.device == Device::kGpu && config.gpus.empty()) {
     std::cerr << "kcoral server: --gpus must name at least one GPU in GPU mode\n";
     return 2;
   }
-  if (config.device == "gpu" && config.worker_memory_limit_mbytes != 0 &&
-      config.sandbox == "none") {
+  if (config.device == Device::kGpu && config.worker_memory_limit_mbytes != 0 &&
+      config.sandbox == SandboxMode::kNone) {
     std::cerr << "kcoral server: --worker-memory-limit-mbytes on a GPU server needs the sandbox's "
                  "cgroup (CUDA reserves far more address space than it uses, so no address-space "
                  "cap); drop --sandbox none\n";
@@ -203,16 +219,17 @@ int main(int argc, char** argv) {
               << config.worker_memory_limit_mbytes << "): the heap is part of it\n";
     return 2;
   }
-  if (config.sandbox == "none" && config.sandbox_network != "none") {
+  if (config.sandbox == SandboxMode::kNone &&
+      config.sandbox_network != kc::server::SandboxNetwork::kNone) {
     std::cerr << "kcoral server: --sandbox-network cannot be combined with --sandbox none\n";
     return 2;
   }
-  if (config.device == "gpu" && std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) {
+  if (config.device == Device::kGpu && std::getenv("CUDA_VISIBLE_DEVICES") != nullptr) {
     std::cerr << "kcoral server: note: CUDA_VISIBLE_DEVICES does not restrict the server; "
                  "workers are pinned by --gpus\n";
   }
   kc::server::App app(config);
-  if (config.sandbox == "none") {
+  if (config.sandbox == SandboxMode::kNone) {
     app.events().Emit(kc::pool::EventLevel::kWarning, "sandbox_disabled",
                       {{"reason", "--sandbox none: workers run with the server's rights"}});
   }

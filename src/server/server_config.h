@@ -1,5 +1,6 @@
 // ServerConfig: every `kcoral server` setting (spec/server.md §1.2), filled
-// by main.cc from flags and environment variables.
+// by main.cc from flags and environment variables. Modes are enums, parsed
+// there once (server_modes.h).
 #pragma once
 
 #include <cstdint>
@@ -8,24 +9,26 @@
 #include <thread>
 #include <vector>
 
+#include "server/server_modes.h"
+
 namespace kc::server {
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string device = "gpu";
+  Device device = Device::kGpu;
   std::vector<int> gpus = {0};
   int num_workers = 1;
   int workers_per_gpu = 8;
-  int standby_workers = -1;                    // -1: one per seat
-  int cuda_max_connections = 1;                // CUDA_DEVICE_MAX_CONNECTIONS of GPU workers
-  std::string housekeeping = "outside-spans";  // outside-spans | beside-spans (gpu_arbiter.h)
-  int worker_cpu_threads = 0;                  // OpenMP/BLAS threads per worker; 0: min(4, cores)
+  int standby_workers = -1;      // -1: one per seat
+  int cuda_max_connections = 1;  // CUDA_DEVICE_MAX_CONNECTIONS of GPU workers
+  pool::HousekeepingPolicy housekeeping = pool::HousekeepingPolicy::kOutsideSpans;
+  int worker_cpu_threads = 0;   // OpenMP/BLAS threads per worker; 0: min(4, cores)
   int worker_heap_mbytes = -1;  // heap faulted in per worker; -1: 64 on GPU, 0 on CPU
   int max_requests_per_worker = 1;
   double worker_termination_grace_seconds = 5;
-  std::string sandbox = "namespaces";    // namespaces (bubblewrap: an alias) | none
-  std::string sandbox_network = "none";  // none | host
+  SandboxMode sandbox = SandboxMode::kNamespaces;
+  SandboxNetwork sandbox_network = SandboxNetwork::kNone;
   std::vector<std::string> sandbox_readonly_paths;
   int worker_max_processes = 512;  // cgroup pids limit per worker (threads count too)
   double worker_wait_timeout_seconds = 1800;
@@ -44,9 +47,9 @@ struct ServerConfig {
   std::string log_dir = "logs";
   bool log_console = true;
   bool log_programs = true;
-  std::string cpu_execution = "host";  // host | reference
-  std::string python = "python3";      // interpreter that runs the workers
-  bool zygote = true;                  // fork workers from a prepared process
+  CpuExecution cpu_execution = CpuExecution::kHost;
+  std::string python = "python3";  // interpreter that runs the workers
+  bool zygote = true;              // fork workers from a prepared process
   uint64_t worker_memory_limit_mbytes =
       0;  // per worker: cgroup memory (+ address space on CPU); 0: none
   int io_threads = 1;
@@ -65,7 +68,7 @@ inline int WorkerCpuThreads(const ServerConfig& config) {
 // a request's host work runs under the GPU lease, and none on CPU servers).
 inline unsigned WorkerHeapMbytes(const ServerConfig& config) {
   if (config.worker_heap_mbytes >= 0) return static_cast<unsigned>(config.worker_heap_mbytes);
-  return config.device == "gpu" ? 64u : 0u;
+  return config.device == Device::kGpu ? 64u : 0u;
 }
 
 }  // namespace kc::server

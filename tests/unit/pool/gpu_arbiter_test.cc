@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/clock.h"
 #include "wait_until.h"
 
 namespace kc::pool {
@@ -61,11 +62,11 @@ TEST(GpuArbiter, ASetIsGrantedOnlyWhenAllItsGpusAreFree) {
   std::this_thread::sleep_for(30ms);
   EXPECT_FALSE(set.granted());
   // Waiting, it claims nothing: GPU 0 is queued on, not held.
-  EXPECT_EQ(arbiter.HolderAt(0, SteadyNowNs()), std::nullopt);
+  EXPECT_EQ(arbiter.HolderAt(0, NowNs()), std::nullopt);
   arbiter.Release({1});
   ASSERT_TRUE(WaitUntil([&] { return set.granted(); }));
-  EXPECT_EQ(arbiter.HolderAt(0, SteadyNowNs()), "set");
-  EXPECT_EQ(arbiter.HolderAt(1, SteadyNowNs()), "set");
+  EXPECT_EQ(arbiter.HolderAt(0, NowNs()), "set");
+  EXPECT_EQ(arbiter.HolderAt(1, NowNs()), "set");
 }
 
 TEST(GpuArbiter, AWaitingSetHoldsLaterSinglesBackSoItNeverStarves) {
@@ -130,15 +131,15 @@ TEST(GpuArbiter, ChooseTakesTheLeastBusyGpusThenTheLowest) {
 
 TEST(GpuArbiter, ReleaseRecordsTheSetOnEveryGpu) {
   GpuArbiter arbiter(kEightGpus);
-  const int64_t before = SteadyNowNs();
+  const int64_t before = NowNs();
   arbiter.Acquire({3, 5}, "job");
   std::this_thread::sleep_for(2ms);
-  const int64_t during = SteadyNowNs();
+  const int64_t during = NowNs();
   arbiter.Release({3, 5});
   EXPECT_EQ(arbiter.HolderAt(3, during), "job");
   EXPECT_EQ(arbiter.HolderAt(5, during), "job");
   EXPECT_EQ(arbiter.HolderAt(4, during), std::nullopt);
-  EXPECT_EQ(arbiter.HoldersBetween(5, before, SteadyNowNs()), std::vector<std::string>{"job"});
+  EXPECT_EQ(arbiter.HoldersBetween(5, before, NowNs()), std::vector<std::string>{"job"});
 }
 
 TEST(GpuArbiter, HousekeepingRunsTogetherButNeverDuringASpan) {

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/clock.h"
 #include "wait_until.h"
 
 namespace kc::pool {
@@ -26,7 +27,7 @@ TEST(GpuLease, FirstCallerIsGrantedAtOnce) {
   EXPECT_EQ(lease.gpus(), std::vector<int>{3});
   lease.Acquire("req-1");
   EXPECT_EQ(lease.depth(), 1);
-  EXPECT_EQ(lease.HolderAt(SteadyNowNs()), "req-1");
+  EXPECT_EQ(lease.HolderAt(NowNs()), "req-1");
   lease.Release();
   EXPECT_EQ(lease.depth(), 0);
 }
@@ -82,29 +83,29 @@ TEST(GpuLease, WaitersAreGrantedInArrivalOrder) {
 TEST(GpuLease, HolderAtAnswersForTenuresAndGaps) {
   GpuArbiter arbiter({0});
   GpuLease lease(arbiter, {0});
-  const int64_t before = SteadyNowNs();
+  const int64_t before = NowNs();
   std::this_thread::sleep_for(2ms);
 
   lease.Acquire("a");
   std::this_thread::sleep_for(2ms);
-  const int64_t during_a = SteadyNowNs();
+  const int64_t during_a = NowNs();
   std::this_thread::sleep_for(2ms);
   lease.Release();
 
   std::this_thread::sleep_for(2ms);
-  const int64_t gap = SteadyNowNs();
+  const int64_t gap = NowNs();
   std::this_thread::sleep_for(2ms);
 
   lease.Acquire("b");
   std::this_thread::sleep_for(2ms);
-  const int64_t during_b = SteadyNowNs();
+  const int64_t during_b = NowNs();
   EXPECT_EQ(lease.HolderAt(during_b), "b");  // the current holder, while held
-  EXPECT_EQ(lease.HolderAt(SteadyNowNs()), "b");
+  EXPECT_EQ(lease.HolderAt(NowNs()), "b");
   std::this_thread::sleep_for(2ms);
   lease.Release();
 
   std::this_thread::sleep_for(2ms);
-  const int64_t after = SteadyNowNs();
+  const int64_t after = NowNs();
 
   EXPECT_EQ(lease.HolderAt(before), std::nullopt);
   EXPECT_EQ(lease.HolderAt(during_a), "a");
@@ -138,18 +139,18 @@ TEST(GpuLease, ReleaseWithoutHoldingIsANoOp) {
   GpuLease lease(arbiter, {0});
   lease.Release();
   EXPECT_EQ(lease.depth(), 0);
-  EXPECT_EQ(lease.HolderAt(SteadyNowNs()), std::nullopt);
+  EXPECT_EQ(lease.HolderAt(NowNs()), std::nullopt);
 
   lease.Acquire("a");
   lease.Release();
-  const int64_t after_first = SteadyNowNs();
+  const int64_t after_first = NowNs();
   lease.Release();  // a second release records no tenure
   EXPECT_EQ(lease.depth(), 0);
   std::this_thread::sleep_for(1ms);
   EXPECT_EQ(lease.HolderAt(after_first + 500'000), std::nullopt);
 
   lease.Acquire("b");  // the lease is still grantable
-  EXPECT_EQ(lease.HolderAt(SteadyNowNs()), "b");
+  EXPECT_EQ(lease.HolderAt(NowNs()), "b");
   lease.Release();
 }
 

@@ -5,12 +5,14 @@
 #include <functional>
 #include <thread>
 
+#include "base/clock.h"
+
 namespace kc::pool::testing {
 
 inline bool WaitUntil(const std::function<bool()>& done) {
   using namespace std::chrono_literals;
-  const auto deadline = std::chrono::steady_clock::now() + 2s;
-  while (std::chrono::steady_clock::now() < deadline) {
+  const auto deadline = Clock::now() + 2s;
+  while (Clock::now() < deadline) {
     if (done()) return true;
     std::this_thread::sleep_for(1ms);
   }

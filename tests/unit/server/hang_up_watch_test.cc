@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/clock.h"
 #include "base/unique_fd.h"
 
 namespace kc::server {
@@ -33,8 +34,8 @@ void Spin(net::io_context& io) {
 
 // Runs the loop until `flag` is raised or two seconds pass.
 bool SpinUntilRaised(net::io_context& io, const pool::CancelFlag& flag) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (!flag.raised() && std::chrono::steady_clock::now() < deadline)
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  while (!flag.raised() && Clock::now() < deadline)
     Spin(io);
   return flag.raised();
 }
