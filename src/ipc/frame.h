@@ -6,32 +6,8 @@
 // (program text, blobs, results) never travels inline: it rides in memfds or
 // pipes passed as descriptors (DESIGN.md "Data path").
 //
-// Message types (header "type"), in the order a request uses them:
-//   W->S ready        {pid, describe: {target, versions}, seal_key}   once, after imports;
-//                     seal_key: 64 hex characters, the worker's HMAC key for sealed benchmark
-//                     records (docs/benchmark-integrity.md), made in C++ just before this frame
-//   W->S failed       {error}        instead of ready: the worker cannot serve (sandbox)
-//   S->W run          {request_id, workspace, output_limit_bytes, max_response_bytes,
-//                      blobs:[sha256...]}
-//                     fds: [program.json memfd, stdout pipe, stderr pipe, blob memfds...]
-//   W->S instruction  {index}        about to run instruction `index`
-//   W->S instruction_end {index}     instruction `index` finished (ok or failed)
-//   W->S lease_acquire / lease_release   (GPU servers)
-//   S->W lease_granted
-//   W->S span_begin / span_end   a benchmark's timed calls, under the lease: no
-//                                CUDA context is created or destroyed on the
-//                                GPU meanwhile under --housekeeping outside-spans;
-//                                counted beside it otherwise (pool/gpu_arbiter.h)
-//   S->W span_granted
-//   W->S outcome      {retire?, gpu_access_detected_ns?}
-//                     fds: [outcome.json memfd, parts memfd]
-// GPU workers, once before their first request, as house-keeping (pool/gpu_arbiter.h):
-//   S->W initialize   W->S initialized | {type: initialized_failed, error}
-// Closing the server's end of the socket tells an idle worker to exit.
-//
-// The zygote (pool/zygote.h) uses the same framing on its own socket:
-//   Z->S ready {pid}; S->Z fork {worker: spec (pool/worker_setup.h)}, fds: [new worker
-//   socket]; Z->S forked {pid}
+// The messages themselves, their words and fields, are ipc/messages.h: nothing else builds or
+// reads a frame header.
 #pragma once
 
 #include <chrono>
@@ -51,23 +27,6 @@ namespace kc::ipc {
 
 constexpr size_t kMaxHeaderBytes = 64 * 1024;
 constexpr size_t kMaxFds = 250;
-
-namespace frame_type {
-constexpr std::string_view kReady = "ready";
-constexpr std::string_view kFailed = "failed";
-constexpr std::string_view kRun = "run";
-constexpr std::string_view kInstruction = "instruction";
-constexpr std::string_view kInstructionEnd = "instruction_end";
-constexpr std::string_view kLeaseAcquire = "lease_acquire";
-constexpr std::string_view kLeaseRelease = "lease_release";
-constexpr std::string_view kLeaseGranted = "lease_granted";
-constexpr std::string_view kSpanBegin = "span_begin";
-constexpr std::string_view kSpanEnd = "span_end";
-constexpr std::string_view kSpanGranted = "span_granted";
-constexpr std::string_view kOutcome = "outcome";
-constexpr std::string_view kInitialize = "initialize";
-constexpr std::string_view kInitialized = "initialized";
-}  // namespace frame_type
 
 struct Frame {
   nlohmann::json header;

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/sealed_result_abi.h"
 #include "native/activity_collector.h"
 #include "native/benchmark_report.h"
 #include "native/checked_calls.h"
@@ -14,13 +15,12 @@
 #include "native/persisting_l2.h"
 #include "native/process_scan.h"
 #include "native/span_findings.h"
-#include "worker/sealed_result_abi.h"
 
 namespace kc::native {
 namespace py = pybind11;
 namespace {
 
-worker::SealResultFn g_seal = nullptr;
+SealResultFn g_seal = nullptr;
 
 L2Flush& ProcessL2Flush() {
   static L2Flush* flush = new L2Flush();  // leaked on purpose: CUPTI and the driver outlive us
@@ -178,13 +178,13 @@ Status BindWorker(py::object tensor_type, py::object to_dlpack, py::object from_
     KC_RETURN_IF_ERROR(TorchExchange::BindExporter(std::move(tensor_type), std::move(to_dlpack)));
   }
   KC_RETURN_IF_ERROR(TorchExchange::BindImporter(std::move(from_dlpack)));
-  void* seal = PyCapsule_Import(worker::kSealResultCapsule, 0);
+  void* seal = PyCapsule_Import(kSealResultCapsule, 0);
   if (seal == nullptr) {
     PyErr_Clear();
     return UnavailableError("kcoral._core cannot seal benchmark results (no " +
-                            std::string(worker::kSealResultCapsule) + ")");
+                            std::string(kSealResultCapsule) + ")");
   }
-  g_seal = reinterpret_cast<worker::SealResultFn>(seal);
+  g_seal = reinterpret_cast<SealResultFn>(seal);
   return Status::Ok();
 }
 

@@ -1,6 +1,6 @@
 // RunBenchmark: the whole GPU `benchmark` / `benchmark_paired` behind kcoral._native: the
 // argument rotation, the CUPTI timer, the GPU-state and side-channel checks, the statistics,
-// and the hand-off to kcoral._core, which seals the result (worker/sealed_result_abi.h).
+// and the hand-off to kcoral._core, which seals the result (base/sealed_result_abi.h).
 // Nothing of the timing passes through Python on the way (docs/benchmark-integrity.md).
 #pragma once
 

@@ -1,4 +1,4 @@
-// The JSON a benchmark result is built from, before _core seals it (worker/sealed_result_abi.h).
+// The JSON a benchmark result is built from, before _core seals it (base/sealed_result_abi.h).
 // Pure: no CUDA, no Python.
 //
 // One function: spec/benchmark.md §1.5 keys plus our statistics (base/latency_summary.h).

@@ -3,18 +3,11 @@
 #include <algorithm>
 
 #include "pool/gpu_lease.h"
+#include "pool/lease_account.h"
 
 namespace kc::pool {
 
 namespace {
-
-double MillisecondsBetween(Clock::time_point from, Clock::time_point to) {
-  return std::chrono::duration<double, std::milli>(to - from).count();
-}
-
-int64_t Ns(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
 
 // Launcher variables of distributed runs describe the server's own launch, not
 // this job's: a program that reads them would join the wrong group.
@@ -58,6 +51,15 @@ StatusOr<std::unique_ptr<WorkerProcess>> ReservedGpuJobs::StartWorker(
   return worker;
 }
 
+std::vector<const DeviceSpec*> ReservedGpuJobs::SpecsOf(const std::vector<int>& ids) const {
+  std::vector<const DeviceSpec*> chosen;
+  for (int id : ids) {
+    chosen.push_back(&*std::find_if(gpus_.begin(), gpus_.end(),
+                                    [&](const DeviceSpec& gpu) { return gpu.gpu_index == id; }));
+  }
+  return chosen;
+}
+
 ReservedRun ReservedGpuJobs::Run(RunRequest request, int gpu_count) {
   ReservedRun reserved;
   RunResult& run = reserved.run;
@@ -67,60 +69,51 @@ ReservedRun ReservedGpuJobs::Run(RunRequest request, int gpu_count) {
     run.message = chosen_ids.status().message();
     return reserved;
   }
-  std::vector<const DeviceSpec*> chosen;
-  for (int id : *chosen_ids) {
-    chosen.push_back(&*std::find_if(gpus_.begin(), gpus_.end(),
-                                    [&](const DeviceSpec& gpu) { return gpu.gpu_index == id; }));
-  }
   GpuLease lease(arbiter_, *chosen_ids);
-  const auto asked = Clock::now();
-  const bool granted = lease.AcquireUnless(
-      request.request_id, [&] { return request.cancel != nullptr && request.cancel->raised(); });
-  const auto held_since = Clock::now();
-  run.lease_wait_ms = MillisecondsBetween(asked, held_since);
+  LeaseAccount account(lease, request.request_id);
+  const bool granted =
+      account.Acquire([&] { return request.cancel != nullptr && request.cancel->raised(); });
   if (!granted) {
+    run.lease_wait_ms = account.wait_ms();
     run.ending = RunResult::Ending::kCancelled;
     run.message = "the client closed the connection";
     return reserved;
   }
-  for (std::string& holder : lease.HoldersBetween(Ns(asked), Ns(held_since))) {
-    if (holder != request.request_id) run.lease_waited_for.push_back(std::move(holder));
-  }
   // One span for the job's whole life: no neighbour's house-keeping on its GPUs either.
   const GpuArbiter::SpanStart span = lease.BeginSpan(GpuArbiter::SpanKind::kReservation);
-  run.span_wait_ms = std::chrono::duration<double, std::milli>(span.waited).count();
   reserved.gpu_ids = *chosen_ids;
   events_.Emit(EventLevel::kInfo, "gpus_reserved",
                {{"request_id", request.request_id},
                 {"gpu_ids", reserved.gpu_ids},
-                {"lease_wait_ms", run.lease_wait_ms}});
-
-  auto worker = StartWorker(chosen);
-  if (worker.ok()) {
-    reserved.pid = (*worker)->pid();
-    request.workspace = (*worker)->workspace().path().string();
-    request.lease = nullptr;
-    request.gpus_held = true;
-    const double wait_ms = run.lease_wait_ms;
-    auto waited_for = std::move(run.lease_waited_for);
-    const double span_wait_ms = run.span_wait_ms;
-    run = (*worker)->Run(request);
-    run.span_wait_ms = span_wait_ms;
-    run.lease_wait_ms = wait_ms;
-    run.lease_waited_for = std::move(waited_for);
-    worker->reset();  // the whole tree, and its CUDA contexts, before the GPUs go back
-  } else {
-    run.ending = RunResult::Ending::kCrashed;
-    run.message = "the job's worker could not start: " + worker.status().message();
-  }
+                {"lease_wait_ms", account.wait_ms()}});
+  RunOnWorker(request, SpecsOf(*chosen_ids), reserved);
   lease.EndSpan(span);
-  lease.Release();
-  run.lease_held_ms = MillisecondsBetween(held_since, Clock::now());
+  account.Release();
+  run.span_wait_ms = std::chrono::duration<double, std::milli>(span.waited).count();
+  run.lease_wait_ms = account.wait_ms();
+  run.lease_held_ms = account.held_ms();
+  run.lease_waited_for = std::move(account.waited_for());
   events_.Emit(EventLevel::kInfo, "gpus_released",
                {{"request_id", request.request_id},
                 {"gpu_ids", reserved.gpu_ids},
                 {"lease_held_ms", run.lease_held_ms}});
   return reserved;
+}
+
+void ReservedGpuJobs::RunOnWorker(RunRequest& request, const std::vector<const DeviceSpec*>& chosen,
+                                  ReservedRun& reserved) {
+  auto worker = StartWorker(chosen);
+  if (!worker.ok()) {
+    reserved.run.ending = RunResult::Ending::kCrashed;
+    reserved.run.message = "the job's worker could not start: " + worker.status().message();
+    return;
+  }
+  reserved.pid = (*worker)->pid();
+  request.workspace = (*worker)->workspace().path().string();
+  request.lease_mode = LeaseMode::kReserved;
+  request.lease = nullptr;
+  reserved.run = (*worker)->Run(request);
+  worker->reset();  // the whole tree, and its CUDA contexts, before the GPUs go back
 }
 
 }  // namespace kc::pool

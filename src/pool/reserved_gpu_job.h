@@ -53,6 +53,11 @@ class ReservedGpuJobs {
   WorkerLaunch LaunchFor(const std::vector<const DeviceSpec*>& chosen) const;
   StatusOr<std::unique_ptr<WorkerProcess>> StartWorker(
       const std::vector<const DeviceSpec*>& chosen);
+  std::vector<const DeviceSpec*> SpecsOf(const std::vector<int>& ids) const;
+  // Starts the job's worker on `chosen` (held) and runs `request` there; reserved.run gets the
+  // worker's result, the lease figures come after.
+  void RunOnWorker(RunRequest& request, const std::vector<const DeviceSpec*>& chosen,
+                   ReservedRun& reserved);
 
   const std::vector<DeviceSpec> gpus_;
   const WorkerLaunch launch_;

@@ -123,6 +123,7 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
   const auto started = Clock::now();
   if (job.gpu_count > 0) return RunReservedJob(seat, job, started);
   job.run.lease = device.lease();
+  job.run.lease_mode = job.run.lease != nullptr ? LeaseMode::kShared : LeaseMode::kNone;
   JobResult result;
   // A worker that died before it took the request (killed in stand-by, its
   // zygote gone) costs the request nothing: it goes to the next one.

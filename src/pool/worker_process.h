@@ -44,6 +44,10 @@ struct BlobFd {
   int fd;  // borrowed; must stay open for the duration of Run
 };
 
+// How a run holds GPUs (run_session.h): not at all (a CPU worker), through its seat's shared
+// lease on the worker's lease frames, or reserved by the caller for the worker's whole life.
+enum class LeaseMode { kNone, kShared, kReserved };
+
 struct RunRequest {
   std::string request_id;
   std::string program_json;
@@ -53,10 +57,8 @@ struct RunRequest {
   uint64_t max_response_bytes = 0;
   // Excludes time spent waiting for the GPU lease (spec/protocol.md §2.2).
   std::chrono::nanoseconds timeout{0};
-  GpuLease* lease = nullptr;  // GPU workers: arbitrates lease frames
-  // The caller holds every GPU the worker sees (a reserved job,
-  // reserved_gpu_job.h): lease frames are granted at once.
-  bool gpus_held = false;
+  LeaseMode lease_mode = LeaseMode::kNone;
+  GpuLease* lease = nullptr;                 // kShared: the seat's lease
   std::shared_ptr<const CancelFlag> cancel;  // raised: kill the worker, end kCancelled
 };
 

@@ -1,6 +1,7 @@
 #include "pool/zygote.h"
 
 #include "ipc/frame.h"
+#include "ipc/messages.h"
 
 namespace kc::pool {
 
@@ -17,8 +18,7 @@ StatusOr<std::unique_ptr<Zygote>> Zygote::Start(const WorkerLaunch& launch,
   KC_ASSIGN_OR_RETURN(auto spawned, SpawnWithSocket(zygote_launch));
   auto ready = ipc::ReceiveFrameBefore(spawned.second.get(), deadline);
   if (!ready.ok()) return ready.status().WithContext("waiting for the zygote to be ready");
-  if (ready->type() != ipc::frame_type::kReady)
-    return InternalError("zygote sent " + ready->type());
+  KC_RETURN_IF_ERROR(ipc::DecodeReady(*ready).status().WithContext("the zygote"));
   return std::unique_ptr<Zygote>(new Zygote(std::move(spawned.first), std::move(spawned.second)));
 }
 
@@ -26,14 +26,14 @@ StatusOr<std::unique_ptr<WorkerProcess>> Zygote::Fork(const nlohmann::json& spec
   UniqueFd server_end, worker_end;
   KC_RETURN_IF_ERROR(ipc::MakeSocketPair(&server_end, &worker_end));
   KC_RETURN_IF_ERROR(
-      ipc::SendFrame(socket_.get(), {{"type", "fork"}, {"worker", spec}}, {worker_end.get()}));
+      ipc::SendFrame(socket_.get(), ipc::Encode(ipc::ForkMessage{spec}), {worker_end.get()}));
   worker_end.Reset();
-  auto forked = ipc::ReceiveFrameBefore(socket_.get(), Clock::now() + kForkTimeout);
-  if (!forked.ok()) return forked.status().WithContext("waiting for the zygote to fork");
-  if (forked->type() != "forked" || !forked->header.contains("pid"))
-    return InternalError("zygote sent " + forked->type());
-  const pid_t pid = forked->header["pid"].get<pid_t>();
-  const pid_t init = forked->header.value("namespace_init", pid_t{-1});
+  auto frame = ipc::ReceiveFrameBefore(socket_.get(), Clock::now() + kForkTimeout);
+  if (!frame.ok()) return frame.status().WithContext("waiting for the zygote to fork");
+  StatusOr<ipc::ForkedMessage> forked = ipc::DecodeForked(*frame);
+  if (!forked.ok()) return forked.status().WithContext("the zygote");
+  const auto pid = static_cast<pid_t>(forked->pid);
+  const auto init = static_cast<pid_t>(forked->namespace_init.value_or(-1));
   return WorkerProcess::Adopt(
       init > 0 ? ChildProcess::AdoptNamespace(init, pid) : ChildProcess::Adopt(pid),
       std::move(server_end));

@@ -25,8 +25,10 @@
 
 #include "base/memfd.h"
 #include "base/remove_tree.h"
+#include "base/sealed_result_abi.h"
 #include "base/unique_fd.h"
 #include "ipc/frame.h"
+#include "ipc/messages.h"
 #include "worker/host_timer.h"
 #include "worker/namespace_init.h"
 #include "worker/network_namespaces.h"
@@ -35,7 +37,6 @@
 #include "worker/resource_limits.h"
 #include "worker/result_seal.h"
 #include "worker/sandbox.h"
-#include "worker/sealed_result_abi.h"
 #include "worker/seccomp_filter.h"
 #include "worker/view_templates.h"
 #include "worker/warm_heap.h"
@@ -95,8 +96,12 @@ py::dict HostBenchmark(const py::object& fn, const py::tuple& args, std::optiona
   return Sealer().Seal(std::move(result).value());
 }
 
-void SendProgress(std::string_view type, int index) {
-  ThrowIfError(ipc::SendFrame(g_socket_fd, {{"type", type}, {"index", index}}));
+void SendProgress(ipc::MessageType type, int index) {
+  ThrowIfError(ipc::SendFrame(g_socket_fd, ipc::Encode(type, ipc::ProgressMessage{index})));
+}
+
+void SendSignal(ipc::MessageType type) {
+  ThrowIfError(ipc::SendFrame(g_socket_fd, ipc::Signal(type)));
 }
 
 // Writes the outcome JSON and the binary segments into two memfds and sends
@@ -115,12 +120,12 @@ Status SendOutcome(const std::string& outcome_json, const py::list& segments,
   // The server maps the segments and writes them to the socket as they are,
   // so they must not change after this (it refuses an unsealed memfd).
   KC_RETURN_IF_ERROR(SealMemfd(parts_fd.get()));
-  nlohmann::json header = {{"type", ipc::frame_type::kOutcome}};
-  if (meta.contains("retire")) header["retire"] = meta["retire"].cast<std::string>();
+  ipc::OutcomeMessage outcome;
+  if (meta.contains("retire")) outcome.retire = meta["retire"].cast<std::string>();
   if (meta.contains("gpu_access_detected_ns")) {
-    header["gpu_access_detected_ns"] = meta["gpu_access_detected_ns"].cast<int64_t>();
+    outcome.gpu_access_detected_ns = meta["gpu_access_detected_ns"].cast<int64_t>();
   }
-  return ipc::SendFrame(g_socket_fd, header, {outcome_fd.get(), parts_fd.get()});
+  return ipc::SendFrame(g_socket_fd, ipc::Encode(outcome), {outcome_fd.get(), parts_fd.get()});
 }
 
 // A reused sandboxed worker's /tmp and /dev/shm are its own tmpfs: what one
@@ -134,8 +139,8 @@ void ClearPrivateTemporaries() {
 
 // Runs one `run` frame: capture on, cwd = workspace, engine.run, capture off.
 Status RunOne(ipc::Frame& frame, py::object& engine) {
-  const auto& header = frame.header;
-  const auto& blob_names = header.at("blobs");
+  KC_ASSIGN_OR_RETURN(ipc::RunMessage run, ipc::DecodeRun(frame));
+  const std::vector<std::string>& blob_names = run.blobs;
   if (frame.fds.size() != 3 + blob_names.size()) return InternalError("run frame: fd count");
   KC_ASSIGN_OR_RETURN(std::string program_json, ReadWholeFd(frame.fds[0].get()));
   frame.fds[0].Reset();  // user code must not find it open
@@ -143,20 +148,19 @@ Status RunOne(ipc::Frame& frame, py::object& engine) {
   py::dict blobs;
   for (size_t i = 0; i < blob_names.size(); ++i) {
     // Python maps the sealed memfd and owns the descriptor from here on.
-    blobs[py::str(blob_names[i].get<std::string>())] = frame.fds[3 + i].Release();
+    blobs[py::str(blob_names[i])] = frame.fds[3 + i].Release();
   }
   py::dict limits;
-  limits["output_limit_bytes"] = header.value("output_limit_bytes", int64_t{0});
-  limits["max_response_bytes"] = header.value("max_response_bytes", int64_t{0});
-  limits["request_id"] = header.value("request_id", std::string());
+  limits["output_limit_bytes"] = run.output_limit_bytes;
+  limits["max_response_bytes"] = run.max_response_bytes;
+  limits["request_id"] = run.request_id;
   // Seals made from here on name this request; the binding of "genuine" is frozen.
-  Sealer().RunStarted(header.value("request_id", std::string()));
+  Sealer().RunStarted(run.request_id);
   struct RunEnd {
     ~RunEnd() { Sealer().RunFinished(); }
   } run_end;
 
-  const std::string workspace =
-      g_sandbox_workspace.empty() ? header.at("workspace").get<std::string>() : g_sandbox_workspace;
+  const std::string workspace = g_sandbox_workspace.empty() ? run.workspace : g_sandbox_workspace;
   if (::chdir(workspace.c_str()) != 0) return InternalError("cannot enter workspace " + workspace);
 
   py::object result;
@@ -183,33 +187,35 @@ Status Initialize(py::object& engine) {
   try {
     engine.attr("initialize")();
   } catch (const py::error_already_set& error) {
-    return ipc::SendFrame(g_socket_fd, {{"type", "initialize_failed"}, {"error", error.what()}});
+    return ipc::SendFrame(g_socket_fd, ipc::Encode(ipc::MessageType::kInitializeFailed,
+                                                   ipc::FailedMessage{error.what()}));
   }
-  return ipc::SendFrame(g_socket_fd, {{"type", ipc::frame_type::kInitialized}});
+  return ipc::SendFrame(g_socket_fd, ipc::Signal(ipc::MessageType::kInitialized));
 }
 
 // Sends `ask` and waits (without the GIL) for the server's `granted`.
-void AskServer(std::string_view ask, std::string_view granted) {
-  ThrowIfError(ipc::SendFrame(g_socket_fd, {{"type", ask}}));
+void AskServer(ipc::MessageType ask, ipc::MessageType granted) {
+  SendSignal(ask);
   StatusOr<ipc::Frame> frame = [] {
     py::gil_scoped_release unlocked;
     return ipc::ReceiveFrame(g_socket_fd);
   }();
   ThrowIfError(frame.status());
-  if (frame->type() != granted) {
-    throw std::runtime_error("expected " + std::string(granted) + ", got " + frame->type());
+  if (ipc::TypeOf(*frame) != granted) {
+    throw std::runtime_error("expected " + std::string(ipc::WordOf(granted)) + ", got " +
+                             ipc::QuotedWord(*frame));
   }
 }
 
 // Blocks until the server grants the GPU lease.
 void AcquireLease() {
-  AskServer(ipc::frame_type::kLeaseAcquire, ipc::frame_type::kLeaseGranted);
+  AskServer(ipc::MessageType::kLeaseAcquire, ipc::MessageType::kLeaseGranted);
 }
 
 // A timing span begins: blocks until the server grants it (under outside-spans,
 // once no CUDA context is being created or destroyed on the GPU; gpu_arbiter.h).
 void BeginTimingSpan() {
-  AskServer(ipc::frame_type::kSpanBegin, ipc::frame_type::kSpanGranted);
+  AskServer(ipc::MessageType::kSpanBegin, ipc::MessageType::kSpanGranted);
 }
 
 SandboxSpec ParseSandboxSpecJson(const std::string& spec_json) {
@@ -268,17 +274,21 @@ void Serve(py::object engine) {
   ThrowIfError(LimitResources(cap == nullptr ? 0 : std::strtoull(cap, nullptr, 10)));
 
   py::dict describe = engine.attr("describe")();
-  nlohmann::json ready = {{"type", ipc::frame_type::kReady}, {"pid", ::getpid()}};
-  ready["describe"] = nlohmann::json::parse(
+  ipc::ReadyMessage ready;
+  ready.pid = ::getpid();
+  ready.describe = nlohmann::json::parse(
       py::module_::import("json").attr("dumps")(describe).cast<std::string>());
   // One key per worker process (a forked worker makes its own), known only to C++ and the server.
   ThrowIfError(Sealer().MakeKey());
   const char* device = std::getenv("KCORAL_WORKER_DEVICE");
   Sealer().SetWorkerDevice(device == nullptr ? "cpu" : device);
-  ready["seal_key"] = Sealer().KeyHex();
-  Status sent = ipc::SendFrame(g_socket_fd, ready);
-  std::string& key_hex = ready["seal_key"].get_ref<std::string&>();
-  ::explicit_bzero(key_hex.data(), key_hex.size());  // freed heap must not keep it
+  ready.seal_key = Sealer().KeyHex();
+  nlohmann::json header = ipc::Encode(ready);
+  Status sent = ipc::SendFrame(g_socket_fd, header);
+  // Freed heap must not keep the key.
+  ::explicit_bzero(ready.seal_key.data(), ready.seal_key.size());
+  std::string& key_hex = header["seal_key"].get_ref<std::string&>();
+  ::explicit_bzero(key_hex.data(), key_hex.size());
   ThrowIfError(sent);
 
   for (;;) {
@@ -290,12 +300,10 @@ void Serve(py::object engine) {
       if (frame.status().code() == StatusCode::kUnavailable) return;  // server closed: exit
       ThrowIfError(frame.status());
     }
-    if (frame->type() == ipc::frame_type::kInitialize) {
+    if (ipc::TypeOf(*frame) == ipc::MessageType::kInitialize) {
       ThrowIfError(Initialize(engine));
       continue;
     }
-    if (frame->type() != ipc::frame_type::kRun)
-      throw std::runtime_error("unexpected frame " + frame->type());
     ThrowIfError(RunOne(*frame, engine));
   }
 }
@@ -338,31 +346,54 @@ PYBIND11_MODULE(_core, m) {
       "warm_heap", [](size_t bytes) { kc::worker::WarmHeap(bytes); }, py::arg("bytes"),
       "Fault in `bytes` of the heap and keep them for the program's allocations "
       "(worker/warm_heap.h).");
-  m.def("lease_acquire", &kc::worker::AcquireLease, "Block until the server grants the GPU lease.");
-  m.def("span_begin", &kc::worker::BeginTimingSpan,
+  m.def("acquire_lease", &kc::worker::AcquireLease, "Block until the server grants the GPU lease.");
+  m.def("begin_span", &kc::worker::BeginTimingSpan,
         "A timing span begins (under the lease): block until the server grants it.");
   m.def(
-      "span_end",
-      [] {
-        kc::worker::ThrowIfError(
-            kc::ipc::SendFrame(kc::worker::g_socket_fd, {{"type", kc::ipc::frame_type::kSpanEnd}}));
-      },
+      "end_span", [] { kc::worker::SendSignal(kc::ipc::MessageType::kSpanEnd); },
       "The timing span is over (no round trip).");
   m.def(
-      "lease_release",
-      [] {
-        kc::worker::ThrowIfError(kc::ipc::SendFrame(
-            kc::worker::g_socket_fd, {{"type", kc::ipc::frame_type::kLeaseRelease}}));
-      },
+      "release_lease", [] { kc::worker::SendSignal(kc::ipc::MessageType::kLeaseRelease); },
       "Give the GPU lease back (no round trip).");
   m.def("instruction_started", [](int index) {
     kc::worker::ThrowIfError(kc::worker::Sealer().InstructionStarted(index));
-    kc::worker::SendProgress(kc::ipc::frame_type::kInstruction, index);
+    kc::worker::SendProgress(kc::ipc::MessageType::kInstruction, index);
   });
   m.def("instruction_finished", [](int index) {
     kc::worker::ThrowIfError(kc::worker::Sealer().InstructionFinished(index));
-    kc::worker::SendProgress(kc::ipc::frame_type::kInstructionEnd, index);
+    kc::worker::SendProgress(kc::ipc::MessageType::kInstructionEnd, index);
   });
+  // The zygote's and a failing worker's messages (Python sends them on its own sockets).
+  m.def(
+      "ready_message",
+      [](int64_t pid) {
+        return py::bytes(kc::ipc::Encode(kc::ipc::ReadyMessage{pid, {}, ""}).dump());
+      },
+      py::arg("pid"), "The zygote's ready message (ipc/messages.h), as bytes to send.");
+  m.def(
+      "forked_message",
+      [](int64_t pid, std::optional<int64_t> namespace_init) {
+        return py::bytes(kc::ipc::Encode(kc::ipc::ForkedMessage{pid, namespace_init}).dump());
+      },
+      py::arg("pid"), py::arg("namespace_init") = py::none(),
+      "The zygote's answer to a fork: the worker's pid and, sandboxed, its namespace's pid 1.");
+  m.def(
+      "failed_message",
+      [](const std::string& error) {
+        return py::bytes(
+            kc::ipc::Encode(kc::ipc::MessageType::kFailed, kc::ipc::FailedMessage{error}).dump());
+      },
+      py::arg("error"), "A worker's `failed` message: it cannot serve, and why.");
+  m.def(
+      "fork_spec",
+      [](const py::bytes& header) {
+        kc::ipc::Frame frame;
+        frame.header = nlohmann::json::parse(std::string(header), nullptr, false);
+        auto fork = kc::ipc::DecodeFork(frame);
+        kc::worker::ThrowIfError(fork.status());
+        return py::module_::import("json").attr("loads")(fork->worker.dump());
+      },
+      py::arg("header"), "The worker spec of a received fork message; RuntimeError otherwise.");
   m.def(
       "bind_integrity",
       [](const std::vector<std::string>& modules, const py::list& call_chain,
@@ -377,5 +408,5 @@ PYBIND11_MODULE(_core, m) {
         py::arg("repeat_ms") = 100.0,
         "Time fn(*args) on the host (worker/host_timer.h); returns the sealed result dict.");
   m.attr("seal_result") = py::capsule(reinterpret_cast<void*>(&kc::worker::SealResultFromNative),
-                                      kc::worker::kSealResultCapsule);
+                                      kc::kSealResultCapsule);
 }

@@ -81,7 +81,7 @@ def _run(native_function, leading: tuple, options: dict) -> dict:
     # Warm-up, checks and timed calls are one timing span: while it runs, no
     # neighbour creates or destroys a CUDA context on this GPU, or under
     # --housekeeping beside-spans the server counts those that do (gpu_arbiter.h).
-    _core.span_begin()
+    _core.begin_span()
     try:
         return native_function(*leading, **options)
     except _native.UnavailableError as exc:
@@ -98,7 +98,7 @@ def _run(native_function, leading: tuple, options: dict) -> dict:
         message = f"benchmark call failed: {type_name(exc)}: {safe_text(exc)}"  # user code's exception
         raise ExecutionError("runtime", timing.short(message)) from exc
     finally:
-        _core.span_end()
+        _core.end_span()
 
 
 def _require_bound() -> None:

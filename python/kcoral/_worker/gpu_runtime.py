@@ -3,7 +3,7 @@ the cpu_only watch (spec/protocol.md §2.4-§2.6, spec/server.md §2.6).
 
 The worker is pinned to one GPU by the server (CUDA_VISIBLE_DEVICES=<UUID>),
 so its device is always "cuda". The lease is arbitrated by the server; this
-module only asks for it (kcoral._core.lease_acquire) and gives it back.
+module only asks for it (kcoral._core.acquire_lease) and gives it back.
 """
 
 import os
@@ -96,13 +96,13 @@ class GpuRuntime:
 
     def acquire(self) -> None:
         if not self.held:
-            _core.lease_acquire()
+            _core.acquire_lease()
             self.held = True
 
     def release(self) -> None:
         if self.held:
             self._drain()
-            _core.lease_release()
+            _core.release_lease()
             self.held = False
 
     def _drain(self) -> None:

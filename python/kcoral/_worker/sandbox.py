@@ -89,8 +89,10 @@ def report_failure(socket_fd: int, error: BaseException) -> None:
     """Tells the server why this worker cannot serve (it then exits)."""
     import socket
 
-    message = json.dumps({"type": "failed", "error": f"{type(error).__name__}: {error}"[:4000]})
+    from kcoral import _core
+
+    message = _core.failed_message(f"{type(error).__name__}: {error}"[:4000])
     try:
-        socket.socket(fileno=os.dup(socket_fd)).send(message.encode())
+        socket.socket(fileno=os.dup(socket_fd)).send(message)
     except OSError:
         pass

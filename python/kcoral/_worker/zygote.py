@@ -10,7 +10,6 @@ The zygote never runs user code and reaps its children.
 """
 
 import importlib
-import json
 import os
 import signal
 import socket
@@ -142,7 +141,7 @@ def main() -> None:
 
     ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
     signal.signal(signal.SIGCHLD, _reap)
-    control.send(json.dumps({"type": "ready", "pid": os.getpid()}).encode())
+    control.send(_core.ready_message(os.getpid()))
     while True:
         try:
             message, fds, _, _ = socket.recv_fds(control, 65536, 1)
@@ -151,7 +150,7 @@ def main() -> None:
         if not message or len(fds) != 1:
             return  # the server closed the socket
         try:
-            spec, failure = sandbox.complete(json.loads(message).get("worker") or {}), None
+            spec, failure = sandbox.complete(_core.fork_spec(message)), None
         except Exception as error:  # noqa: BLE001 - the child reports it to the server
             spec, failure = {}, error
         box = spec.get("sandbox")
@@ -181,10 +180,8 @@ def main() -> None:
         _workers.add(pid)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         os.close(fds[0])
-        forked = {"type": "forked", "pid": pid}
-        if init is not None:  # the server watches and kills a sandboxed worker through its pid 1
-            forked["namespace_init"] = init
-        control.send(json.dumps(forked).encode())
+        # The server watches and kills a sandboxed worker through its pid 1.
+        control.send(_core.forked_message(pid, init))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ TEST(Frame, HeaderAndTwoMemfdsArrive) {
   StatusOr<UniqueFd> program = MakeSealedMemfd("program", "program bytes");
   StatusOr<UniqueFd> blob = MakeSealedMemfd("blob", "blob bytes");
   ASSERT_TRUE(program.ok() && blob.ok());
-  const nlohmann::json header = {{"type", frame_type::kRun},
+  const nlohmann::json header = {{"type", "run"},
                                  {"request_id", "123e4567-e89b-42d3-a456-426614174000"},
                                  {"blobs", {"ab", "cd"}}};
   Status sent = SendFrame(pair.a.get(), header, {program->get(), blob->get()});

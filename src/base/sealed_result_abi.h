@@ -6,11 +6,11 @@
 // kcoral._core exports a PyCapsule named kSealResultCapsule whose pointer is a SealResultFn.
 #pragma once
 
-#include <cstddef>
-
 #include <Python.h>
 
-namespace kc::worker {
+#include <cstddef>
+
+namespace kc {
 
 inline constexpr const char* kSealResultCapsule = "kcoral._core.seal_result";
 
@@ -21,4 +21,4 @@ inline constexpr const char* kSealResultCapsule = "kcoral._core.seal_result";
 // with a Python exception set. Needs the GIL.
 using SealResultFn = PyObject* (*)(const char* result_json, size_t length);
 
-}  // namespace kc::worker
+}  // namespace kc

@@ -1,0 +1,110 @@
+// Golden frames: the wire form of every message of ipc/messages.h, pinned. A change here is a
+// change of the conversation between the server and its workers (and Python's zygote).
+#include "ipc/messages.h"
+
+#include <gtest/gtest.h>
+
+namespace kc::ipc {
+namespace {
+
+Frame FrameOf(const nlohmann::json& header) {
+  Frame frame;
+  frame.header = header;
+  return frame;
+}
+
+TEST(Messages, EveryWordRoundTrips) {
+  for (int i = 0; i <= static_cast<int>(MessageType::kForked); ++i) {
+    const auto type = static_cast<MessageType>(i);
+    ASSERT_FALSE(WordOf(type).empty()) << i;
+    EXPECT_EQ(TypeOf(FrameOf({{"type", WordOf(type)}})), type) << WordOf(type);
+  }
+  EXPECT_EQ(TypeOf(FrameOf({{"type", "initialized_failed"}})), std::nullopt);
+  EXPECT_EQ(TypeOf(FrameOf({{"type", 7}})), std::nullopt);
+}
+
+TEST(Messages, SignalsCarryOnlyTheirWord) {
+  EXPECT_EQ(Signal(MessageType::kLeaseAcquire).dump(), R"({"type":"lease_acquire"})");
+  EXPECT_EQ(Signal(MessageType::kLeaseRelease).dump(), R"({"type":"lease_release"})");
+  EXPECT_EQ(Signal(MessageType::kLeaseGranted).dump(), R"({"type":"lease_granted"})");
+  EXPECT_EQ(Signal(MessageType::kSpanBegin).dump(), R"({"type":"span_begin"})");
+  EXPECT_EQ(Signal(MessageType::kSpanEnd).dump(), R"({"type":"span_end"})");
+  EXPECT_EQ(Signal(MessageType::kSpanGranted).dump(), R"({"type":"span_granted"})");
+  EXPECT_EQ(Signal(MessageType::kInitialize).dump(), R"({"type":"initialize"})");
+  EXPECT_EQ(Signal(MessageType::kInitialized).dump(), R"({"type":"initialized"})");
+}
+
+TEST(Messages, ReadyOfAWorkerAndOfTheZygote) {
+  ReadyMessage worker{42, {{"target", {{"kind", "cuda"}}}}, std::string(64, 'a')};
+  EXPECT_EQ(Encode(worker).dump(),
+            R"({"describe":{"target":{"kind":"cuda"}},"pid":42,"seal_key":")" +
+                std::string(64, 'a') + R"(","type":"ready"})");
+  EXPECT_EQ(Encode(ReadyMessage{7, nlohmann::json::object(), ""}).dump(),
+            R"({"pid":7,"type":"ready"})");
+  auto decoded = DecodeReady(FrameOf(Encode(worker)));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(decoded->pid, 42);
+  EXPECT_EQ(decoded->seal_key, std::string(64, 'a'));
+  EXPECT_FALSE(DecodeReady(FrameOf({{"type", "ready"}, {"pid", "42"}})).ok());
+  EXPECT_FALSE(DecodeReady(FrameOf({{"type", "ready"}, {"pid", 1}, {"describe", 3}})).ok());
+}
+
+TEST(Messages, FailedAndInitializeFailed) {
+  EXPECT_EQ(Encode(MessageType::kFailed, FailedMessage{"no sandbox"}).dump(),
+            R"({"error":"no sandbox","type":"failed"})");
+  EXPECT_EQ(Encode(MessageType::kInitializeFailed, FailedMessage{"no GPU"}).dump(),
+            R"({"error":"no GPU","type":"initialize_failed"})");
+  auto failed = DecodeFailed(FrameOf({{"type", "initialize_failed"}}));
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(failed->error, "(no reason)");
+}
+
+TEST(Messages, Run) {
+  RunMessage run{"req-1", "/work/w1", 1024, 2048, {"ab", "cd"}};
+  EXPECT_EQ(Encode(run).dump(),
+            R"({"blobs":["ab","cd"],"max_response_bytes":2048,"output_limit_bytes":1024,)"
+            R"("request_id":"req-1","type":"run","workspace":"/work/w1"})");
+  auto decoded = DecodeRun(FrameOf(Encode(run)));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(decoded->blobs, run.blobs);
+  auto bad = DecodeRun(FrameOf({{"type", "run"},
+                                {"request_id", "r"},
+                                {"workspace", "/w"},
+                                {"output_limit_bytes", 1},
+                                {"max_response_bytes", 1},
+                                {"blobs", {1, 2}}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'blobs'"), std::string::npos) << bad.status().message();
+}
+
+TEST(Messages, ProgressAndOutcome) {
+  EXPECT_EQ(Encode(MessageType::kInstruction, ProgressMessage{3}).dump(),
+            R"({"index":3,"type":"instruction"})");
+  EXPECT_EQ(Encode(MessageType::kInstructionEnd, ProgressMessage{3}).dump(),
+            R"({"index":3,"type":"instruction_end"})");
+  EXPECT_EQ(Encode(OutcomeMessage{}).dump(), R"({"type":"outcome"})");
+  EXPECT_EQ(Encode(OutcomeMessage{"library_limit", 5}).dump(),
+            R"({"gpu_access_detected_ns":5,"retire":"library_limit","type":"outcome"})");
+  auto index = DecodeProgress(FrameOf({{"type", "instruction"}, {"index", "x"}}));
+  EXPECT_FALSE(index.ok());
+}
+
+TEST(Messages, ForkAndForked) {
+  EXPECT_EQ(Encode(ForkMessage{{{"workspace", "/w"}}}).dump(),
+            R"({"type":"fork","worker":{"workspace":"/w"}})");
+  EXPECT_EQ(Encode(ForkedMessage{12, std::nullopt}).dump(), R"({"pid":12,"type":"forked"})");
+  EXPECT_EQ(Encode(ForkedMessage{12, 11}).dump(),
+            R"({"namespace_init":11,"pid":12,"type":"forked"})");
+  auto forked = DecodeForked(FrameOf({{"type", "forked"}, {"pid", 12}, {"namespace_init", 11}}));
+  ASSERT_TRUE(forked.ok());
+  EXPECT_EQ(forked->namespace_init, 11);
+}
+
+TEST(Messages, AWrongMessageIsNamed) {
+  auto ready = DecodeReady(FrameOf({{"type", "outcome"}}));
+  ASSERT_FALSE(ready.ok());
+  EXPECT_EQ(ready.status().message(), "expected a ready frame, got outcome");
+}
+
+}  // namespace
+}  // namespace kc::ipc
