@@ -117,12 +117,10 @@ std::optional<std::string> Frame::StringField(const char* key) const {
   return it->get<std::string>();
 }
 
-StatusOr<Frame> ReceiveFrameBefore(int socket_fd, std::chrono::steady_clock::time_point deadline) {
+StatusOr<Frame> ReceiveFrameBefore(int socket_fd, Clock::time_point deadline) {
   pollfd p{socket_fd, POLLIN, 0};
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    int rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(0, left.count())));
+    int rc = ::poll(&p, 1, MillisecondsLeft(deadline));
     if (rc > 0) return ReceiveFrame(socket_fd);
     if (rc == 0) return DeadlineExceededError("no answer in time");
     if (errno != EINTR) return Errno("poll");

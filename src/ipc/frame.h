@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
 
@@ -50,7 +51,7 @@ Status SendFrame(int socket_fd, const nlohmann::json& header, const std::vector<
 StatusOr<Frame> ReceiveFrame(int socket_fd);
 
 // ReceiveFrame, but kDeadlineExceeded if nothing arrives before `deadline`.
-StatusOr<Frame> ReceiveFrameBefore(int socket_fd, std::chrono::steady_clock::time_point deadline);
+StatusOr<Frame> ReceiveFrameBefore(int socket_fd, Clock::time_point deadline);
 
 // Creates a SOCK_SEQPACKET socketpair; both ends close-on-exec.
 Status MakeSocketPair(UniqueFd* a, UniqueFd* b);

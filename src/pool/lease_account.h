@@ -11,14 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "pool/gpu_lease.h"
 
 namespace kc::pool {
 
 class LeaseAccount {
  public:
-  using Clock = std::chrono::steady_clock;
-
   LeaseAccount(GpuLease& lease, std::string holder) : lease_(lease), holder_(std::move(holder)) {}
   // Whatever ended the run, the lease goes back.
   ~LeaseAccount() { Release(); }

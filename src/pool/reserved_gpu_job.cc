@@ -89,7 +89,7 @@ ReservedRun ReservedGpuJobs::Run(RunRequest request, int gpu_count) {
   RunOnWorker(request, SpecsOf(*chosen_ids), reserved);
   lease.EndSpan(span);
   account.Release();
-  run.span_wait_ms = std::chrono::duration<double, std::milli>(span.waited).count();
+  run.span_wait_ms = ToMilliseconds(span.waited);
   run.lease_wait_ms = account.wait_ms();
   run.lease_held_ms = account.held_ms();
   run.lease_waited_for = std::move(account.waited_for());

@@ -14,17 +14,6 @@
 namespace kc::pool {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Ms(Clock::duration d) {
-  return std::chrono::duration<double, std::milli>(d).count();
-}
-
-int MillisecondsLeft(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  return static_cast<int>(std::max<int64_t>(0, left.count()));
-}
-
 // Reads what is available from a capture pipe, keeping the head. False at end of file.
 bool Drain(int fd, CapturedStream& stream, size_t limit) {
   char buffer[65536];
@@ -192,7 +181,7 @@ RunSession::Step RunSession::OnSpanBegin() {
   if (lease_ && lease_->held() && !span_) {
     span_ = lease_->lease().BeginSpan();
     span_since_ = Clock::now();
-    result_.span_wait_ms += Ms(span_->waited);
+    result_.span_wait_ms += ToMilliseconds(span_->waited);
     ++result_.spans;
   }
   return Grant(ipc::MessageType::kSpanGranted);
@@ -201,7 +190,7 @@ RunSession::Step RunSession::OnSpanBegin() {
 void RunSession::OnSpanEnd() {
   if (!span_) return;
   result_.housekeeping_beside_spans += lease_->lease().EndSpan(*span_);
-  result_.span_held_ms += Ms(Clock::now() - span_since_);
+  result_.span_held_ms += ToMilliseconds(Clock::now() - span_since_);
   span_.reset();
 }
 
@@ -218,7 +207,7 @@ void RunSession::OnInstructionEnd() {
       result_.instruction_times.size() < RunResult::kTimedInstructions) {
     const double wait = lease_ ? lease_->wait_ms() : 0;
     result_.instruction_times.push_back(
-        {result_.instruction_index, Ms(Clock::now() - instruction_since_),
+        {result_.instruction_index, ToMilliseconds(Clock::now() - instruction_since_),
          wait - wait_before_instruction_, lease_ ? lease_->held() : false});
   }
   result_.instruction_index = -1;

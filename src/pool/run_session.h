@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 
+#include "base/clock.h"
 #include "base/unique_fd.h"
 #include "ipc/frame.h"
 #include "ipc/messages.h"
@@ -74,10 +75,10 @@ class RunSession {
   const RunRequest& request_;
   RunResult result_;
   size_t output_limit_;
-  std::chrono::steady_clock::time_point deadline_;
+  Clock::time_point deadline_;
   std::optional<LeaseAccount> lease_;  // kShared only
   std::optional<GpuArbiter::SpanStart> span_;
-  std::chrono::steady_clock::time_point span_since_, instruction_since_;
+  Clock::time_point span_since_, instruction_since_;
   double wait_before_instruction_ = 0;  // lease wait when the instruction began
 };
 

@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "base/shared_bytes.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
@@ -24,8 +25,6 @@
 #include "pool/worker_setup.h"
 
 namespace kc::pool {
-
-using Clock = std::chrono::steady_clock;
 
 struct WorkerLaunch {
   std::vector<std::string> argv;  // e.g. {python, "-m", "kcoral._worker"}
@@ -37,7 +36,7 @@ struct WorkerLaunch {
 StatusOr<std::pair<ChildProcess, UniqueFd>> SpawnWithSocket(const WorkerLaunch& launch);
 
 // A launch for a worker that confines itself as `spec` says (KCORAL_WORKER_SPEC).
-WorkerLaunch WithSpec(WorkerLaunch launch, const nlohmann::json& spec);
+WorkerLaunch WithSpec(WorkerLaunch launch, const ipc::WorkerSpec& spec);
 
 struct BlobFd {
   std::string sha256;
