@@ -32,17 +32,6 @@ std::string Number(double value) {
   return text;
 }
 
-ReferenceSpread SpreadOf(const SpreadCounters& counters) {
-  auto as_float = [](unsigned bits) {
-    float value = 0;
-    static_assert(sizeof(value) == sizeof(bits));
-    std::memcpy(&value, &bits, sizeof(value));
-    return static_cast<double>(value);
-  };
-  return {counters.nan_mismatches, counters.bit_mismatches, as_float(counters.max_abs_diff_bits),
-          as_float(counters.max_abs_expected_bits)};
-}
-
 }  // namespace
 
 ArgumentRotation::~ArgumentRotation() = default;
@@ -305,7 +294,7 @@ Status ArgumentRotation::CheckFirstCall(int fn, int set) {
   for (size_t t = 0; t < tensors_.size(); ++t) {
     Argument& a = tensors_[t];
     if (!a.checked_for(fn)) continue;
-    a.tolerance[fn] = ChooseTolerance(a.original->type(), SpreadOf(spread[t]), declared_tolerance_);
+    a.tolerance[fn] = ChooseTolerance(a.original->type(), ToSpread(spread[t]), declared_tolerance_);
     KC_RETURN_IF_ERROR(EnqueueCountMismatches(
         DataOf(a, set), a.reference[fn]->data(), a.original->bytes(), a.original->type(),
         a.tolerance[fn].tolerance, mismatches.at<unsigned long long>(t), kStream));

@@ -1,3 +1,5 @@
+#include <cstring>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -177,6 +179,17 @@ Status EnqueueCountMismatches(const void* actual, const void* expected, size_t b
   }
   KC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::Ok();
+}
+
+ReferenceSpread ToSpread(const SpreadCounters& counters) {
+  auto as_float = [](unsigned bits) {
+    float value = 0;
+    static_assert(sizeof(value) == sizeof(bits));
+    memcpy(&value, &bits, sizeof(value));
+    return static_cast<double>(value);
+  };
+  return {counters.nan_mismatches, counters.bit_mismatches, as_float(counters.max_abs_diff_bits),
+          as_float(counters.max_abs_expected_bits)};
 }
 
 bool IsFloatingType(ElementType type) {

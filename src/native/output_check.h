@@ -36,6 +36,9 @@ struct SpreadCounters {
   unsigned int max_abs_expected_bits = 0;  // floats: max |e| over finite e, as float bits
 };
 
+// The counters read back, as output_tolerance.h takes them.
+ReferenceSpread ToSpread(const SpreadCounters& counters);
+
 // Accumulates into *counters (device memory, zeroed by the caller) how `actual` differs from
 // `expected`: both contiguous device buffers of `bytes` bytes of `type`.
 Status EnqueueSpread(const void* actual, const void* expected, size_t bytes, ElementType type,

@@ -72,16 +72,6 @@ Status Synchronize() {
   return Status::Ok();
 }
 
-ReferenceSpread SpreadOf(const SpreadCounters& counters) {
-  auto as_float = [](unsigned bits) {
-    float value = 0;
-    std::memcpy(&value, &bits, sizeof(value));
-    return static_cast<double>(value);
-  };
-  return {counters.nan_mismatches, counters.bit_mismatches, as_float(counters.max_abs_diff_bits),
-          as_float(counters.max_abs_expected_bits)};
-}
-
 }  // namespace
 
 ReturnedOutputs::ReturnedOutputs(int functions, const ArgumentRotation& arguments,
@@ -256,7 +246,7 @@ Status ReturnedOutputs::AfterFirstCall(int fn) {
   for (size_t i = 0; i < slots.size(); ++i) {
     Slot& slot = slots[i];
     if (slot.kind != Kind::kChecked) continue;
-    slot.tolerance = ChooseTolerance(slot.type, SpreadOf(spread[i]), declared_tolerance_);
+    slot.tolerance = ChooseTolerance(slot.type, ToSpread(spread[i]), declared_tolerance_);
     KC_RETURN_IF_ERROR(EnqueueCountMismatches(leaves[i].tensor->data(), slot.reference->data(),
                                               slot.bytes, slot.type, slot.tolerance.tolerance,
                                               mismatches.at<unsigned long long>(i), kStream));
