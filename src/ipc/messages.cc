@@ -138,7 +138,7 @@ nlohmann::json Encode(const OutcomeMessage& message) {
 
 nlohmann::json Encode(const ForkMessage& message) {
   nlohmann::json header = HeaderOf(MessageType::kFork);
-  header["worker"] = message.worker;
+  header["worker"] = Encode(message.worker);
   return header;
 }
 
@@ -217,7 +217,9 @@ StatusOr<ForkMessage> DecodeFork(const Frame& frame) {
   KC_RETURN_IF_ERROR(fields.Is());
   const nlohmann::json* worker = fields.Json("worker");
   if (worker == nullptr || !worker->is_object()) return fields.Bad("worker", "an object");
-  return ForkMessage{*worker};
+  StatusOr<WorkerSpec> spec = DecodeWorkerSpec(*worker);
+  if (!spec.ok()) return InternalError("fork frame: " + spec.status().message());
+  return ForkMessage{std::move(spec).value()};
 }
 
 StatusOr<ForkedMessage> DecodeForked(const Frame& frame) {

@@ -20,7 +20,7 @@
 //   W->S lease_acquire, lease_release;  S->W lease_granted
 //   W->S span_begin, span_end;          S->W span_granted
 //   W->S outcome          {retire?, gpu_access_detected_ns?}  fds: [outcome memfd, parts memfd]
-//   S->Z fork             {worker: spec (pool/worker_setup.h)}  fds: [the new worker's socket]
+//   S->Z fork             {worker: WorkerSpec (ipc/sandbox_spec.h)}  fds: [the new worker's socket]
 //   Z->S forked           {pid, namespace_init?}
 #pragma once
 
@@ -34,6 +34,7 @@
 
 #include "base/status.h"
 #include "ipc/frame.h"
+#include "ipc/sandbox_spec.h"
 
 namespace kc::ipc {
 
@@ -96,7 +97,7 @@ struct OutcomeMessage {
 };
 
 struct ForkMessage {
-  nlohmann::json worker;  // the forked worker's spec (pool/worker_setup.h)
+  WorkerSpec worker;  // the forked worker's, before the zygote completes its sandbox
 };
 
 struct ForkedMessage {

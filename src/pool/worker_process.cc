@@ -34,8 +34,8 @@ StatusOr<std::pair<ChildProcess, UniqueFd>> SpawnWithSocket(const WorkerLaunch& 
   return std::make_pair(std::move(child), std::move(server_end));
 }
 
-WorkerLaunch WithSpec(WorkerLaunch launch, const nlohmann::json& spec) {
-  launch.env.push_back("KCORAL_WORKER_SPEC=" + spec.dump());
+WorkerLaunch WithSpec(WorkerLaunch launch, const ipc::WorkerSpec& spec) {
+  launch.env.push_back("KCORAL_WORKER_SPEC=" + ipc::Encode(spec).dump());
   return launch;
 }
 

@@ -43,20 +43,18 @@ StatusOr<PreparedWorker> WorkerSetup::Prepare(const std::vector<std::string>& de
                       Workspace::Create(root_ / ("w" + std::to_string(next_++)),
                                         sandboxed ? options_.uid : static_cast<uid_t>(-1),
                                         sandboxed ? options_.gid : static_cast<gid_t>(-1)));
-  prepared.spec = {{"workspace", prepared.resources.workspace.path().string()},
-                   {"sandbox", nullptr}};
+  prepared.spec.workspace = prepared.resources.workspace.path().string();
   if (!sandboxed) return prepared;
   KC_ASSIGN_OR_RETURN(prepared.resources.cgroup, cgroups_->NewWorkerGroup(options_.limits));
-  prepared.spec["sandbox"] = {
-      {"workspace", prepared.resources.workspace.path().string()},
-      {"new_root", (root_ / ".view").string()},
-      {"readonly_paths", options_.readonly_paths},
-      {"device_nodes", device_nodes},
-      {"cgroup_procs", prepared.resources.cgroup.procs_files()},
-      {"network", options_.private_network ? "none" : "host"},
-      {"uid", options_.uid},
-      {"gid", options_.gid},
-  };
+  ipc::SandboxSpec& sandbox = prepared.spec.sandbox.emplace();
+  sandbox.workspace = prepared.spec.workspace;
+  sandbox.new_root = (root_ / ".view").string();
+  sandbox.readonly_paths = options_.readonly_paths;
+  sandbox.device_nodes = device_nodes;
+  sandbox.cgroup_procs = prepared.resources.cgroup.procs_files();
+  sandbox.private_network = options_.private_network;
+  sandbox.uid = options_.uid;
+  sandbox.gid = options_.gid;
   return prepared;
 }
 

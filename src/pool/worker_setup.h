@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "ipc/sandbox_spec.h"
 #include "pool/worker_cgroup.h"
 #include "pool/workspace.h"
 
@@ -37,7 +38,7 @@ struct WorkerResources {
 
 struct PreparedWorker {
   WorkerResources resources;
-  nlohmann::json spec;  // {workspace, sandbox: null | worker/sandbox_spec.h}
+  ipc::WorkerSpec spec;  // its workspace and, when sandboxed, its sandbox
 };
 
 class WorkerSetup {

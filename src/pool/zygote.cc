@@ -22,7 +22,7 @@ StatusOr<std::unique_ptr<Zygote>> Zygote::Start(const WorkerLaunch& launch,
   return std::unique_ptr<Zygote>(new Zygote(std::move(spawned.first), std::move(spawned.second)));
 }
 
-StatusOr<std::unique_ptr<WorkerProcess>> Zygote::Fork(const nlohmann::json& spec) {
+StatusOr<std::unique_ptr<WorkerProcess>> Zygote::Fork(const ipc::WorkerSpec& spec) {
   UniqueFd server_end, worker_end;
   KC_RETURN_IF_ERROR(ipc::MakeSocketPair(&server_end, &worker_end));
   KC_RETURN_IF_ERROR(

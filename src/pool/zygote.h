@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "ipc/sandbox_spec.h"
 #include "pool/child_process.h"
 #include "pool/worker_process.h"
 
@@ -22,9 +23,9 @@ class Zygote {
   // Kills the zygote and its workers before closing the socket (see ~WorkerProcess).
   ~Zygote() { child_.KillTreeAndReap(); }
 
-  // Forks a worker that confines itself as `spec` says (pool/worker_setup.h);
+  // Forks a worker that confines itself as `spec` says (ipc/sandbox_spec.h);
   // returns it not yet ready (call AwaitReady).
-  StatusOr<std::unique_ptr<WorkerProcess>> Fork(const nlohmann::json& spec);
+  StatusOr<std::unique_ptr<WorkerProcess>> Fork(const ipc::WorkerSpec& spec);
   bool alive() const { return child_.alive(); }
 
  private:

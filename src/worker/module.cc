@@ -29,6 +29,7 @@
 #include "base/unique_fd.h"
 #include "ipc/frame.h"
 #include "ipc/messages.h"
+#include "ipc/sandbox_spec.h"
 #include "worker/host_timer.h"
 #include "worker/namespace_init.h"
 #include "worker/network_namespaces.h"
@@ -218,14 +219,6 @@ void BeginTimingSpan() {
   AskServer(ipc::MessageType::kSpanBegin, ipc::MessageType::kSpanGranted);
 }
 
-SandboxSpec ParseSandboxSpecJson(const std::string& spec_json) {
-  auto json = nlohmann::json::parse(spec_json, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) throw std::runtime_error("sandbox spec: not JSON");
-  auto spec = ParseSandboxSpec(json);
-  ThrowIfError(spec.status());
-  return *spec;
-}
-
 // What the zygote keeps for the workers it forks (view_templates.h,
 // network_namespaces.h); its Python is single-threaded.
 ViewTemplates& ZygoteViews() {
@@ -238,23 +231,41 @@ NetworkNamespaces& ZygoteNetworks() {
   return networks;
 }
 
-std::pair<int, int> SandboxDescriptors(const std::string& spec_json) {
-  const SandboxSpec spec = ParseSandboxSpecJson(spec_json);
+// `spec` with what only the process about to fork its worker knows: `interpreter_paths` read-only
+// before the server's own, the view's template and, with a private network, a lent network
+// namespace (ipc/sandbox_spec.h).
+ipc::WorkerSpec CompleteSandbox(ipc::WorkerSpec spec,
+                                const std::vector<std::string>& interpreter_paths) {
+  if (!spec.sandbox) return spec;
+  ipc::SandboxSpec& sandbox = *spec.sandbox;
+  sandbox.readonly_paths.insert(sandbox.readonly_paths.begin(), interpreter_paths.begin(),
+                                interpreter_paths.end());
   ThrowIfError(CompileSeccompFilter());  // once, before the fork: workers only load it
-  auto view = ZygoteViews().For(spec);
+  auto view = ZygoteViews().For(sandbox);
   ThrowIfError(view.status());
-  if (!spec.private_network) return {*view, -1};
-  auto network = ZygoteNetworks().Acquire();
-  ThrowIfError(network.status());
-  return {*view, *network};
+  sandbox.view_fd = *view;
+  if (sandbox.private_network) {
+    auto network = ZygoteNetworks().Acquire();
+    ThrowIfError(network.status());
+    sandbox.network_fd = *network;
+  }
+  return spec;
 }
 
-std::string EnterSandboxFromJson(const std::string& spec_json, int socket_fd) {
-  const SandboxSpec spec = ParseSandboxSpecJson(spec_json);
-  auto workspace = EnterSandbox(spec, socket_fd);
+std::string EnterSandboxOf(const ipc::WorkerSpec& spec, int socket_fd) {
+  if (!spec.sandbox) throw std::runtime_error("enter_sandbox: the spec has no sandbox");
+  auto workspace = EnterSandbox(*spec.sandbox, socket_fd);
   ThrowIfError(workspace.status());
   g_sandbox_workspace = *workspace;
   return *workspace;
+}
+
+ipc::WorkerSpec WorkerSpecFromJson(const std::string& text) {
+  auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) throw std::runtime_error("worker spec: not JSON");
+  auto spec = ipc::DecodeWorkerSpec(json);
+  ThrowIfError(spec.status());
+  return std::move(spec).value();
 }
 
 void Serve(py::object engine) {
@@ -315,9 +326,30 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "KCoral worker core: IPC with the server, output capture, workspace switch.";
   m.def("serve", &kc::worker::Serve, py::arg("engine"),
         "Serve programs from the server until it closes the socket.");
-  m.def("enter_sandbox", &kc::worker::EnterSandboxFromJson, py::arg("spec_json"),
-        py::arg("socket_fd"),
-        "Confine this process (worker/sandbox.h); returns the workspace path inside.");
+  // A worker's spec (ipc/sandbox_spec.h), opaque to Python but for what its code branches on.
+  py::class_<kc::ipc::WorkerSpec>(m, "WorkerSpec")
+      .def_property_readonly(
+          "workspace", [](const kc::ipc::WorkerSpec& spec) { return spec.workspace; },
+          "The worker's workspace on the host.")
+      .def_property_readonly(
+          "sandboxed", [](const kc::ipc::WorkerSpec& spec) { return spec.sandbox.has_value(); },
+          "Whether the worker confines itself (enter_sandbox).")
+      .def_property_readonly(
+          "network_fd",
+          [](const kc::ipc::WorkerSpec& spec) {
+            return spec.sandbox ? spec.sandbox->network_fd : -1;
+          },
+          "The network namespace lent to the worker by complete_sandbox; -1: none.");
+  m.def("worker_spec", &kc::worker::WorkerSpecFromJson, py::arg("text"),
+        "A worker spec from its JSON text (KCORAL_WORKER_SPEC).");
+  m.def("complete_sandbox", &kc::worker::CompleteSandbox, py::arg("spec"),
+        py::arg("interpreter_paths"),
+        "The spec with what this process adds before it forks the worker: the interpreter's "
+        "paths read-only, the view's template and, with a private network, a lent network "
+        "namespace; unchanged without a sandbox.");
+  m.def("enter_sandbox", &kc::worker::EnterSandboxOf, py::arg("spec"), py::arg("socket_fd"),
+        "Confine this process as the completed spec says (worker/sandbox.h); returns the "
+        "workspace path inside.");
   m.def(
       "unshare_pid_namespace",
       [] { kc::worker::ThrowIfError(kc::worker::UnsharePidNamespaceForNextChild()); },
@@ -335,9 +367,6 @@ PYBIND11_MODULE(_core, m) {
       "Start pid 1 of the new PID namespace (worker/namespace_init.h); returns its pid.");
   m.def("forget_namespace_init", &kc::worker::ForgetNamespaceInit, py::arg("init_pid"),
         "Free the stack of a namespace init that has been reaped.");
-  m.def("sandbox_descriptors", &kc::worker::SandboxDescriptors, py::arg("spec_json"),
-        "(view_fd, network_fd) for a worker about to be forked with this sandbox spec; "
-        "network_fd is -1 with the host's network.");
   m.def(
       "release_network_namespace", [](int fd) { kc::worker::ZygoteNetworks().Release(fd); },
       py::arg("network_fd"),
@@ -391,9 +420,9 @@ PYBIND11_MODULE(_core, m) {
         frame.header = nlohmann::json::parse(std::string(header), nullptr, false);
         auto fork = kc::ipc::DecodeFork(frame);
         kc::worker::ThrowIfError(fork.status());
-        return py::module_::import("json").attr("loads")(fork->worker.dump());
+        return std::move(fork).value().worker;
       },
-      py::arg("header"), "The worker spec of a received fork message; RuntimeError otherwise.");
+      py::arg("header"), "The WorkerSpec of a received fork message; RuntimeError otherwise.");
   m.def(
       "bind_integrity",
       [](const std::vector<std::string>& modules, const py::list& call_chain,

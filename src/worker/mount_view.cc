@@ -160,7 +160,7 @@ Status WriteFile(const std::string& path, const std::string& text) {
 
 // The sandbox user is the only user besides root: tools that look their
 // user up (getpass, ssh-style HOME lookups) find it; no host account leaks.
-Status WriteEtc(const SandboxSpec& spec, const std::string& root) {
+Status WriteEtc(const ipc::SandboxSpec& spec, const std::string& root) {
   KC_RETURN_IF_ERROR(MakeDirs(root + "/etc"));
   const std::string uid = std::to_string(spec.uid), gid = std::to_string(spec.gid);
   KC_RETURN_IF_ERROR(WriteFile(root + "/etc/passwd",
@@ -184,7 +184,7 @@ Status BindWritable(const std::string& source, const std::string& target) {
 
 // /dev: a tmpfs with the harmless nodes, the GPU nodes named in the spec,
 // the /proc/self/fd links and where each worker's /dev/shm goes.
-Status BuildDev(const SandboxSpec& spec, const std::string& root) {
+Status BuildDev(const ipc::SandboxSpec& spec, const std::string& root) {
   const std::string dev = root + "/dev";
   KC_RETURN_IF_ERROR(MakeDirs(dev));
   if (::mount("tmpfs", dev.c_str(), "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=1m") != 0)
@@ -227,7 +227,7 @@ Status PivotInto(const std::string& root) {
   return Status::Ok();
 }
 
-std::vector<std::string> AllReadOnlyPaths(const SandboxSpec& spec) {
+std::vector<std::string> AllReadOnlyPaths(const ipc::SandboxSpec& spec) {
   std::vector<std::string> paths = spec.readonly_paths;
   paths.insert(paths.end(), std::begin(kSystemPaths), std::end(kSystemPaths));
   paths.insert(paths.end(), std::begin(kEtcEntries), std::end(kEtcEntries));
@@ -254,7 +254,7 @@ constexpr const char* kSetup = "/.kcoral-setup";
 
 }  // namespace
 
-Status BuildViewTemplate(const SandboxSpec& spec) {
+Status BuildViewTemplate(const ipc::SandboxSpec& spec) {
   // Nothing we mount propagates back to the host, nor between the workers' copies.
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     return Failed("make mounts private");
@@ -290,7 +290,7 @@ Status BuildViewTemplate(const SandboxSpec& spec) {
   return PivotInto(root);
 }
 
-StatusOr<std::string> EnterView(const SandboxSpec& spec) {
+StatusOr<std::string> EnterView(const ipc::SandboxSpec& spec) {
   const std::vector<std::string> readonly = AllReadOnlyPaths(spec);
   const ReadOnlyPlan plan = PlanReadOnlyBinds(readonly);  // reads the host: before entering
   std::vector<ReadOnlyBind> below_tmp;

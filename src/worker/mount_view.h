@@ -17,18 +17,18 @@
 #include <string>
 
 #include "base/status.h"
-#include "worker/sandbox_spec.h"
+#include "ipc/sandbox_spec.h"
 
 namespace kc::worker {
 
 // Must run as root in a mount namespace of its own. Errors name the step that
 // failed ("mount view: bind /usr: ...").
-Status BuildViewTemplate(const SandboxSpec& spec);
+Status BuildViewTemplate(const ipc::SandboxSpec& spec);
 
 // Enters the template spec.view_fd names. Returns where the workspace is
 // inside (/work, or /kcoral/work when a read-only path lives under /work),
 // which becomes the cwd. Must run as root, single-threaded, in the worker's
 // own PID namespace.
-StatusOr<std::string> EnterView(const SandboxSpec& spec);
+StatusOr<std::string> EnterView(const ipc::SandboxSpec& spec);
 
 }  // namespace kc::worker

@@ -12,7 +12,7 @@
 
 namespace kc::worker {
 
-StatusOr<std::string> EnterSandbox(const SandboxSpec& spec, int socket_fd) {
+StatusOr<std::string> EnterSandbox(const ipc::SandboxSpec& spec, int socket_fd) {
   KC_RETURN_IF_ERROR(JoinCgroups(spec.cgroup_procs));
   if (::getpid() != 2) {
     return FailedPreconditionError("pid namespace: the worker is not pid 2 of its own namespace");

@@ -17,11 +17,11 @@
 #include <string>
 
 #include "base/status.h"
-#include "worker/sandbox_spec.h"
+#include "ipc/sandbox_spec.h"
 
 namespace kc::worker {
 
 // Returns the workspace's path inside the sandbox.
-StatusOr<std::string> EnterSandbox(const SandboxSpec& spec, int socket_fd);
+StatusOr<std::string> EnterSandbox(const ipc::SandboxSpec& spec, int socket_fd);
 
 }  // namespace kc::worker

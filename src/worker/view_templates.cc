@@ -18,7 +18,7 @@ namespace kc::worker {
 
 namespace {
 
-std::string ViewKey(const SandboxSpec& spec) {
+std::string ViewKey(const ipc::SandboxSpec& spec) {
   const std::string workspaces = spec.workspace.substr(0, spec.workspace.rfind('/'));
   return nlohmann::json{spec.readonly_paths, spec.device_nodes, spec.uid, spec.gid,
                         spec.new_root,       workspaces}
@@ -27,7 +27,7 @@ std::string ViewKey(const SandboxSpec& spec) {
 
 // In the helper: builds the template, reports "" or the error, then stays
 // until the zygote has opened its namespace and closes `hold`.
-[[noreturn]] void RunHelper(const SandboxSpec& spec, int report, int hold) {
+[[noreturn]] void RunHelper(const ipc::SandboxSpec& spec, int report, int hold) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   std::string error;
   if (::unshare(CLONE_NEWNS) != 0) {
@@ -43,7 +43,7 @@ std::string ViewKey(const SandboxSpec& spec) {
   ::_exit(0);
 }
 
-StatusOr<UniqueFd> BuildTemplate(const SandboxSpec& spec) {
+StatusOr<UniqueFd> BuildTemplate(const ipc::SandboxSpec& spec) {
   int report[2], hold[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return InternalError("mount view: pipe");
   UniqueFd report_read(report[0]), report_write(report[1]);
@@ -82,7 +82,7 @@ StatusOr<UniqueFd> BuildTemplate(const SandboxSpec& spec) {
 
 }  // namespace
 
-StatusOr<int> ViewTemplates::For(const SandboxSpec& spec) {
+StatusOr<int> ViewTemplates::For(const ipc::SandboxSpec& spec) {
   const std::string key = ViewKey(spec);
   auto found = by_view_.find(key);
   if (found != by_view_.end()) return found->second.get();

@@ -10,7 +10,7 @@
 
 #include "base/status.h"
 #include "base/unique_fd.h"
-#include "worker/sandbox_spec.h"
+#include "ipc/sandbox_spec.h"
 
 namespace kc::worker {
 
@@ -18,7 +18,7 @@ class ViewTemplates {
  public:
   // A descriptor of the template for `spec`'s view, for setns(2); the
   // templates keep it open.
-  StatusOr<int> For(const SandboxSpec& spec);
+  StatusOr<int> For(const ipc::SandboxSpec& spec);
 
  private:
   std::map<std::string, UniqueFd> by_view_;

@@ -7,15 +7,14 @@ import signal
 def main() -> None:
     from kcoral._core import serve
 
-    import json
-
     from kcoral import _core
     from kcoral._worker import bootstrap, sandbox
 
     fd = int(os.environ["KCORAL_WORKER_FD"])
-    spec = json.loads(os.environ.pop("KCORAL_WORKER_SPEC", "{}"))
+    text = os.environ.pop("KCORAL_WORKER_SPEC", "")
     try:
-        if spec.get("sandbox") is not None:
+        spec = _core.worker_spec(text) if text else None
+        if spec is not None and spec.sandboxed:
             # Started without a zygote: this process stays outside as the
             # server's child and waits; its child is pid 2 of the new
             # namespace, beside its pid 1.
@@ -28,7 +27,7 @@ def main() -> None:
                 os.kill(init, signal.SIGKILL)
                 os.waitpid(init, 0)
                 os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
-        if spec:
+        if spec is not None:
             sandbox.enter(spec, fd)
         engine = bootstrap.ready_engine(os.environ.get("KCORAL_WORKER_DEVICE", "cpu"))
     except BaseException as error:  # noqa: BLE001 - reported to the server, then exit

@@ -1,17 +1,16 @@
 """Entering a worker's sandbox, right after the zygote's fork (or at a plain
 worker's start), before the worker reports ready.
 
-The server's spec names the workspace and, when sandboxed, the cgroups and
-device nodes (pool/worker_setup.h); before the fork, `complete` adds what only
-this side knows: the paths the interpreter imports from, and the descriptors
-of the view's template and of the network namespace lent to the worker. The
-C++ core does the confining (src/worker/sandbox.h); the worker is pid 2 of
-its PID namespace, beside the reaper that is pid 1
-(src/worker/namespace_init.h).
+The server's spec (a kcoral._core.WorkerSpec, src/ipc/sandbox_spec.h) names
+the workspace and, when sandboxed, the cgroups and device nodes; before the
+fork, `complete` adds what only this side knows: the paths the interpreter
+imports from, and the descriptors of the view's template and of the network
+namespace lent to the worker. The C++ core does the confining
+(src/worker/sandbox.h); the worker is pid 2 of its PID namespace, beside the
+reaper that is pid 1 (src/worker/namespace_init.h).
 """
 
 import functools
-import json
 import os
 import shutil
 import sys
@@ -45,31 +44,26 @@ def interpreter_paths() -> list[str]:
     return sorted(os.path.abspath(p) for p in paths)
 
 
-def complete(spec: dict) -> dict:
-    """`spec` with what the worker about to be forked needs from this process
-    (see above); unchanged without a sandbox."""
+def complete(spec):
+    """`spec` (a kcoral._core.WorkerSpec) with what the worker about to be forked
+    needs from this process (see above); unchanged without a sandbox."""
     from kcoral import _core
 
-    box = spec.get("sandbox")
-    if box is None:
+    if not spec.sandboxed:
         return spec
-    box = dict(box, readonly_paths=interpreter_paths() + list(box.get("readonly_paths", [])))
-    box["view_fd"], box["network_fd"] = _core.sandbox_descriptors(json.dumps(box))
-    return dict(spec, sandbox=box)
+    return _core.complete_sandbox(spec, interpreter_paths())
 
 
-def enter(spec: dict, socket_fd: int) -> str:
+def enter(spec, socket_fd: int) -> str:
     """Confines this process as `spec` (completed) says; returns the workspace to run in."""
     from kcoral import _core
 
-    workspace = spec["workspace"]
-    sandbox = spec.get("sandbox")
-    if sandbox is None:
+    if not spec.sandboxed:
         # Unsandboxed workers still keep their temporary files in their workspace.
-        os.environ["TMPDIR"] = os.path.join(workspace, ".kcoral", "tmp")
+        os.environ["TMPDIR"] = os.path.join(spec.workspace, ".kcoral", "tmp")
         tempfile.tempdir = None
-        return workspace
-    inside = _core.enter_sandbox(json.dumps(sandbox), socket_fd)
+        return spec.workspace
+    inside = _core.enter_sandbox(spec, socket_fd)
     private = os.path.join(inside, ".kcoral")
     os.environ.update(
         HOME=os.path.join(private, "home"),

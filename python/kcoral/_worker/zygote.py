@@ -91,14 +91,14 @@ def _children() -> list[int]:
     return found
 
 
-def _serve_forked(socket_fd: int, spec: dict, device: str) -> None:
+def _serve_forked(socket_fd: int, spec, device: str) -> None:
     from kcoral import _core
     from kcoral._worker import bootstrap, sandbox
 
     try:
         os.setsid()
         os.environ["KCORAL_WORKER_FD"] = str(socket_fd)
-        if spec:
+        if spec is not None:
             sandbox.enter(spec, socket_fd)
         _core.serve(bootstrap.ready_engine(device))
     except BaseException as error:  # noqa: BLE001 - reported to the server, then exit
@@ -152,20 +152,20 @@ def main() -> None:
         try:
             spec, failure = sandbox.complete(_core.fork_spec(message)), None
         except Exception as error:  # noqa: BLE001 - the child reports it to the server
-            spec, failure = {}, error
-        box = spec.get("sandbox")
+            spec, failure = None, error
+        sandboxed = spec is not None and spec.sandboxed
         pid, init = -1, None
         # Until the new processes are in _workers, _reap must not see them as orphans.
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         try:
-            if box is not None:
+            if sandboxed:
                 _core.unshare_pid_namespace()
                 init = _core.start_namespace_init()  # pid 1 of the new namespace
                 _workers.add(init)
-                _network_of[init] = box["network_fd"]
+                _network_of[init] = spec.network_fd
             pid = os.fork()  # the worker: pid 2 when sandboxed
         finally:
-            if box is not None and pid != 0:
+            if sandboxed and pid != 0:
                 _core.restore_pid_namespace()
         if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)

@@ -90,8 +90,15 @@ TEST(Messages, ProgressAndOutcome) {
 }
 
 TEST(Messages, ForkAndForked) {
-  EXPECT_EQ(Encode(ForkMessage{{{"workspace", "/w"}}}).dump(),
-            R"({"type":"fork","worker":{"workspace":"/w"}})");
+  EXPECT_EQ(Encode(ForkMessage{WorkerSpec{"/w", std::nullopt}}).dump(),
+            R"({"type":"fork","worker":{"sandbox":null,"workspace":"/w"}})");
+  auto fork = DecodeFork(FrameOf({{"type", "fork"}, {"worker", {{"workspace", "/w"}}}}));
+  ASSERT_TRUE(fork.ok()) << fork.status().message();
+  EXPECT_EQ(fork->worker.workspace, "/w");
+  EXPECT_FALSE(fork->worker.sandbox.has_value());
+  auto bad = DecodeFork(FrameOf({{"type", "fork"}, {"worker", {{"workspace", 3}}}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "fork frame: worker spec: field 'workspace' is not a string");
   EXPECT_EQ(Encode(ForkedMessage{12, std::nullopt}).dump(), R"({"pid":12,"type":"forked"})");
   EXPECT_EQ(Encode(ForkedMessage{12, 11}).dump(),
             R"({"namespace_init":11,"pid":12,"type":"forked"})");
