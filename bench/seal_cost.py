@@ -12,7 +12,6 @@ first runs typical honest GPU work and lists any watched name that changed (a fa
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -102,7 +101,11 @@ def main() -> None:
     parser.add_argument("--torch", action="store_true", help="real torch with CUDA (GPU machine)")
     parser.add_argument("--calls", type=int, default=2000)
     options = parser.parse_args()
-    os.environ["KCORAL_WORKER_DEVICE"] = "gpu" if options.torch else "cpu"
+    from kcoral import _core
+
+    # What a server's start message would say (src/ipc/worker_settings.h), before kcoral.builtins
+    # picks its timer by it.
+    _core.use_worker_settings(device="gpu" if options.torch else "cpu")
     if options.torch:
         import torch
 
@@ -115,7 +118,6 @@ def main() -> None:
 
         stand_in_torch()
         label = "torch stand-in (2,000 names, 700-entry Tensor dict)"
-    from kcoral import _core
     from kcoral._worker import integrity
     from kcoral._worker.engine import Engine
 

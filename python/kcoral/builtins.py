@@ -5,7 +5,6 @@ library (spec/protocol.md §7.5).
 """
 
 import math
-import os
 import sys
 import types
 
@@ -19,15 +18,18 @@ try:
     # changes nothing here. The timer and its statistics are C++ (src/worker/host_timer.h) and
     # the result comes back sealed (docs/benchmark-integrity.md).
     from kcoral._core import host_benchmark as _host_timer
+    from kcoral._core import worker_settings as _worker_settings
 except ImportError:  # a client install without the worker core: benchmark says so when called
-    _host_timer = None
+    _host_timer = _worker_settings = None
 
 __all__ = ["assert_close", "benchmark", "benchmark_paired", "check_close", "compile_tirx"]
 
-# Which timer runs is decided by the worker's environment as it was at import, before any
-# upload ran: an upload that sets KCORAL_WORKER_DEVICE=cpu on a GPU worker gets no host timer.
-_DEVICE = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
-_CPU_EXECUTION = os.environ.get("KCORAL_CPU_EXECUTION", "host")
+# Which timer runs is decided by the worker's settings (the server's start message,
+# src/ipc/worker_settings.h) as they were at import, before any upload ran; they are set once per
+# process (src/worker/process_settings.h), and rebinding what reads them later changes nothing.
+_DEVICE, _CPU_EXECUTION = "cpu", "host"
+if _worker_settings is not None:
+    _DEVICE, _CPU_EXECUTION = _worker_settings().device, _worker_settings().cpu_execution
 
 def _host_benchmark(fn, args: tuple, cfg: dict) -> dict:
     """Times host callables with the monotonic clock, one sample per call, in C++."""

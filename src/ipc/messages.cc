@@ -6,7 +6,8 @@
 namespace kc::ipc {
 namespace {
 
-constexpr std::array<std::pair<MessageType, std::string_view>, 17> kWords = {{
+constexpr std::array<std::pair<MessageType, std::string_view>, 18> kWords = {{
+    {MessageType::kStart, "start"},
     {MessageType::kReady, "ready"},
     {MessageType::kFailed, "failed"},
     {MessageType::kInitialize, "initialize"},
@@ -95,6 +96,13 @@ nlohmann::json Signal(MessageType type) {
   return HeaderOf(type);
 }
 
+nlohmann::json Encode(const StartMessage& message) {
+  nlohmann::json header = HeaderOf(MessageType::kStart);
+  header["settings"] = Encode(message.settings);
+  if (message.worker) header["worker"] = Encode(*message.worker);
+  return header;
+}
+
 nlohmann::json Encode(const ReadyMessage& message) {
   nlohmann::json header = HeaderOf(MessageType::kReady);
   header["pid"] = message.pid;
@@ -147,6 +155,23 @@ nlohmann::json Encode(const ForkedMessage& message) {
   header["pid"] = message.pid;
   if (message.namespace_init) header["namespace_init"] = *message.namespace_init;
   return header;
+}
+
+StatusOr<StartMessage> DecodeStart(const Frame& frame) {
+  Fields fields(frame, MessageType::kStart);
+  KC_RETURN_IF_ERROR(fields.Is());
+  StartMessage message;
+  const nlohmann::json* settings = fields.Json("settings");
+  if (settings == nullptr || !settings->is_object()) return fields.Bad("settings", "an object");
+  StatusOr<WorkerSettings> decoded = DecodeWorkerSettings(*settings);
+  if (!decoded.ok()) return InternalError("start frame: " + decoded.status().message());
+  message.settings = std::move(decoded).value();
+  if (const nlohmann::json* worker = fields.Json("worker")) {
+    StatusOr<WorkerSpec> spec = DecodeWorkerSpec(*worker);
+    if (!spec.ok()) return InternalError("start frame: " + spec.status().message());
+    message.worker = std::move(spec).value();
+  }
+  return message;
 }
 
 StatusOr<ReadyMessage> DecodeReady(const Frame& frame) {

@@ -2,7 +2,7 @@
 // frame word, one struct per message that carries fields, each with its encode and decode.
 // No frame header is built or read by hand anywhere else; Python's zygote gets its messages
 // through kcoral._core (worker/module.cc: ready_message, forked_message, failed_message,
-// fork_spec), never respelled.
+// fork_spec, receive_start), never respelled.
 // docs/worker-conversation.md has the table; the golden tests
 // (tests/unit/ipc/messages_test.cc) pin every message's wire form.
 //
@@ -10,6 +10,9 @@
 // kMaxHeaderBytes plus descriptors. A worker runs user code, which can write anything to its
 // socket: every Decode checks each field's type and never throws.
 //
+//   S->W start            {settings: WorkerSettings (ipc/worker_settings.h), worker?: WorkerSpec}
+//                         first on a new interpreter's socket: the zygote's (no worker), or a
+//                         worker's started without a zygote
 //   W->S ready            {pid, describe, seal_key}   once, after imports (the zygote: {pid})
 //   W->S failed           {error}                     instead of ready: it cannot serve
 //   S->W initialize       GPU workers, once, as house-keeping (pool/gpu_arbiter.h)
@@ -35,10 +38,12 @@
 #include "base/status.h"
 #include "ipc/frame.h"
 #include "ipc/sandbox_spec.h"
+#include "ipc/worker_settings.h"
 
 namespace kc::ipc {
 
 enum class MessageType {
+  kStart,
   kReady,
   kFailed,
   kInitialize,
@@ -68,6 +73,11 @@ std::string QuotedWord(const Frame& frame);
 // Messages without fields: lease_acquire, lease_release, lease_granted, span_begin, span_end,
 // span_granted, initialize, initialized.
 nlohmann::json Signal(MessageType type);
+
+struct StartMessage {
+  WorkerSettings settings;
+  std::optional<WorkerSpec> worker;  // nullopt: the zygote (its workers come in fork messages)
+};
 
 struct ReadyMessage {
   int64_t pid = 0;
@@ -105,6 +115,7 @@ struct ForkedMessage {
   std::optional<int64_t> namespace_init;  // a sandboxed worker's pid 1
 };
 
+nlohmann::json Encode(const StartMessage& message);
 nlohmann::json Encode(const ReadyMessage& message);
 nlohmann::json Encode(MessageType type,
                       const FailedMessage& message);  // kFailed, kInitializeFailed
@@ -115,6 +126,7 @@ nlohmann::json Encode(const ForkMessage& message);
 nlohmann::json Encode(const ForkedMessage& message);
 
 // kInternal, naming the message and the field, for a header that is not that message.
+StatusOr<StartMessage> DecodeStart(const Frame& frame);
 StatusOr<ReadyMessage> DecodeReady(const Frame& frame);
 StatusOr<FailedMessage> DecodeFailed(const Frame& frame);  // failed or initialize_failed
 StatusOr<RunMessage> DecodeRun(const Frame& frame);

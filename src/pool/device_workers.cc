@@ -10,6 +10,7 @@ DeviceWorkers::DeviceWorkers(DeviceSpec spec, WorkerLaunch launch, bool use_zygo
         if (!spec_.gpu_uuid.empty()) launch.env.push_back("CUDA_VISIBLE_DEVICES=" + spec_.gpu_uuid);
         for (const auto& e : spec_.extra_env)
           launch.env.push_back(e);
+        launch.settings.gpu_arch = spec_.gpu_arch;
         return std::move(launch);
       }()),
       use_zygote_(use_zygote),
@@ -49,7 +50,7 @@ StatusOr<std::unique_ptr<WorkerProcess>> DeviceWorkers::StartWorker() {
       next_zygote_start_ = Clock::now() + zygote_backoff_;
     }
   }
-  if (!worker.ok()) worker = WorkerProcess::Start(WithSpec(launch_, prepared.spec));
+  if (!worker.ok()) worker = WorkerProcess::Start(launch_, prepared.spec);
   if (worker.ok()) (*worker)->Attach(std::move(prepared.resources));
   return worker;
 }

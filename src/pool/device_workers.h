@@ -31,7 +31,8 @@ struct DeviceSpec {
   std::string gpu_uuid;      // "GPU-...": workers see only it (CUDA_VISIBLE_DEVICES)
   int seats = 1;
   int standby = 1;
-  std::vector<std::string> extra_env;     // e.g. KCORAL_GPU_ARCH=sm_90a
+  std::string gpu_arch;                   // e.g. sm_90a: the target its workers describe
+  std::vector<std::string> extra_env;     // e.g. TVM_FFI_CUDA_ARCH_LIST=9.0a
   std::vector<std::string> device_nodes;  // the GPU's /dev/nvidia* nodes, for the sandbox
 };
 

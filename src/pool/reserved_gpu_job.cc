@@ -30,6 +30,7 @@ WorkerLaunch ReservedGpuJobs::LaunchFor(const std::vector<const DeviceSpec*>& ch
   launch.env.push_back("CUDA_VISIBLE_DEVICES=" + visible);
   for (const auto& e : chosen.front()->extra_env)  // one target per server (worker_pool.cc)
     launch.env.push_back(e);
+  launch.settings.gpu_arch = chosen.front()->gpu_arch;
   return launch;
 }
 
@@ -42,8 +43,7 @@ StatusOr<std::unique_ptr<WorkerProcess>> ReservedGpuJobs::StartWorker(
     }
   }
   KC_ASSIGN_OR_RETURN(PreparedWorker prepared, setup_.Prepare(nodes));
-  KC_ASSIGN_OR_RETURN(auto worker,
-                      WorkerProcess::Start(WithSpec(LaunchFor(chosen), prepared.spec)));
+  KC_ASSIGN_OR_RETURN(auto worker, WorkerProcess::Start(LaunchFor(chosen), prepared.spec));
   worker->Attach(std::move(prepared.resources));
   const auto deadline = Clock::now() + spawn_timeout_;
   KC_RETURN_IF_ERROR(worker->AwaitReady(deadline));

@@ -22,7 +22,8 @@ constexpr int kWorkerFd = 3;
 
 }  // namespace
 
-StatusOr<std::pair<ChildProcess, UniqueFd>> SpawnWithSocket(const WorkerLaunch& launch) {
+StatusOr<std::pair<ChildProcess, UniqueFd>> SpawnWithSocket(const WorkerLaunch& launch,
+                                                            std::optional<ipc::WorkerSpec> worker) {
   UniqueFd server_end, child_end;
   KC_RETURN_IF_ERROR(ipc::MakeSocketPair(&server_end, &child_end));
   SpawnOptions options;
@@ -31,16 +32,16 @@ StatusOr<std::pair<ChildProcess, UniqueFd>> SpawnWithSocket(const WorkerLaunch& 
   options.env.push_back("KCORAL_WORKER_FD=" + std::to_string(kWorkerFd));
   options.fd_map = {{child_end.get(), kWorkerFd}};
   KC_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(options));
+  // Queued on the socket until the interpreter reads it, first thing.
+  KC_RETURN_IF_ERROR(ipc::SendFrame(server_end.get(), ipc::Encode(ipc::StartMessage{
+                                                          launch.settings, std::move(worker)}))
+                         .WithContext("sending the start message"));
   return std::make_pair(std::move(child), std::move(server_end));
 }
 
-WorkerLaunch WithSpec(WorkerLaunch launch, const ipc::WorkerSpec& spec) {
-  launch.env.push_back("KCORAL_WORKER_SPEC=" + ipc::Encode(spec).dump());
-  return launch;
-}
-
-StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const WorkerLaunch& launch) {
-  KC_ASSIGN_OR_RETURN(auto spawned, SpawnWithSocket(launch));
+StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::Start(const WorkerLaunch& launch,
+                                                              ipc::WorkerSpec spec) {
+  KC_ASSIGN_OR_RETURN(auto spawned, SpawnWithSocket(launch, std::move(spec)));
   return Adopt(std::move(spawned.first), std::move(spawned.second));
 }
 

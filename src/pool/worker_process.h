@@ -10,6 +10,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "base/shared_bytes.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "ipc/sandbox_spec.h"
+#include "ipc/worker_settings.h"
 #include "pool/cancel_flag.h"
 #include "pool/child_process.h"
 #include "pool/gpu_lease.h"
@@ -26,17 +29,24 @@
 
 namespace kc::pool {
 
+// What the pool's caller tells every worker's own code (ipc/worker_settings.h).
+using WorkerSettings = ipc::WorkerSettings;
+using WorkerDevice = ipc::WorkerDevice;
+using WorkerCpuExecution = ipc::CpuExecution;
+
 struct WorkerLaunch {
   std::vector<std::string> argv;  // e.g. {python, "-m", "kcoral._worker"}
-  std::vector<std::string> env;   // KCORAL_WORKER_FD is added
+  // What user code, its children and the CUDA driver see; KCORAL_WORKER_FD is added.
+  std::vector<std::string> env;
+  WorkerSettings settings;  // sent in the start message, not in `env`
 };
 
 // Spawns `launch` with one end of a new socketpair as its fd 3 (announced in
-// KCORAL_WORKER_FD); returns the child and the server's end.
-StatusOr<std::pair<ChildProcess, UniqueFd>> SpawnWithSocket(const WorkerLaunch& launch);
-
-// A launch for a worker that confines itself as `spec` says (KCORAL_WORKER_SPEC).
-WorkerLaunch WithSpec(WorkerLaunch launch, const ipc::WorkerSpec& spec);
+// KCORAL_WORKER_FD, the one variable read before any message) and sends the start message:
+// launch.settings and, for a worker started without a zygote, its spec (nullopt for the zygote).
+// Returns the child and the server's end.
+StatusOr<std::pair<ChildProcess, UniqueFd>> SpawnWithSocket(const WorkerLaunch& launch,
+                                                            std::optional<ipc::WorkerSpec> worker);
 
 struct BlobFd {
   std::string sha256;
@@ -115,7 +125,9 @@ struct RunResult {
 
 class WorkerProcess {
  public:
-  static StatusOr<std::unique_ptr<WorkerProcess>> Start(const WorkerLaunch& launch);
+  // A worker started without a zygote, confining itself as `spec` says.
+  static StatusOr<std::unique_ptr<WorkerProcess>> Start(const WorkerLaunch& launch,
+                                                        ipc::WorkerSpec spec);
   // A worker started by someone else (the zygote), reached through `socket`.
   static std::unique_ptr<WorkerProcess> Adopt(ChildProcess child, UniqueFd socket) {
     return std::unique_ptr<WorkerProcess>(new WorkerProcess(std::move(child), std::move(socket)));

@@ -15,7 +15,7 @@ StatusOr<std::unique_ptr<Zygote>> Zygote::Start(const WorkerLaunch& launch,
                                                 Clock::time_point deadline) {
   WorkerLaunch zygote_launch = launch;
   zygote_launch.argv.back() += ".zygote";  // python -m kcoral._worker.zygote
-  KC_ASSIGN_OR_RETURN(auto spawned, SpawnWithSocket(zygote_launch));
+  KC_ASSIGN_OR_RETURN(auto spawned, SpawnWithSocket(zygote_launch, std::nullopt));
   auto ready = ipc::ReceiveFrameBefore(spawned.second.get(), deadline);
   if (!ready.ok()) return ready.status().WithContext("waiting for the zygote to be ready");
   KC_RETURN_IF_ERROR(ipc::DecodeReady(*ready).status().WithContext("the zygote"));

@@ -39,6 +39,24 @@ bool IsServerOwned(std::string_view entry) {
   return false;
 }
 
+// What every worker's own code is told in its start message (ipc/worker_settings.h); a GPU's
+// target is added per device (DeviceSpec::gpu_arch).
+pool::WorkerSettings WorkerSettingsFrom(const ServerConfig& config) {
+  pool::WorkerSettings settings;
+  settings.device =
+      config.device == Device::kGpu ? pool::WorkerDevice::kGpu : pool::WorkerDevice::kCpu;
+  settings.cpu_execution = config.cpu_execution == CpuExecution::kReference
+                               ? pool::WorkerCpuExecution::kReference
+                               : pool::WorkerCpuExecution::kHost;
+  // The address-space cap is for CPU workers only: CUDA reserves far more than it uses.
+  settings.address_space_mbytes =
+      config.device == Device::kCpu ? config.worker_memory_limit_mbytes : 0;
+  settings.heap_bytes = uint64_t{WorkerHeapMbytes(config)} << 20;  // worker/warm_heap.h
+  settings.max_libraries = config.max_libraries_per_worker;
+  settings.preload = config.worker_preload;
+  return settings;
+}
+
 StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
   pool::PoolOptions options;
   const int standby = config.standby_workers;
@@ -57,9 +75,9 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
       spec.seats = config.workers_per_gpu;
       spec.standby = standby >= 0 ? std::max(1, standby) : spec.seats;
       // Pinned by UUID (gpu_uuid) before CUDA starts; the worker sees its GPU as "cuda".
-      spec.extra_env = {"KCORAL_GPU_ARCH=" + gpu.arch, "KCORAL_GPU_NAME=" + gpu.name};
-      spec.extra_env.push_back("CUDA_DEVICE_MAX_CONNECTIONS=" +
-                               std::to_string(config.cuda_max_connections));
+      spec.gpu_arch = gpu.arch;
+      spec.extra_env = {"CUDA_DEVICE_MAX_CONNECTIONS=" +
+                        std::to_string(config.cuda_max_connections)};
       if (std::getenv("TVM_FFI_CUDA_ARCH_LIST") == nullptr) {
         spec.extra_env.push_back("TVM_FFI_CUDA_ARCH_LIST=" + gpu.tvm_arch_list);
       }
@@ -77,21 +95,12 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
   for (char** e = environ; *e != nullptr; ++e) {
     if (!IsServerOwned(*e)) options.launch.env.emplace_back(*e);
   }
-  options.launch.env.push_back(  // worker/warm_heap.h
-      "KCORAL_WORKER_HEAP_BYTES=" + std::to_string(uint64_t{WorkerHeapMbytes(config)} << 20));
   for (std::string_view name : kThreadCountVariables) {
     options.launch.env.push_back(std::string(name) + "=" +
                                  std::to_string(WorkerCpuThreads(config)));
   }
-  options.launch.env.push_back("KCORAL_WORKER_DEVICE=" + std::string(FlagText(config.device)));
-  options.launch.env.push_back("KCORAL_CPU_EXECUTION=" +
-                               std::string(FlagText(config.cpu_execution)));
   options.launch.env.push_back("PYTHONUNBUFFERED=1");
-  // The address-space cap is for CPU workers only: CUDA reserves far more than it uses.
-  const uint64_t address_space =
-      config.device == Device::kCpu ? config.worker_memory_limit_mbytes : 0;
-  options.launch.env.push_back("KCORAL_WORKER_MEMORY_LIMIT_MBYTES=" +
-                               std::to_string(address_space));
+  options.launch.settings = WorkerSettingsFrom(config);
   options.sandbox.enabled = config.sandbox != SandboxMode::kNone;
   options.sandbox.private_network = config.sandbox_network == SandboxNetwork::kNone;
   options.sandbox.readonly_paths = config.sandbox_readonly_paths;

@@ -2,8 +2,14 @@
 // CLI (`kcoral server ...`), which passes the interpreter that runs workers.
 #include <malloc.h>
 
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <iostream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -16,6 +22,31 @@ std::string DefaultCacheDir(const std::string& name) {
   if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/kcoral/" + name;
   const char* home = std::getenv("HOME");
   return std::string(home != nullptr ? home : "/tmp") + "/.cache/kcoral/" + name;
+}
+
+// KCORAL_PRELOAD's module names: comma-separated, blanks around each ignored.
+std::vector<std::string> ModuleList(std::string_view text) {
+  std::vector<std::string> names;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    std::string_view name = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    const size_t first = name.find_first_not_of(" \t");
+    if (first == std::string_view::npos) continue;
+    names.emplace_back(name.substr(first, name.find_last_not_of(" \t") - first + 1));
+  }
+  return names;
+}
+
+// A non-negative integer, blanks around it allowed; nullopt otherwise.
+std::optional<uint64_t> Count(std::string_view text) {
+  const size_t first = text.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return std::nullopt;
+  text = text.substr(first, text.find_last_not_of(" \t") - first + 1);
+  uint64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
 }
 
 }  // namespace
@@ -31,6 +62,18 @@ int main(int argc, char** argv) {
   config.disk_cache_dir = DefaultCacheDir("files");
   config.build_cache_dir = DefaultCacheDir("builds");
   if (const char* python = std::getenv("KCORAL_PYTHON")) config.python = python;
+  if (const char* preload = std::getenv("KCORAL_PRELOAD"))
+    config.worker_preload = ModuleList(preload);
+  if (const char* cap = std::getenv("KCORAL_MAX_LIBRARIES_PER_WORKER")) {
+    std::optional<uint64_t> count = Count(cap);
+    if (!count) {
+      std::cerr << "kcoral server: KCORAL_MAX_LIBRARIES_PER_WORKER must be a non-negative "
+                   "integer, not '"
+                << cap << "'\n";
+      return 2;
+    }
+    config.max_libraries_per_worker = *count;
+  }
   // Mode flags are read as text, checked against their tables, and parsed into
   // config's enums once, after cli.parse (server_modes.h).
   using kc::server::FlagText;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,6 +53,11 @@ struct ServerConfig {
   bool zygote = true;              // fork workers from a prepared process
   uint64_t worker_memory_limit_mbytes =
       0;  // per worker: cgroup memory (+ address space on CPU); 0: none
+  // Set only from the environment (no flag), for the workers' settings (ipc/worker_settings.h):
+  // the zygote's imports (KCORAL_PRELOAD, comma-separated; unset: its device's default) and the
+  // uploaded libraries a reused worker may hold (KCORAL_MAX_LIBRARIES_PER_WORKER).
+  std::optional<std::vector<std::string>> worker_preload;
+  uint64_t max_libraries_per_worker = 256;
   int io_threads = 1;
   int parse_threads = 2;
 };

@@ -2,14 +2,13 @@
 // --sandbox, --sandbox-network, --cpu-execution), parsed once where the flags
 // are read (main.cc) so the rest of the server compares enums, never strings.
 // Each flag has one table of the texts it accepts, in --help order; the first
-// text of a value is the one shown (/health, the event log, workers'
-// environment), later ones are aliases (--sandbox bubblewrap, the reference's
-// name for namespaces).
+// text of a value is the one shown (/health, the event log), later ones are
+// aliases (--sandbox bubblewrap, the reference's name for namespaces).
 //
 //   std::string text = "gpu";                              // bound to --device
 //   cli.add_option("--device", text)->check(CLI::IsMember(FlagTexts(kDeviceFlag)));
 //   config.device = ParseFlag(kDeviceFlag, text).value();  // after cli.parse
-//   env.push_back("KCORAL_WORKER_DEVICE=" + std::string(FlagText(config.device)));
+//   health["device"] = FlagText(config.device);            // "gpu"
 //
 // Constants and pure functions: thread-safe.
 #pragma once

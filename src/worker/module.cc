@@ -35,6 +35,7 @@
 #include "worker/network_namespaces.h"
 #include "worker/output_capture.h"
 #include "worker/pid_namespace.h"
+#include "worker/process_settings.h"
 #include "worker/resource_limits.h"
 #include "worker/result_seal.h"
 #include "worker/sandbox.h"
@@ -260,18 +261,43 @@ std::string EnterSandboxOf(const ipc::WorkerSpec& spec, int socket_fd) {
   return *workspace;
 }
 
-ipc::WorkerSpec WorkerSpecFromJson(const std::string& text) {
-  auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded()) throw std::runtime_error("worker spec: not JSON");
-  auto spec = ipc::DecodeWorkerSpec(json);
-  ThrowIfError(spec.status());
-  return std::move(spec).value();
+// This process's settings (process_settings.h).
+ProcessSettings& Settings() {
+  static ProcessSettings settings;
+  return settings;
 }
 
-void Serve(py::object engine) {
-  const char* fd_text = std::getenv("KCORAL_WORKER_FD");
-  if (fd_text == nullptr) throw std::runtime_error("KCORAL_WORKER_FD is not set");
-  g_socket_fd = std::atoi(fd_text);
+// Reads the start message the server sends first on `socket_fd` and keeps its settings; returns
+// the worker's spec, or nullopt for the zygote (ipc/messages.h).
+std::optional<ipc::WorkerSpec> ReceiveStart(int socket_fd) {
+  // Refused before reading: a second call must not take a frame meant for Serve().
+  if (Settings().is_set()) {
+    throw std::runtime_error("receive_start: this process's settings are set already");
+  }
+  StatusOr<ipc::Frame> frame = [socket_fd] {
+    py::gil_scoped_release unlocked;
+    return ipc::ReceiveFrame(socket_fd);
+  }();
+  ThrowIfError(frame.status());
+  StatusOr<ipc::StartMessage> start = ipc::DecodeStart(*frame);
+  ThrowIfError(start.status());
+  ThrowIfError(Settings().Set(std::move(start->settings)));
+  return std::move(start->worker);
+}
+
+// Settings for a process that no server started, from keyword arguments named as the wire's
+// fields (ipc/worker_settings.h).
+void UseWorkerSettings(const py::kwargs& fields) {
+  auto json =
+      nlohmann::json::parse(py::module_::import("json").attr("dumps")(fields).cast<std::string>(),
+                            nullptr, /*allow_exceptions=*/false);
+  StatusOr<ipc::WorkerSettings> settings = ipc::DecodeWorkerSettings(json);
+  ThrowIfError(settings.status());
+  ThrowIfError(Settings().Set(std::move(settings).value()));
+}
+
+void Serve(py::object engine, int socket_fd) {
+  g_socket_fd = socket_fd;
   ::fcntl(g_socket_fd, F_SETFD, FD_CLOEXEC);  // user subprocesses must not inherit it
   // The worker dies with its parent (the zygote, the sandbox's pid 1, or the
   // server: STYLE.md §6), even if that is SIGKILLed; if it is already gone,
@@ -281,8 +307,8 @@ void Serve(py::object engine) {
   if (::getppid() != parent) std::_Exit(0);
   // Orphaned descendants of user code stay below us, where KillTree finds them.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  const char* cap = std::getenv("KCORAL_WORKER_MEMORY_LIMIT_MBYTES");
-  ThrowIfError(LimitResources(cap == nullptr ? 0 : std::strtoull(cap, nullptr, 10)));
+  const ipc::WorkerSettings& settings = Settings().get();
+  ThrowIfError(LimitResources(settings.address_space_mbytes));
 
   py::dict describe = engine.attr("describe")();
   ipc::ReadyMessage ready;
@@ -291,8 +317,7 @@ void Serve(py::object engine) {
       py::module_::import("json").attr("dumps")(describe).cast<std::string>());
   // One key per worker process (a forked worker makes its own), known only to C++ and the server.
   ThrowIfError(Sealer().MakeKey());
-  const char* device = std::getenv("KCORAL_WORKER_DEVICE");
-  Sealer().SetWorkerDevice(device == nullptr ? "cpu" : device);
+  Sealer().SetWorkerDevice(settings.device);
   ready.seal_key = Sealer().KeyHex();
   nlohmann::json header = ipc::Encode(ready);
   Status sent = ipc::SendFrame(g_socket_fd, header);
@@ -324,8 +349,8 @@ void Serve(py::object engine) {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "KCoral worker core: IPC with the server, output capture, workspace switch.";
-  m.def("serve", &kc::worker::Serve, py::arg("engine"),
-        "Serve programs from the server until it closes the socket.");
+  m.def("serve", &kc::worker::Serve, py::arg("engine"), py::arg("socket_fd"),
+        "Serve programs from the server on `socket_fd` until it closes the socket.");
   // A worker's spec (ipc/sandbox_spec.h), opaque to Python but for what its code branches on.
   py::class_<kc::ipc::WorkerSpec>(m, "WorkerSpec")
       .def_property_readonly(
@@ -340,8 +365,39 @@ PYBIND11_MODULE(_core, m) {
             return spec.sandbox ? spec.sandbox->network_fd : -1;
           },
           "The network namespace lent to the worker by complete_sandbox; -1: none.");
-  m.def("worker_spec", &kc::worker::WorkerSpecFromJson, py::arg("text"),
-        "A worker spec from its JSON text (KCORAL_WORKER_SPEC).");
+  // This process's settings (ipc/worker_settings.h), read-only.
+  py::class_<kc::ipc::WorkerSettings>(m, "WorkerSettings")
+      .def_property_readonly(
+          "device",
+          [](const kc::ipc::WorkerSettings& s) { return std::string(kc::ipc::TextOf(s.device)); },
+          "\"cpu\" or \"gpu\".")
+      .def_property_readonly(
+          "cpu_execution",
+          [](const kc::ipc::WorkerSettings& s) {
+            return std::string(kc::ipc::TextOf(s.cpu_execution));
+          },
+          "CPU workers: \"host\" (run uploads) or \"reference\" (refuse them).")
+      .def_readonly("address_space_mbytes", &kc::ipc::WorkerSettings::address_space_mbytes,
+                    "A CPU worker's address-space cap; 0: none.")
+      .def_readonly("heap_bytes", &kc::ipc::WorkerSettings::heap_bytes,
+                    "Heap faulted in before the worker is ready (warm_heap).")
+      .def_readonly("gpu_arch", &kc::ipc::WorkerSettings::gpu_arch,
+                    "The GPU's target (\"sm_90a\"); empty on CPU.")
+      .def_readonly("max_libraries", &kc::ipc::WorkerSettings::max_libraries,
+                    "Uploaded libraries a reused worker may hold before it is retired.")
+      .def_readonly("preload", &kc::ipc::WorkerSettings::preload,
+                    "Modules the zygote imports; None: its device's default.");
+  m.def("receive_start", &kc::worker::ReceiveStart, py::arg("socket_fd"),
+        "Read the server's start message from `socket_fd` (first, before anything reads "
+        "worker_settings()); keeps its settings for worker_settings() and returns the "
+        "WorkerSpec of a worker started without a zygote, None for the zygote.");
+  m.def(
+      "worker_settings", [] { return kc::worker::Settings().get(); },
+      "This process's settings: from its start message (a forked worker has its zygote's), "
+      "else the defaults.");
+  m.def("use_worker_settings", &kc::worker::UseWorkerSettings,
+        "Settings for a process no server started (bench/seal_cost.py), as keyword arguments "
+        "named as in ipc/worker_settings.h; refused once settings are set.");
   m.def("complete_sandbox", &kc::worker::CompleteSandbox, py::arg("spec"),
         py::arg("interpreter_paths"),
         "The spec with what this process adds before it forks the worker: the interpreter's "

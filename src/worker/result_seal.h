@@ -25,6 +25,7 @@
 #include <pybind11/pybind11.h>
 
 #include "base/status.h"
+#include "ipc/worker_settings.h"
 #include "worker/python_facts.h"
 #include "worker/seal_key.h"
 
@@ -40,9 +41,9 @@ class ResultSealer {
   Status Bind(const std::vector<std::string>& names, const pybind11::list& chain,
               const pybind11::list& benign_wraps);
 
-  // KCORAL_WORKER_DEVICE as Serve() found it, before any upload could change the environment.
-  void SetWorkerDevice(std::string device) { device_ = std::move(device); }
-  bool gpu_worker() const { return device_ == "gpu"; }
+  // The worker's device from its settings (process_settings.h), set by Serve() before any upload.
+  void SetWorkerDevice(ipc::WorkerDevice device) { device_ = device; }
+  bool gpu_worker() const { return device_ == ipc::WorkerDevice::kGpu; }
 
   void RunStarted(std::string request_id);
   void RunFinished();
@@ -65,7 +66,7 @@ class ResultSealer {
  private:
   std::unique_ptr<SealKey> key_;
   bool key_for_server_ = false;
-  std::string device_;  // false: made on first use, outside a serving worker
+  ipc::WorkerDevice device_ = ipc::WorkerDevice::kCpu;
   PythonFacts facts_;
   bool run_started_ = false;
   std::string request_id_;  // of the run frame being served; empty between runs

@@ -48,7 +48,7 @@ def test_each_request_runs_its_own_library_on_a_reused_worker(make_server, libra
 
 
 def test_a_reused_worker_is_retired_once_it_holds_its_limit_of_libraries(make_server, libraries, monkeypatch):
-    monkeypatch.setenv("KCORAL_MAX_LIBRARIES_PER_WORKER", "2")  # the workers inherit it
+    monkeypatch.setenv("KCORAL_MAX_LIBRARIES_PER_WORKER", "2")  # the server tells its workers
     server = make_server("--num-workers", "1", "--max-requests-per-worker", "0")
     with Client(server.url) as client:
         for value in (1, 1, 2, 3):  # the second library fills the first worker

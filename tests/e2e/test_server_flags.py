@@ -1,6 +1,7 @@
 """Server flags: those that apply to GPU servers only are refused on a CPU
 server, by name, instead of being accepted and ignored; --worker-cpu-threads
-and --worker-heap-mbytes reach every worker."""
+and --worker-heap-mbytes reach every worker, and every worker, forked by the
+zygote or started on its own, sandboxed or not, is told its settings."""
 
 import os
 import subprocess
@@ -95,3 +96,31 @@ def test_a_heap_as_large_as_the_memory_limit_is_refused():
     run = server("--device", "cpu", "--worker-heap-mbytes", "256", "--worker-memory-limit-mbytes", "256")
     assert run.returncode == 2
     assert "--worker-heap-mbytes (256) must be below --worker-memory-limit-mbytes (256)" in run.stderr
+
+
+READ_SETTINGS = """
+from kcoral import _core
+
+
+def main():
+    s = _core.worker_settings()
+    return [s.device, s.cpu_execution, s.heap_bytes, s.max_libraries, s.preload]
+"""
+
+
+@pytest.mark.parametrize("zygote", ["zygote", "no-zygote"])
+@pytest.mark.parametrize("sandbox", ["namespaces", "none"])
+def test_every_worker_is_told_its_settings_in_its_start_message(make_server, monkeypatch, zygote, sandbox):
+    # The two settings only the environment sets are read by the server, not by its workers.
+    monkeypatch.setenv("KCORAL_MAX_LIBRARIES_PER_WORKER", "7")
+    monkeypatch.setenv("KCORAL_PRELOAD", " numpy , json")
+    flags = ["--sandbox", sandbox, "--cpu-execution", "reference", "--worker-heap-mbytes", "8"]
+    server = make_server(*flags, *(["--no-zygote"] if zygote == "no-zygote" else []))
+    assert run_main(server, READ_SETTINGS) == ["cpu", "reference", 8 << 20, 7, ["numpy", "json"]]
+
+
+def test_a_bad_library_cap_is_refused_by_name(monkeypatch):
+    monkeypatch.setenv("KCORAL_MAX_LIBRARIES_PER_WORKER", "many")
+    run = server("--device", "cpu")
+    assert run.returncode == 2
+    assert "KCORAL_MAX_LIBRARIES_PER_WORKER must be a non-negative integer, not 'many'" in run.stderr

@@ -5,15 +5,17 @@ import signal
 
 
 def main() -> None:
-    from kcoral._core import serve
-
     from kcoral import _core
-    from kcoral._worker import bootstrap, sandbox
+    from kcoral._worker import sandbox
 
+    # The socket is the one thing read from the environment: everything else comes in the
+    # server's start message on it (src/ipc/messages.h).
     fd = int(os.environ["KCORAL_WORKER_FD"])
-    text = os.environ.pop("KCORAL_WORKER_SPEC", "")
     try:
-        spec = _core.worker_spec(text) if text else None
+        # First: this process's settings, which the modules imported below read.
+        spec = _core.receive_start(fd)
+        from kcoral._worker import bootstrap
+
         if spec is not None and spec.sandboxed:
             # Started without a zygote: this process stays outside as the
             # server's child and waits; its child is pid 2 of the new
@@ -29,11 +31,11 @@ def main() -> None:
                 os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
         if spec is not None:
             sandbox.enter(spec, fd)
-        engine = bootstrap.ready_engine(os.environ.get("KCORAL_WORKER_DEVICE", "cpu"))
+        engine = bootstrap.ready_engine()
     except BaseException as error:  # noqa: BLE001 - reported to the server, then exit
         sandbox.report_failure(fd, error)
         os._exit(1)
-    serve(engine)
+    _core.serve(engine, fd)
 
 
 if __name__ == "__main__":

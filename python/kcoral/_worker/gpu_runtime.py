@@ -6,7 +6,6 @@ so its device is always "cuda". The lease is arbitrated by the server; this
 module only asks for it (kcoral._core.acquire_lease) and gives it back.
 """
 
-import os
 import warnings
 from importlib import metadata
 
@@ -42,7 +41,7 @@ class GpuRuntime:
     # -- description and set-up ---------------------------------------------
 
     def target(self) -> dict:
-        arch = os.environ.get("KCORAL_GPU_ARCH")
+        arch = _core.worker_settings().gpu_arch
         return {"arch": arch} if arch else {}
 
     def versions(self) -> dict:

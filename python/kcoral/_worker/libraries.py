@@ -6,6 +6,7 @@ holds too many.
 
 import os
 
+from kcoral import _core
 from kcoral._worker.errors import InstructionFailure
 
 # Libraries this process loaded, by SHA-256. Each stays loaded for the
@@ -13,13 +14,13 @@ from kcoral._worker.errors import InstructionFailure
 # a library by its path and hands back the loaded one for a path it has seen,
 # so /proc/self/fd/N must never name another library later.
 _loaded: dict[str, object] = {}
-# Past this many, a reused worker is retired after its request (engine.py):
-# each library holds a descriptor and its mapping for the process's life.
-_MAX_LIBRARIES = int(os.environ.get("KCORAL_MAX_LIBRARIES_PER_WORKER", "256"))
 
 
 def libraries_full() -> bool:
-    return len(_loaded) >= _MAX_LIBRARIES
+    """Past its settings' max_libraries (KCORAL_MAX_LIBRARIES_PER_WORKER on the server), a
+    reused worker is retired after its request (engine.py): each library holds a descriptor
+    and its mapping for the process's life."""
+    return len(_loaded) >= _core.worker_settings().max_libraries
 
 
 def load_library(blob, sha256: str):

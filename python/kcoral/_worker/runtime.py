@@ -11,8 +11,7 @@ CPU servers run in one of two modes (`kcoral server --cpu-execution`):
              fail with kind `unavailable`.
 """
 
-import os
-
+from kcoral import _core
 from kcoral._worker import tensors
 from kcoral._worker.errors import InstructionFailure
 from kcoral._worker.libraries import library_function, load_library
@@ -20,7 +19,7 @@ from kcoral._worker.libraries import library_function, load_library
 
 def make_runtime(device: str):
     if device == "cpu":
-        return CpuRuntime(host_execution=os.environ.get("KCORAL_CPU_EXECUTION", "host") == "host")
+        return CpuRuntime(host_execution=_core.worker_settings().cpu_execution == "host")
     if device == "gpu":
         from kcoral._worker.gpu_runtime import GpuRuntime
 

@@ -1,8 +1,10 @@
 """The worker zygote: a prepared parent that forks fresh workers in milliseconds.
 
-Started once by kcoral-server (`python -m kcoral._worker.zygote`). It imports
-what workers need (kcoral's core and engine, plus KCORAL_PRELOAD modules,
-default tvm_ffi and numpy) and then, for every `fork` frame carrying a new
+Started once by kcoral-server (`python -m kcoral._worker.zygote`). It reads
+its settings from the server's start message (src/ipc/worker_settings.h;
+its workers have them too), then imports what workers need (kcoral's core
+and engine, plus the modules of its settings' preload, KCORAL_PRELOAD on the
+server, default tvm_ffi and numpy on CPU, torch and numpy on GPU) and then, for every `fork` frame carrying a new
 worker socket, forks a child that serves programs on that socket. With one
 request per process (the default) this replaces a ~0.1-0.5 s interpreter
 start with a fork (DESIGN.md "The GPU machine": fork from a prepared parent).
@@ -91,16 +93,15 @@ def _children() -> list[int]:
     return found
 
 
-def _serve_forked(socket_fd: int, spec, device: str) -> None:
+def _serve_forked(socket_fd: int, spec) -> None:
     from kcoral import _core
     from kcoral._worker import bootstrap, sandbox
 
     try:
         os.setsid()
-        os.environ["KCORAL_WORKER_FD"] = str(socket_fd)
         if spec is not None:
             sandbox.enter(spec, socket_fd)
-        _core.serve(bootstrap.ready_engine(device))
+        _core.serve(bootstrap.ready_engine(), socket_fd)
     except BaseException as error:  # noqa: BLE001 - reported to the server, then exit
         sandbox.report_failure(socket_fd, error)
     finally:
@@ -108,17 +109,22 @@ def _serve_forked(socket_fd: int, spec, device: str) -> None:
 
 
 def main() -> None:
-    import kcoral.builtins  # noqa: F401 - every worker binds it (integrity.py); import it once here
     from kcoral import _core
+
+    control = socket.socket(fileno=int(os.environ["KCORAL_WORKER_FD"]))
+    # First: the settings, which the imports below read (kcoral.builtins picks its timer by them).
+    _core.receive_start(control.fileno())
+    import kcoral.builtins  # noqa: F401 - every worker binds it (integrity.py); import it once here
     from kcoral._worker import bootstrap  # noqa: F401 - imported once here, for every child
 
-    device = os.environ.get("KCORAL_WORKER_DEVICE", "cpu")
+    settings = _core.worker_settings()
+    device = settings.device
     # GPU: torch only. Some libraries touch CUDA at import, and a CUDA context
     # must never exist in the zygote (a forked child could not use CUDA).
-    default = "torch,numpy" if device == "gpu" else "tvm_ffi,numpy"
-    for name in filter(None, os.environ.get("KCORAL_PRELOAD", default).split(",")):
+    default = ["torch", "numpy"] if device == "gpu" else ["tvm_ffi", "numpy"]
+    for name in settings.preload if settings.preload is not None else default:
         try:
-            importlib.import_module(name.strip())
+            importlib.import_module(name)
         except ImportError:
             pass
     torch = sys.modules.get("torch")
@@ -136,7 +142,6 @@ def main() -> None:
     from kcoral._worker import sandbox
 
     sandbox.interpreter_paths()  # once here; every forked worker inherits it
-    control = socket.socket(fileno=int(os.environ["KCORAL_WORKER_FD"]))
     import ctypes
 
     ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
@@ -174,7 +179,7 @@ def main() -> None:
             if failure is not None:
                 sandbox.report_failure(fds[0], failure)
                 os._exit(0)
-            _serve_forked(fds[0], spec, device)
+            _serve_forked(fds[0], spec)
         if init is not None:
             _init_of[pid] = init
         _workers.add(pid)

@@ -34,6 +34,43 @@ TEST(Messages, SignalsCarryOnlyTheirWord) {
   EXPECT_EQ(Signal(MessageType::kInitialized).dump(), R"({"type":"initialized"})");
 }
 
+TEST(Messages, StartOfTheZygoteAndOfAWorker) {
+  StartMessage zygote;
+  zygote.settings.device = WorkerDevice::kGpu;
+  zygote.settings.gpu_arch = "sm_90a";
+  EXPECT_EQ(Encode(zygote).dump(),
+            R"({"settings":{"address_space_mbytes":0,"cpu_execution":"host","device":"gpu",)"
+            R"("gpu_arch":"sm_90a","heap_bytes":0,"max_libraries":256},"type":"start"})");
+  auto decoded = DecodeStart(FrameOf(Encode(zygote)));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  EXPECT_EQ(decoded->settings.device, WorkerDevice::kGpu);
+  EXPECT_EQ(decoded->settings.gpu_arch, "sm_90a");
+  EXPECT_FALSE(decoded->worker.has_value());
+
+  const StartMessage worker{WorkerSettings{}, WorkerSpec{"/w/w1", std::nullopt}};
+  EXPECT_EQ(Encode(worker).dump(),
+            R"({"settings":{"address_space_mbytes":0,"cpu_execution":"host","device":"cpu",)"
+            R"("gpu_arch":"","heap_bytes":0,"max_libraries":256},"type":"start",)"
+            R"("worker":{"sandbox":null,"workspace":"/w/w1"}})");
+  decoded = DecodeStart(FrameOf(Encode(worker)));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().message();
+  ASSERT_TRUE(decoded->worker.has_value());
+  EXPECT_EQ(decoded->worker->workspace, "/w/w1");
+
+  EXPECT_EQ(DecodeStart(FrameOf({{"type", "start"}})).status().message(),
+            "start frame: field 'settings' is not an object");
+  EXPECT_EQ(DecodeStart(FrameOf({{"type", "start"}, {"settings", {{"device", "tpu"}}}}))
+                .status()
+                .message(),
+            "start frame: worker settings: field 'device' is not a known value");
+  EXPECT_EQ(DecodeStart(FrameOf({{"type", "start"},
+                                 {"settings", nlohmann::json::object()},
+                                 {"worker", {{"workspace", 1}}}}))
+                .status()
+                .message(),
+            "start frame: worker spec: field 'workspace' is not a string");
+}
+
 TEST(Messages, ReadyOfAWorkerAndOfTheZygote) {
   ReadyMessage worker{42, {{"target", {{"kind", "cuda"}}}}, std::string(64, 'a')};
   EXPECT_EQ(Encode(worker).dump(),
