@@ -10,7 +10,7 @@ FUZZ_SECONDS ?= 30
 FUZZ_DIR ?= build/fuzz
 FUZZ_TARGETS = strict_json program multipart execute_request value_codec
 
-.PHONY: build deps test layers unit e2e demo bench format clean fuzz fuzz-deps
+.PHONY: build deps test format-check format-deps layers unit e2e demo bench format clean fuzz fuzz-deps
 
 deps:
 	@missing=$$(bash scripts/missing_build_deps.sh); \
@@ -41,7 +41,7 @@ e2e: build
 	@echo ">> end-to-end tests (pytest, real servers on 127.0.0.1)"
 	@$(PYTHON) -m pytest -q tests/client tests/e2e
 
-test: layers unit e2e
+test: format-check layers unit e2e
 
 demo: build
 	@bash scripts/demo.sh
@@ -87,8 +87,20 @@ fuzz: fuzz-deps
 	  fi; \
 	done; exit $$failed
 
-format:
-	@git ls-files '*.h' '*.cc' '*.cu' | xargs clang-format -i
+# Pinned formatters (scripts/format.py PINS), from PyPI: a newer one never fails CI on old code.
+FORMAT_PINS = clang-format==14.0.6 ruff==0.8.6
+
+format-deps:
+	@$(PYTHON) -c "import clang_format, ruff" 2>/dev/null && \
+	  $(PYTHON) -m ruff --version | grep -q '0.8.6' || \
+	  { echo ">> installing the pinned formatters"; $(PYTHON) -m pip install -q $(FORMAT_PINS); }
+
+format-check: format-deps
+	@echo ">> format check (clang-format 14.0.6, ruff 0.8.6)"
+	@$(PYTHON) scripts/format.py --check
+
+format: format-deps
+	@$(PYTHON) scripts/format.py
 
 clean:
 	rm -rf build python/kcoral/bin python/kcoral/_core.*.so
