@@ -71,7 +71,7 @@ CHECKSUM = (
 
 # Runs in the client's own interpreter (ours, or the reference's venv): one
 # upload per line on stdin, "<size> <cold|warm> <bytes|tensor>", one JSON line out.
-CLIENT = r'''
+CLIENT = r"""
 import json, os, resource, sys, time
 import numpy as np
 from kcoral import Client, Program
@@ -108,7 +108,7 @@ for line in sys.stdin:
     else:
         assert out == size, out
     print(json.dumps({"seconds": elapsed, "cpu": cpu}), flush=True)
-'''
+"""
 
 
 class Timing(NamedTuple):
@@ -135,17 +135,33 @@ class Side:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_dir = Path(tempfile.mkdtemp(prefix=f"kcoral-ingest-{name}-"))
-        flags = ["--device", device, "--host", "127.0.0.1", "--port", str(self.port), "--log-dir", str(self.log_dir),
-                 "--no-log-console", "--max-request-bytes", LIMIT,
-                 "--cache-capacity-bytes", str(CACHE_BYTES)]
+        flags = [
+            "--device",
+            device,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-dir",
+            str(self.log_dir),
+            "--no-log-console",
+            "--max-request-bytes",
+            LIMIT,
+            "--cache-capacity-bytes",
+            str(CACHE_BYTES),
+        ]
         # Two seats: a fresh worker is ready while the last one's replacement starts.
         flags += ["--num-workers", "2"] if device == "cpu" else ["--gpus", "0", "--workers-per-gpu", "2"]
         if name == "reference":
             flags += ["--sandbox", "none"]  # bubblewrap is not installed on these machines
         if reuse:
             flags += ["--max-requests-per-worker", "0"]
-        self.server = subprocess.Popen([python, "-m", "kcoral", "server", *flags], start_new_session=True,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.server = subprocess.Popen(
+            [python, "-m", "kcoral", "server", *flags],
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 300
         while True:
             try:
@@ -159,8 +175,9 @@ class Side:
         env = dict(os.environ)
         if name == "reference":
             env.pop("PYTHONPATH", None)
-        self.client = subprocess.Popen([python, "-c", CLIENT, self.url, source], stdin=subprocess.PIPE,
-                                       stdout=subprocess.PIPE, text=True, env=env)
+        self.client = subprocess.Popen(
+            [python, "-c", CLIENT, self.url, source], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+        )
 
     def upload(self, size: int, state: str, kind: str) -> Timing:
         seen = len(self.events())
@@ -196,7 +213,7 @@ class Side:
         total = 0.0
         for e in events:
             if e["event"] == "request_finished" and e["request_id"] in received:
-                total += (stamp(e["timestamp"]) - stamp(received[e["request_id"]]))
+                total += stamp(e["timestamp"]) - stamp(received[e["request_id"]])
         return total
 
     def peak_rss_mib(self) -> float:
@@ -221,6 +238,7 @@ def wait_until_quiet(limit_seconds: float = 60.0) -> None:
     """Waits until the machine's CPUs are idle (under 5% busy over half a
     second): a server answers /health before its workers have started, and on
     2 cores a reference worker still importing its modules halved our rate."""
+
     def busy_and_total() -> tuple[int, int]:
         with open("/proc/stat") as stat:
             fields = [int(x) for x in stat.readline().split()[1:]]
@@ -245,11 +263,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1,64,256,1024", help="upload sizes in MiB (default: 1,64,256,1024)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per cell; each cell is the median (default: 3)")
-    parser.add_argument("--reference", default=str(DEFAULT_REFERENCE) if DEFAULT_REFERENCE.exists() else "",
-                        help="a Python with kcoral==0.1.1 and its server's dependencies ('' to skip)")
+    parser.add_argument(
+        "--reference",
+        default=str(DEFAULT_REFERENCE) if DEFAULT_REFERENCE.exists() else "",
+        help="a Python with kcoral==0.1.1 and its server's dependencies ('' to skip)",
+    )
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu")
-    parser.add_argument("--reuse-workers", action="store_true",
-                        help="reuse workers (--max-requests-per-worker 0), so a GPU worker's CUDA start is not timed")
+    parser.add_argument(
+        "--reuse-workers",
+        action="store_true",
+        help="reuse workers (--max-requests-per-worker 0), so a GPU worker's CUDA start is not timed",
+    )
     args = parser.parse_args()
     # A TERM ends the run through the finally blocks, which stop the servers it started.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -272,8 +296,11 @@ def main() -> None:
                     runs = [side.upload(size, state, kind) for _ in range(args.rounds)]
                     cells[side.name] = Timing(*(statistics.median(column) for column in zip(*runs)))
                     rounds = ", ".join(f"{r.wall * 1e3:.0f}/{r.server * 1e3:.0f}" for r in runs)
-                    print(f"{side.name} {size // MIB} MiB {state}: end to end/server ms by round: {rounds}",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"{side.name} {size // MIB} MiB {state}: end to end/server ms by round: {rounds}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 rows.append((size, state, cells))
                 print_row(rows[-1], names)
             peak = max(peak, sides[0].peak_rss_mib())
@@ -282,8 +309,10 @@ def main() -> None:
                 side.stop()
     print()
     workers = "reused workers" if args.reuse_workers else "a fresh worker per request"
-    print(f"{kind} uploads, {args.device} server, {workers}, median of {args.rounds} rounds; "
-          "MB/s = 10^6 B/s end to end")
+    print(
+        f"{kind} uploads, {args.device} server, {workers}, median of {args.rounds} rounds; "
+        "MB/s = 10^6 B/s end to end"
+    )
     header = "| size | state | ours program | ours upload instruction | ours client CPU | "
     header += " | ".join(f"{n} end-to-end | {n} MB/s | {n} server" for n in names)
     if len(names) == 2:
@@ -303,8 +332,10 @@ def print_row(row, names) -> None:
 def format_row(row, names) -> str:
     size, state, cells = row
     ours = cells["ours"]
-    out = (f"| {size // MIB} MiB | {state} | {ours.program * 1e3:.1f} ms | {ours.first_instruction * 1e3:.1f} ms"
-           f" | {ours.client_cpu * 1e3:.0f} ms |")
+    out = (
+        f"| {size // MIB} MiB | {state} | {ours.program * 1e3:.1f} ms | {ours.first_instruction * 1e3:.1f} ms"
+        f" | {ours.client_cpu * 1e3:.0f} ms |"
+    )
     for name in names:
         cell = cells[name]
         out += f" {cell.wall * 1e3:.1f} ms | {size / cell.wall / 1e6:.0f} | {cell.server * 1e3:.1f} ms |"

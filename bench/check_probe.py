@@ -89,8 +89,21 @@ def main() -> None:
     args = parser.parse_args()
     for mode in ("fresh", "reused"):
         per_worker = "1" if mode == "fresh" else "0"
-        server = Server(sys.executable, ["--device", "gpu", "--gpus", "0", "--workers-per-gpu", "8",
-                                         "--sandbox", args.sandbox, "--max-requests-per-worker", per_worker])
+        server = Server(
+            sys.executable,
+            [
+                "--device",
+                "gpu",
+                "--gpus",
+                "0",
+                "--workers-per-gpu",
+                "8",
+                "--sandbox",
+                args.sandbox,
+                "--max-requests-per-worker",
+                per_worker,
+            ],
+        )
         try:
             for concurrency in [int(c) for c in args.concurrency.split(",")]:
                 results: list[dict] = []
@@ -117,10 +130,19 @@ def main() -> None:
                 if not good:
                     continue
                 print(f"  threads {good[0]['threads']}, affinity {good[0]['affinity']}, OMP {good[0]['omp']!r}")
-                for key in ("d2h_first", "d2h_again", "assert_first", "assert_again", "isclose",
-                            "assert_threads1", "assert_threads4"):
-                    cells = {f: statistics.median(r[key][f] for r in good)
-                             for f in ("wall_ms", "cpu_ms", "minflt", "nvcsw", "nivcsw")}
+                for key in (
+                    "d2h_first",
+                    "d2h_again",
+                    "assert_first",
+                    "assert_again",
+                    "isclose",
+                    "assert_threads1",
+                    "assert_threads4",
+                ):
+                    cells = {
+                        f: statistics.median(r[key][f] for r in good)
+                        for f in ("wall_ms", "cpu_ms", "minflt", "nvcsw", "nivcsw")
+                    }
                     print(f"  {key:<16} " + "  ".join(f"{f} {v:9.2f}" for f, v in cells.items()))
                 print(good[-1]["profile"])
         finally:

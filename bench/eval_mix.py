@@ -72,32 +72,43 @@ __global__ void add_one_kernel(const float* x, float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = x[i] + 2.0f;
 }
-""" + _WRAPPER.format(name="add_one"),
+"""
+    + _WRAPPER.format(name="add_one"),
     "illegal_address": r"""
 __global__ void add_one_kernel(const float* x, float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i + (1 << 30)] = x[i] + 1.0f;  // 4 GiB past the output
 }
-""" + _WRAPPER.format(name="add_one"),
+"""
+    + _WRAPPER.format(name="add_one"),
     "spin": r"""
 __global__ void add_one_kernel(const float* x, float* y, int n) {
   while (clock64() >= 0) {}  // never ends; clock64 keeps the loop from being removed
 }
-""" + _WRAPPER.format(name="add_one"),
+"""
+    + _WRAPPER.format(name="add_one"),
 }
 SEGFAULT = "import ctypes\n\n\ndef main():\n    return ctypes.string_at(0)\n"
 TIMEOUT_S = 2.0  # the spinning candidates' budget
 BUDGET_S = 60.0  # everyone else's
 
 # (kind, how many per 100, the outcome it must have)
-EVAL_MIX = [("compile_error", 20, "FAILED"), ("wrong", 20, "FAILED"), ("illegal_address", 3, "FAILED"),
-            ("segfault", 2, "FAILED"), ("timeout", 5, "timeout"), ("correct", 50, "COMPLETED")]
+EVAL_MIX = [
+    ("compile_error", 20, "FAILED"),
+    ("wrong", 20, "FAILED"),
+    ("illegal_address", 3, "FAILED"),
+    ("segfault", 2, "FAILED"),
+    ("timeout", 5, "timeout"),
+    ("correct", 50, "COMPLETED"),
+]
 SEED_MIX = [("correct", 100, "COMPLETED")]
 
 
 # The seed's compiler (examples/cpu_compile_gpu_execute.py), given the source as
 # text: the reference (E3) has no `language: "cuda"` modules.
-COMPILER = seed.OPERATIONS + r"""
+COMPILER = (
+    seed.OPERATIONS
+    + r"""
 
 class _Source:
     def __init__(self, name, source):
@@ -107,6 +118,7 @@ class _Source:
 def compile_text(name, source, cfg):
     return compile_cuda_binary(_Source(name, source), cfg)
 """
+)
 
 
 def compile_program(source: str, arch: str) -> Program:
@@ -147,10 +159,26 @@ class Server:
         if label == "reference":
             env["PYTHONPATH"] = env_path  # the reference's own packages, never ours
         self.process = subprocess.Popen(
-            [python, "-m", "kcoral", "server", "--host", "127.0.0.1", "--port", str(self.port),
-             "--log-dir", self.log_dir, "--no-log-console", *flags],
-            start_new_session=True, env=env, cwd=tempfile.gettempdir(),
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                python,
+                "-m",
+                "kcoral",
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-dir",
+                self.log_dir,
+                "--no-log-console",
+                *flags,
+            ],
+            start_new_session=True,
+            env=env,
+            cwd=tempfile.gettempdir(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 600
         while True:
             try:
@@ -261,8 +289,16 @@ def evaluate(candidate: Candidate, cpu: Client, gpu: Client, libraries: dict, ar
     return Outcome(candidate.kind, seen, candidate.expected, time.perf_counter() - start, held, detail[:200])
 
 
-def measure(side: str, mode: str, cpu_url: str, gpu_server: Server, candidates: list[Candidate],
-            libraries: dict, arch: str, concurrency: int) -> Run:
+def measure(
+    side: str,
+    mode: str,
+    cpu_url: str,
+    gpu_server: Server,
+    candidates: list[Candidate],
+    libraries: dict,
+    arch: str,
+    concurrency: int,
+) -> Run:
     outcomes: list[Outcome] = []
     lock = threading.Lock()
     queue = iter(candidates)
@@ -321,8 +357,9 @@ def compile_libraries(cpu_url: str, arch: str, kinds: set[str]) -> dict[str, byt
 
 def gpu_arch() -> str:
     """GPU 0's architecture as the seed names it (sm_90a on an H200), from nvidia-smi."""
-    query = subprocess.run(["nvidia-smi", "-i", "0", "--query-gpu=compute_cap", "--format=csv,noheader"],
-                           capture_output=True, text=True)
+    query = subprocess.run(
+        ["nvidia-smi", "-i", "0", "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True, text=True
+    )
     if query.returncode != 0:
         raise SystemExit(f"nvidia-smi failed ({query.stderr.strip()}); pass --arch")
     major, minor = query.stdout.strip().split(".")
@@ -333,19 +370,31 @@ def reference_imports(python: str, path: str) -> bool:
     """Whether `python` imports the reference kcoral 0.1.1 and what its `benchmark`
     needs (cupti-python, torch); says what is missing."""
     env = dict(os.environ, PYTHONPATH=path)
-    probe = subprocess.run([python, "-c", "import importlib.metadata as m, kcoral; print(m.version('kcoral'), kcoral.__file__)"],
-                           capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
+    probe = subprocess.run(
+        [python, "-c", "import importlib.metadata as m, kcoral; print(m.version('kcoral'), kcoral.__file__)"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+    )
     if probe.returncode != 0:
         return False
     version, location = probe.stdout.split(maxsplit=1)
     if version != "0.1.1" or str(REPO) in location:
         return False
-    needs = subprocess.run([python, "-c", "import torch; from cupti import cupti"],
-                           capture_output=True, text=True, env=env, cwd=tempfile.gettempdir())
+    needs = subprocess.run(
+        [python, "-c", "import torch; from cupti import cupti"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tempfile.gettempdir(),
+    )
     if needs.returncode != 0:
         last = (needs.stderr.strip().splitlines() or ["?"])[-1]
-        print(f"note: the reference's benchmark will fail: {python} cannot import torch and cupti ({last})",
-              file=sys.stderr)
+        print(
+            f"note: the reference's benchmark will fail: {python} cannot import torch and cupti ({last})",
+            file=sys.stderr,
+        )
     return True
 
 
@@ -353,21 +402,38 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--candidates", type=int, default=100, help="candidates per side and mode")
     parser.add_argument("--concurrency", type=int, default=16, help="candidates in flight")
-    parser.add_argument("--modes", default="fresh,reused",
-                        help="fresh: a new worker process per request (the default); reused: workers kept")
+    parser.add_argument(
+        "--modes",
+        default="fresh,reused",
+        help="fresh: a new worker process per request (the default); reused: workers kept",
+    )
     parser.add_argument("--mix", choices=["eval", "seed"], default="eval")
     parser.add_argument("--seed", type=int, default=0, help="shuffles the stream")
     parser.add_argument("--workers-per-gpu", type=int, default=8)
     parser.add_argument("--arch", default="", help="the kernels' target (default: GPU 0's, from nvidia-smi)")
-    parser.add_argument("--reference", default=str(DEFAULT_REFERENCE) if DEFAULT_REFERENCE.exists() else "",
-                        help="a Python that imports kcoral 0.1.1 ('' leaves the reference out)")
-    parser.add_argument("--reference-path", default="",
-                        help="PYTHONPATH for the reference's servers (where it was installed with --target)")
+    parser.add_argument(
+        "--reference",
+        default=str(DEFAULT_REFERENCE) if DEFAULT_REFERENCE.exists() else "",
+        help="a Python that imports kcoral 0.1.1 ('' leaves the reference out)",
+    )
+    parser.add_argument(
+        "--reference-path",
+        default="",
+        help="PYTHONPATH for the reference's servers (where it was installed with --target)",
+    )
     parser.add_argument("--reference-modes", default="fresh", help="the reference's modes (fresh, reused)")
-    parser.add_argument("--sandbox", choices=["none", "namespaces"], default=None,
-                        help="ours; default none with the reference (it has no bubblewrap here), else namespaces")
-    parser.add_argument("--housekeeping", choices=["outside-spans", "beside-spans"], default="outside-spans",
-                        help="ours: when stand-by workers may create and retire CUDA contexts")
+    parser.add_argument(
+        "--sandbox",
+        choices=["none", "namespaces"],
+        default=None,
+        help="ours; default none with the reference (it has no bubblewrap here), else namespaces",
+    )
+    parser.add_argument(
+        "--housekeeping",
+        choices=["outside-spans", "beside-spans"],
+        default="outside-spans",
+        help="ours: when stand-by workers may create and retire CUDA contexts",
+    )
     args = parser.parse_args()
 
     reference = args.reference
@@ -386,12 +452,18 @@ def main() -> None:
 
     runs: list[Run] = []
     # Our CPU server compiles the libraries once; each side then has its own CPU server.
-    builder = Server(sys.executable, ["--device", "cpu", "--num-workers", "4", "--sandbox", sandbox,
-                                      "--max-requests-per-worker", "0"], label="ours")
+    builder = Server(
+        sys.executable,
+        ["--device", "cpu", "--num-workers", "4", "--sandbox", sandbox, "--max-requests-per-worker", "0"],
+        label="ours",
+    )
     try:
         arch = args.arch or gpu_arch()
-        wanted = {"correct"} | {"spin" if c.kind == "timeout" else c.kind for c in candidates
-                                if c.kind in ("wrong", "illegal_address", "timeout")}
+        wanted = {"correct"} | {
+            "spin" if c.kind == "timeout" else c.kind
+            for c in candidates
+            if c.kind in ("wrong", "illegal_address", "timeout")
+        }
         print(f"compiling {len(wanted)} kernels for {arch} once", file=sys.stderr, flush=True)
         libraries = compile_libraries(builder.url, arch, wanted)
     finally:
@@ -405,12 +477,19 @@ def main() -> None:
         cpu = Server(python, ["--device", "cpu", "--num-workers", "4", *common], env_path, side)
         gpu = None
         try:
-            gpu = Server(python, ["--device", "gpu", "--gpus", "0", "--workers-per-gpu", str(args.workers_per_gpu),
-                                  *common, *extra], env_path, side)
+            gpu = Server(
+                python,
+                ["--device", "gpu", "--gpus", "0", "--workers-per-gpu", str(args.workers_per_gpu), *common, *extra],
+                env_path,
+                side,
+            )
             warm = [Candidate(-1, "correct", "COMPLETED")] * 4  # libraries into the cache, workers ready
             measure(side, mode, cpu.url, gpu, warm, libraries, arch, 4)
-            print(f"measuring {side}, {mode} workers ({len(candidates)} candidates, {args.concurrency} in flight)",
-                  file=sys.stderr, flush=True)
+            print(
+                f"measuring {side}, {mode} workers ({len(candidates)} candidates, {args.concurrency} in flight)",
+                file=sys.stderr,
+                flush=True,
+            )
             runs.append(measure(side, mode, cpu.url, gpu, candidates, libraries, arch, args.concurrency))
         finally:
             if gpu is not None:
@@ -421,21 +500,29 @@ def main() -> None:
 
 
 def print_tables(runs: list[Run], args, sandbox: str) -> None:
-    print(f"\nEvaluation mix '{args.mix}', {args.candidates} candidates, {args.concurrency} in flight, "
-          f"seed {args.seed}, 1 GPU, {args.workers_per_gpu} workers per GPU, --sandbox {sandbox} on every side, "
-          f"ours with --housekeeping {args.housekeeping}; {os.cpu_count()} cores")
-    print(f"{'side':>9} | {'workers':>7} | {'wall s':>7} | {'evals/GPU-hour':>14} | {'leased':>6} | "
-          f"{'duty cycle':>10} | {'as expected':>11}")
+    print(
+        f"\nEvaluation mix '{args.mix}', {args.candidates} candidates, {args.concurrency} in flight, "
+        f"seed {args.seed}, 1 GPU, {args.workers_per_gpu} workers per GPU, --sandbox {sandbox} on every side, "
+        f"ours with --housekeeping {args.housekeeping}; {os.cpu_count()} cores"
+    )
+    print(
+        f"{'side':>9} | {'workers':>7} | {'wall s':>7} | {'evals/GPU-hour':>14} | {'leased':>6} | "
+        f"{'duty cycle':>10} | {'as expected':>11}"
+    )
     print("-" * 86)
     for run in runs:
         duty = "n/a" if run.span_s is None else f"{100 * run.span_s / run.wall_s:.1f}%"
-        print(f"{run.side:>9} | {run.mode:>7} | {run.wall_s:>7.1f} | {run.per_gpu_hour():>14.0f} | "
-              f"{100 * run.leased():>5.1f}% | {duty:>10} | {run.as_expected():>5}/{len(run.outcomes):<5}")
+        print(
+            f"{run.side:>9} | {run.mode:>7} | {run.wall_s:>7.1f} | {run.per_gpu_hour():>14.0f} | "
+            f"{100 * run.leased():>5.1f}% | {duty:>10} | {run.as_expected():>5}/{len(run.outcomes):<5}"
+        )
     ours = {r.mode: r for r in runs if r.side == "ours"}
     for run in runs:
         if run.side == "reference" and run.mode in ours:
-            print(f"ours / reference, {run.mode} workers: {ours[run.mode].per_gpu_hour() / run.per_gpu_hour():.2f}x "
-                  "evaluations per GPU-hour")
+            print(
+                f"ours / reference, {run.mode} workers: {ours[run.mode].per_gpu_hour() / run.per_gpu_hour():.2f}x "
+                "evaluations per GPU-hour"
+            )
     print("\nLatency by outcome, seconds (p50 / p99, n)")
     kinds = [kind for kind, _, _ in (EVAL_MIX if args.mix == "eval" else SEED_MIX)]
     print(f"{'side':>9} | {'workers':>7} | " + " | ".join(f"{k:>20}" for k in kinds))
@@ -444,8 +531,11 @@ def print_tables(runs: list[Run], args, sandbox: str) -> None:
         cells = []
         for kind in kinds:
             times = [o.seconds for o in run.outcomes if o.kind == kind]
-            cells.append(f"{statistics.median(times):>6.2f} / {percentile(times, 99):>5.2f} ({len(times):>3})"
-                         if times else f"{'-':>20}")
+            cells.append(
+                f"{statistics.median(times):>6.2f} / {percentile(times, 99):>5.2f} ({len(times):>3})"
+                if times
+                else f"{'-':>20}"
+            )
         print(f"{run.side:>9} | {run.mode:>7} | " + " | ".join(f"{c:>20}" for c in cells))
     print_lease_by_instruction(runs)
     for run in runs:
@@ -454,8 +544,10 @@ def print_tables(runs: list[Run], args, sandbox: str) -> None:
             if o.seen != o.expected:
                 unexpected.setdefault((o.kind, o.seen), []).append(o)
         for (kind, seen), outcomes in sorted(unexpected.items()):
-            print(f"note: {run.side} {run.mode}: {len(outcomes)} {kind} candidate(s) ended {seen}"
-                  + (f" (first: {outcomes[0].detail})" if outcomes[0].detail else ""))
+            print(
+                f"note: {run.side} {run.mode}: {len(outcomes)} {kind} candidate(s) ended {seen}"
+                + (f" (first: {outcomes[0].detail})" if outcomes[0].detail else "")
+            )
 
 
 def print_lease_by_instruction(runs: list[Run]) -> None:
@@ -470,21 +562,29 @@ def print_lease_by_instruction(runs: list[Run]) -> None:
                 rows.setdefault(index, []).append((ms, wait, leased))
         if not rows:
             continue
-        print(f"\n{run.side}, {run.mode} workers: the seed request's instructions, median ms over {len(timelines)} "
-              "runs (wall as the server saw it, the part of it waiting for the GPU lease, and the share of runs "
-              "holding the lease when it ended)")
+        print(
+            f"\n{run.side}, {run.mode} workers: the seed request's instructions, median ms over {len(timelines)} "
+            "runs (wall as the server saw it, the part of it waiting for the GPU lease, and the share of runs "
+            "holding the lease when it ended)"
+        )
         for index in sorted(rows):
             ins = instructions[index]
             name = f"{ins['op']} {ins.get('id') or ins.get('key', '')}"
-            print(f"  {index:>2} {name:<28} {statistics.median(ms for ms, _, _ in rows[index]):>9.2f} ms   "
-                  f"lease wait {statistics.median(w for _, w, _ in rows[index]):>9.2f} ms   "
-                  f"leased {100 * sum(held for _, _, held in rows[index]) / len(rows[index]):>3.0f}%")
+            print(
+                f"  {index:>2} {name:<28} {statistics.median(ms for ms, _, _ in rows[index]):>9.2f} ms   "
+                f"lease wait {statistics.median(w for _, w, _ in rows[index]):>9.2f} ms   "
+                f"leased {100 * sum(held for _, _, held in rows[index]) / len(rows[index]):>3.0f}%"
+            )
         # The lease's own share of an instruction that ended leased is its wall less its wait.
-        outside = [t["lease_held_ms"] - sum(ms - wait for _, ms, wait, leased in t["instructions"] if leased)
-                   for t in timelines]
-        print(f"  lease held outside instructions (the end of the request, hand-over): median "
-              f"{statistics.median(outside):.2f} ms; timing span: median "
-              f"{statistics.median(t['span_held_ms'] for t in timelines):.2f} ms")
+        outside = [
+            t["lease_held_ms"] - sum(ms - wait for _, ms, wait, leased in t["instructions"] if leased)
+            for t in timelines
+        ]
+        print(
+            f"  lease held outside instructions (the end of the request, hand-over): median "
+            f"{statistics.median(outside):.2f} ms; timing span: median "
+            f"{statistics.median(t['span_held_ms'] for t in timelines):.2f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -126,8 +126,9 @@ def plan(count: int, seed: int, hostile_fraction: float) -> list[Request]:
             requests.append(Request(i, kind, SOURCES[kind], [x, s], expected))
         elif kind == "bytes":
             blob = rng.randbytes(512)
-            requests.append(Request(i, kind, SOURCES[kind], ["$blob"], [hashlib.sha256(blob).hexdigest(), blob[::-1]],
-                                    blob=blob))
+            requests.append(
+                Request(i, kind, SOURCES[kind], ["$blob"], [hashlib.sha256(blob).hexdigest(), blob[::-1]], blob=blob)
+            )
         elif kind == "huge":
             # Expected values are predicates, built when checked: a thousand 20 MB values would not fit.
             if rng.random() < 0.5:
@@ -135,9 +136,17 @@ def plan(count: int, seed: int, hostile_fraction: float) -> list[Request]:
             else:
                 block, n = rng.randbytes(32), 20 << 20
                 digest = hashlib.sha256((block * (n // len(block) + 1))[:n]).hexdigest()
-                requests.append(Request(i, "huge", SOURCES["huge_bytes"], [block.hex(), n],
-                                        lambda out, n=n, digest=digest: isinstance(out, bytes) and len(out) == n
-                                        and hashlib.sha256(out).hexdigest() == digest))
+                requests.append(
+                    Request(
+                        i,
+                        "huge",
+                        SOURCES["huge_bytes"],
+                        [block.hex(), n],
+                        lambda out, n=n, digest=digest: isinstance(out, bytes)
+                        and len(out) == n
+                        and hashlib.sha256(out).hexdigest() == digest,
+                    )
+                )
         elif kind == "deep":
             value = token
             for _ in range(200):
@@ -172,8 +181,14 @@ def body_of(request: Request) -> tuple[bytes, str]:
         parts.append((f"blob:{hashlib.sha256(request.blob).hexdigest()}", "application/octet-stream", request.blob))
     out = b""
     for name, content_type, data in parts:
-        out += (f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{name}\"\r\n"
-                f"Content-Type: {content_type}\r\n\r\n").encode() + data + b"\r\n"
+        out += (
+            (
+                f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="{name}"\r\n'
+                f"Content-Type: {content_type}\r\n\r\n"
+            ).encode()
+            + data
+            + b"\r\n"
+        )
     return out + f"--{BOUNDARY}--\r\n".encode(), f"multipart/form-data; boundary={BOUNDARY}"
 
 
@@ -235,8 +250,12 @@ def run(url: str, requests: list[Request], concurrency: int, deadline: float) ->
         content, content_type = body_of(request)
         started = time.perf_counter()
         try:
-            response = client.post(url + "/execute", content=content, headers={"Content-Type": content_type},
-                                   timeout=httpx.Timeout(request.timeout_seconds + 120, connect=10))
+            response = client.post(
+                url + "/execute",
+                content=content,
+                headers={"Content-Type": content_type},
+                timeout=httpx.Timeout(request.timeout_seconds + 120, connect=10),
+            )
             problem = verdict(request, response)
             lost = response.status_code != 200  # an error answer where another was due: its answer is lost
         except Exception as error:  # noqa: BLE001 - a lost answer is what this measures
@@ -340,21 +359,41 @@ def snapshot(pid: int, tag: str, tmp: str) -> dict[str, object]:
     }
 
 
-def start_server(directory: Path, workers: int, extra: list[str], tag: str,
-                 tmpdir: str | None) -> tuple[subprocess.Popen, str, Path]:
+def start_server(
+    directory: Path, workers: int, extra: list[str], tag: str, tmpdir: str | None
+) -> tuple[subprocess.Popen, str, Path]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--num-workers", str(workers),
-               "--host", "127.0.0.1", "--port", str(port), "--log-dir", str(directory / "logs"), "--no-log-console"]
+    command = [
+        sys.executable,
+        "-m",
+        "kcoral",
+        "server",
+        "--device",
+        "cpu",
+        "--num-workers",
+        str(workers),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-dir",
+        str(directory / "logs"),
+        "--no-log-console",
+    ]
     if not any(a.startswith("--disk-cache-dir") for a in extra):
         command += ["--disk-cache-dir", str(directory / "disk-cache")]
     stderr_path = directory / "server.stderr"
     with open(stderr_path, "wb") as stderr:
-        process = subprocess.Popen([*command, *extra], stdout=subprocess.DEVNULL, stderr=stderr,
-                                   start_new_session=True,
-                                   env={**os.environ, TAG: tag, **({"TMPDIR": tmpdir} if tmpdir else {})})
+        process = subprocess.Popen(
+            [*command, *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+            env={**os.environ, TAG: tag, **({"TMPDIR": tmpdir} if tmpdir else {})},
+        )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -394,9 +433,11 @@ def kill_leftovers(tag: str, grace: float = 5.0) -> list[str]:
 
 # ------------------------------------------------------------------- report
 def print_report(args, extra, rows, sent, seconds, before, after, leftovers, tmp) -> bool:
-    print(f"\nKCoral fault soak: {sent} of {args.requests} requests sent, concurrency {args.concurrency}, "
-          f"seed {args.seed}, {args.workers} workers, {os.cpu_count()} cores, "
-          f"server flags: {' '.join(extra) or '(none)'}")
+    print(
+        f"\nKCoral fault soak: {sent} of {args.requests} requests sent, concurrency {args.concurrency}, "
+        f"seed {args.seed}, {args.workers} workers, {os.cpu_count()} cores, "
+        f"server flags: {' '.join(extra) or '(none)'}"
+    )
     header = f"{'kind':<8} | {'sent':>6} | {'expected':>8} | {'wrong':>5} | {'lost':>5} | {'p50 ms':>8} | {'p99 ms':>8}"
     print(header)
     print("-" * len(header))
@@ -408,11 +449,15 @@ def print_report(args, extra, rows, sent, seconds, before, after, leftovers, tmp
         total.wrong += row.wrong
         total.lost += row.lost
         total.latencies_ms += row.latencies_ms
-        print(f"{kind:<8} | {row.sent:>6} | {row.expected:>8} | {row.wrong:>5} | {row.lost:>5} | "
-              f"{percentile(row.latencies_ms, 50):>8.1f} | {percentile(row.latencies_ms, 99):>8.1f}")
+        print(
+            f"{kind:<8} | {row.sent:>6} | {row.expected:>8} | {row.wrong:>5} | {row.lost:>5} | "
+            f"{percentile(row.latencies_ms, 50):>8.1f} | {percentile(row.latencies_ms, 99):>8.1f}"
+        )
     print("-" * len(header))
-    print(f"{'total':<8} | {total.sent:>6} | {total.expected:>8} | {total.wrong:>5} | {total.lost:>5} | "
-          f"{percentile(total.latencies_ms, 50):>8.1f} | {percentile(total.latencies_ms, 99):>8.1f}")
+    print(
+        f"{'total':<8} | {total.sent:>6} | {total.expected:>8} | {total.wrong:>5} | {total.lost:>5} | "
+        f"{percentile(total.latencies_ms, 50):>8.1f} | {percentile(total.latencies_ms, 99):>8.1f}"
+    )
     print(f"\n{total.sent / seconds:.1f} requests/s over {seconds:.1f} s")
     print(f"\n{'server':<24} | {'start':>8} | {'end':>8}    (tmp: {tmp})")
     print("-" * 46)
@@ -434,14 +479,21 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=10_000)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--time-limit-seconds", type=float, default=900,
-                        help="stop sending new requests after this long (those in flight are still answered)")
+    parser.add_argument(
+        "--time-limit-seconds",
+        type=float,
+        default=900,
+        help="stop sending new requests after this long (those in flight are still answered)",
+    )
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--hostile-fraction", type=float, default=0.1)
     parser.add_argument("--keep-logs", action="store_true", help="keep the server's log directory")
-    parser.add_argument("--private-tmpdir", action="store_true",
-                        help="give the server its own TMPDIR and count that instead of the host /tmp, which "
-                             "other processes on the machine (another test run) also write to")
+    parser.add_argument(
+        "--private-tmpdir",
+        action="store_true",
+        help="give the server its own TMPDIR and count that instead of the host /tmp, which "
+        "other processes on the machine (another test run) also write to",
+    )
     args, extra = parser.parse_known_args()
 
     requests = plan(args.requests, args.seed, args.hostile_fraction)

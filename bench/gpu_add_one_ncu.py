@@ -23,8 +23,9 @@ major, minor = torch.cuda.get_device_capability()
 import os  # noqa: E402
 
 os.environ.setdefault("TVM_FFI_CUDA_ARCH_LIST", f"{major}.{minor}{'a' if major >= 9 else ''}")
-path = tvm_ffi.cpp.build_inline(name="ncu_add_one", cuda_sources=CUDA_SOURCE, functions="add_one",
-                                extra_cuda_cflags=["-O3"])
+path = tvm_ffi.cpp.build_inline(
+    name="ncu_add_one", cuda_sources=CUDA_SOURCE, functions="add_one", extra_cuda_cflags=["-O3"]
+)
 add_one = tvm_ffi.load_module(path).get_function("add_one")
 x = torch.randn(N, device="cuda")
 y = torch.empty_like(x)

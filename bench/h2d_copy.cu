@@ -7,7 +7,6 @@
 // in this mapping) and copies all of it; the device copy is then summed and checked against
 // the host's sum. Pinned chunks are allocated before the timing, as in a worker that has
 // copied once. Two rounds; one table row per way and round.
-#include <cuda_runtime.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -22,17 +21,19 @@
 #include <thread>
 #include <vector>
 
+#include <cuda_runtime.h>
+
 #ifndef MADV_POPULATE_READ
 #define MADV_POPULATE_READ 22
 #endif
 
-#define CHECK_CUDA(expr)                                                             \
-  do {                                                                               \
-    cudaError_t check_error_ = (expr);                                               \
-    if (check_error_ != cudaSuccess) {                                               \
-      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(check_error_));    \
-      std::exit(1);                                                                  \
-    }                                                                                \
+#define CHECK_CUDA(expr)                                                         \
+  do {                                                                           \
+    cudaError_t check_error_ = (expr);                                           \
+    if (check_error_ != cudaSuccess) {                                           \
+      std::fprintf(stderr, "%s: %s\n", #expr, cudaGetErrorString(check_error_)); \
+      std::exit(1);                                                              \
+    }                                                                            \
   } while (0)
 
 namespace {
@@ -82,7 +83,8 @@ int main(int argc, char** argv) {
   std::vector<unsigned> block(1 << 18);
   unsigned long long expected = 0, k = 0;
   for (size_t written = 0; written < bytes; written += block.size() * sizeof(unsigned)) {
-    for (unsigned& value : block) expected += value = static_cast<unsigned>(k++ * 2654435761u);
+    for (unsigned& value : block)
+      expected += value = static_cast<unsigned>(k++ * 2654435761u);
     if (write(fd, block.data(), block.size() * sizeof(unsigned)) < 0) return 1;
   }
   fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK);
@@ -100,13 +102,18 @@ int main(int argc, char** argv) {
       std::vector<std::thread> threads;
       const size_t slice = bytes / count;  // bytes is a whole number of MiB
       for (int i = 0; i < count; ++i)
-        threads.emplace_back([&, i] { lanes[i].Copy(from + i * slice, device + i * slice, slice, stream, populate); });
-      for (std::thread& thread : threads) thread.join();
+        threads.emplace_back([&, i] {
+          lanes[i].Copy(from + i * slice, device + i * slice, slice, stream, populate);
+        });
+      for (std::thread& thread : threads)
+        thread.join();
     };
   };
   std::vector<std::pair<std::string, std::function<void(const char*)>>> ways = {
       {"cudaMemcpyAsync from the mapping",
-       [&](const char* from) { CHECK_CUDA(cudaMemcpyAsync(device, from, bytes, cudaMemcpyHostToDevice, stream)); }},
+       [&](const char* from) {
+         CHECK_CUDA(cudaMemcpyAsync(device, from, bytes, cudaMemcpyHostToDevice, stream));
+       }},
       {"1 lane", lanes_way(1, false)},
       {"1 lane, populated per chunk", lanes_way(1, true)},
       {"2 lanes", lanes_way(2, false)},

@@ -69,8 +69,10 @@ def main() -> None:
     print("-" * 66)
     for name, key in (("compiled add_one (C++)", "compiled"), ("numpy x + 1", "numpy")):
         t = result.results[key]
-        print(f"{name:>22} | {t['latency_ms_median'] * 1e3:>9.1f} | {t['latency_ms_p10'] * 1e3:>8.1f} | "
-              f"{t['latency_ms_p90'] * 1e3:>8.1f} | {t['n_samples']:>7}")
+        print(
+            f"{name:>22} | {t['latency_ms_median'] * 1e3:>9.1f} | {t['latency_ms_p10'] * 1e3:>8.1f} | "
+            f"{t['latency_ms_p90'] * 1e3:>8.1f} | {t['n_samples']:>7}"
+        )
     ratio = result.results["numpy"]["latency_ms_median"] / result.results["compiled"]["latency_ms_median"]
     print(f"\nnumpy / compiled median ratio: {ratio:.2f}")
 

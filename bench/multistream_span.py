@@ -108,8 +108,9 @@ class Gate:
             self.words[i] = 0
         import numpy
 
-        self.kernel((1,), (1,), (numpy.uint64(self.ptr), numpy.uint64(GATE_TIMEOUT_NS)),
-                    stream=self.cupy.cuda.Stream.null)
+        self.kernel(
+            (1,), (1,), (numpy.uint64(self.ptr), numpy.uint64(GATE_TIMEOUT_NS)), stream=self.cupy.cuda.Stream.null
+        )
         deadline = time.perf_counter() + 1.0
         while self.words[1] == 0:
             if time.perf_counter() > deadline:
@@ -150,9 +151,11 @@ def make_cases(n: int):
             torch.add(a, 1.0, out=a)
 
     mib = n * 4 >> 20
-    return [(f"two_streams {mib} MiB", two_streams, (x, y), 2),
-            (f"one_stream {mib} MiB", one_stream, (x, y), 1),
-            ("launch_bound 10x4096", launch_bound, (a,), 10)]
+    return [
+        (f"two_streams {mib} MiB", two_streams, (x, y), 2),
+        (f"one_stream {mib} MiB", one_stream, (x, y), 1),
+        ("launch_bound 10x4096", launch_bound, (a,), 10),
+    ]
 
 
 def one_call(fn, args, flush, gate):
@@ -190,11 +193,18 @@ def profile_calls(fn, args, calls, flush, gate):
 
 def per_call(events, launches_per_call):
     """One dict per kc_call annotation: span, gap, host, busy (us), and gate_lead."""
-    calls = sorted((e for e in events if e.get("ph") == "X" and e.get("name") == "kc_call"
-                    and e.get("cat") == "user_annotation"), key=lambda e: e["ts"])
-    launches = sorted((e for e in events if e.get("ph") == "X"
-                       and e.get("cat") in ("cuda_runtime", "cuda_driver")
-                       and "aunch" in e.get("name", "")), key=lambda e: e["ts"])
+    calls = sorted(
+        (e for e in events if e.get("ph") == "X" and e.get("name") == "kc_call" and e.get("cat") == "user_annotation"),
+        key=lambda e: e["ts"],
+    )
+    launches = sorted(
+        (
+            e
+            for e in events
+            if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and "aunch" in e.get("name", "")
+        ),
+        key=lambda e: e["ts"],
+    )
     kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
     by_corr = {}
     for k in kernels:
@@ -204,19 +214,28 @@ def per_call(events, launches_per_call):
     for c in calls:
         begin, end = c["ts"], c["ts"] + c["dur"]
         # A runtime launch and the driver call under it may share a correlation id: once each.
-        mine = list({x["args"].get("correlation"): x for x in reversed(
-            [x for x in launches if begin <= x["ts"] <= end])}.values())
+        mine = list(
+            {
+                x["args"].get("correlation"): x for x in reversed([x for x in launches if begin <= x["ts"] <= end])
+            }.values()
+        )
         mine.sort(key=lambda x: x["ts"])
-        ks = sorted((k for x in mine for k in by_corr.get(x["args"].get("correlation"), [])
-                     if "kc_gate" not in k["name"]), key=lambda k: k["ts"])
+        ks = sorted(
+            (k for x in mine for k in by_corr.get(x["args"].get("correlation"), []) if "kc_gate" not in k["name"]),
+            key=lambda k: k["ts"],
+        )
         if len(ks) != launches_per_call:
             rows.append(None)
             continue
         gap = sum(max(0.0, b["ts"] - (a["ts"] + a["dur"])) for a, b in zip(ks, ks[1:]))
         before = [g for g in gates if g["ts"] < end]
-        row = {"span": max(k["ts"] + k["dur"] for k in ks) - ks[0]["ts"], "gap": gap,
-               "host": mine[-1]["ts"] - mine[0]["ts"], "busy": sum(k["dur"] for k in ks),
-               "first_after_last_launch": ks[0]["ts"] - mine[-1]["ts"]}
+        row = {
+            "span": max(k["ts"] + k["dur"] for k in ks) - ks[0]["ts"],
+            "gap": gap,
+            "host": mine[-1]["ts"] - mine[0]["ts"],
+            "busy": sum(k["dur"] for k in ks),
+            "first_after_last_launch": ks[0]["ts"] - mine[-1]["ts"],
+        }
         if before:
             # > 0: the gate kernel started before t0 on the profiler's clock.
             row["gate_lead"] = begin - before[-1]["ts"]
@@ -232,21 +251,34 @@ def median(rows, key):
 def run_ncu(args):
     """ncu's gpu__time_duration.sum of the cases' kernels, summed per call (us)."""
     log = tempfile.NamedTemporaryFile(suffix=".csv", delete=False).name
-    cmd = ["ncu", "--metrics", "gpu__time_duration.sum", "--clock-control", "none", "--csv",
-           "--nvtx", "--nvtx-include", "kc_measure/", "--log-file", log, sys.executable,
-           os.path.abspath(__file__), "--ncu-target", "--sizes", args.sizes]
+    cmd = [
+        "ncu",
+        "--metrics",
+        "gpu__time_duration.sum",
+        "--clock-control",
+        "none",
+        "--csv",
+        "--nvtx",
+        "--nvtx-include",
+        "kc_measure/",
+        "--log-file",
+        log,
+        sys.executable,
+        os.path.abspath(__file__),
+        "--ncu-target",
+        "--sizes",
+        args.sizes,
+    ]
     print("$ " + " ".join(cmd))
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
     if done.returncode != 0:
         print(f"ncu failed (rc {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
         return
     text = open(log).read()
-    lines = text[text.find('"ID"'):] if '"ID"' in text else text
-    rows = [r for r in csv.DictReader(io.StringIO(lines)) if r.get("Metric Name") ==
-            "gpu__time_duration.sum"]
+    lines = text[text.find('"ID"') :] if '"ID"' in text else text
+    rows = [r for r in csv.DictReader(io.StringIO(lines)) if r.get("Metric Name") == "gpu__time_duration.sum"]
     to_us = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3}
-    durations = [float(r["Metric Value"].replace(",", "")) * to_us[r.get("Metric Unit", "nsecond")]
-                 for r in rows]
+    durations = [float(r["Metric Value"].replace(",", "")) * to_us[r.get("Metric Unit", "nsecond")] for r in rows]
     expected = sum(NCU_CALLS * per for _, per in ncu_plan(args.sizes))
     print(f"ncu: {len(durations)} kernels profiled (expected {expected})")
     if len(durations) != expected:
@@ -258,11 +290,10 @@ def run_ncu(args):
     for name, per in ncu_plan(args.sizes):
         sums, kernels = [], []
         for _ in range(NCU_CALLS):
-            sums.append(sum(durations[i:i + per]))
-            kernels = durations[i:i + per]
+            sums.append(sum(durations[i : i + per]))
+            kernels = durations[i : i + per]
             i += per
-        print(f"{name:<26}{statistics.median(sums):>34.2f}  " +
-              " ".join(f"{k:.2f}" for k in kernels))
+        print(f"{name:<26}{statistics.median(sums):>34.2f}  " + " ".join(f"{k:.2f}" for k in kernels))
 
 
 NCU_CALLS = 5
@@ -322,28 +353,37 @@ def main():
         for name, fn, fargs, per in cases:
             for mode in ("ungated", "gated"):
                 started = time.perf_counter()
-                rows = per_call(profile_calls(fn, fargs, args.calls, flush,
-                                              gate if mode == "gated" else None), per)
+                rows = per_call(profile_calls(fn, fargs, args.calls, flush, gate if mode == "gated" else None), per)
                 table.setdefault((name, mode), []).append(rows)
                 good = [r for r in rows if r is not None]
-                print(f"rep {rep} {name} {mode}: {len(good)}/{len(rows)} calls matched, "
-                      f"{time.perf_counter() - started:.1f} s")
-                for r in good[:args.show] if rep == 0 else []:
-                    print("   span {span:7.2f}  gap {gap:7.2f}  host {host:7.2f}  "
-                          "busy {busy:7.2f}  first kernel - last launch "
-                          "{first_after_last_launch:7.2f}".format(**r)
-                          + (f"  gate lead {r['gate_lead']:.2f}" if "gate_lead" in r else ""))
-    print(f"\nmedian over {args.calls} calls per cell, us; span per repetition, the rest pooled; "
-          f"gate timeouts: {gate.timeouts}")
-    print(f"{'case':<24}{'mode':<9}{'span r1':>9}{'r2':>9}{'r3':>9}{'gap':>9}{'host':>9}"
-          f"{'busy':>9}{'gate lead min':>15}")
+                print(
+                    f"rep {rep} {name} {mode}: {len(good)}/{len(rows)} calls matched, "
+                    f"{time.perf_counter() - started:.1f} s"
+                )
+                for r in good[: args.show] if rep == 0 else []:
+                    print(
+                        "   span {span:7.2f}  gap {gap:7.2f}  host {host:7.2f}  "
+                        "busy {busy:7.2f}  first kernel - last launch "
+                        "{first_after_last_launch:7.2f}".format(**r)
+                        + (f"  gate lead {r['gate_lead']:.2f}" if "gate_lead" in r else "")
+                    )
+    print(
+        f"\nmedian over {args.calls} calls per cell, us; span per repetition, the rest pooled; "
+        f"gate timeouts: {gate.timeouts}"
+    )
+    print(
+        f"{'case':<24}{'mode':<9}{'span r1':>9}{'r2':>9}{'r3':>9}{'gap':>9}{'host':>9}"
+        f"{'busy':>9}{'gate lead min':>15}"
+    )
     for (name, mode), reps in table.items():
         spans = "".join(f"{median(rows, 'span'):>9.2f}" for rows in reps)
         pooled = [r for rows in reps for r in rows]
         leads = [r["gate_lead"] for r in pooled if r is not None and "gate_lead" in r]
         lead = f"{min(leads):>15.2f}" if leads else f"{'-':>15}"
-        print(f"{name:<24}{mode:<9}{spans}{median(pooled, 'gap'):>9.2f}"
-              f"{median(pooled, 'host'):>9.2f}{median(pooled, 'busy'):>9.2f}{lead}")
+        print(
+            f"{name:<24}{mode:<9}{spans}{median(pooled, 'gap'):>9.2f}"
+            f"{median(pooled, 'host'):>9.2f}{median(pooled, 'busy'):>9.2f}{lead}"
+        )
     if args.ncu:
         print()
         run_ncu(args)

@@ -42,18 +42,36 @@ def trivial_program() -> Program:
     return program
 
 
-def start_server(workers: int, device: str = "cpu", requests_per_worker: int = 1,
-                 sandbox: str = "namespaces") -> tuple[subprocess.Popen, str]:
+def start_server(
+    workers: int, device: str = "cpu", requests_per_worker: int = 1, sandbox: str = "namespaces"
+) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log_dir = tempfile.mkdtemp(prefix="kcoral-bench-")
     process = subprocess.Popen(
-        [sys.executable, "-m", "kcoral", "server", "--port", str(port), "--log-dir", log_dir, "--no-log-console",
-         "--max-requests-per-worker", str(requests_per_worker), "--sandbox", sandbox,
-         "--build-cache-dir", tempfile.mkdtemp(prefix="kcoral-bench-builds-"),  # a cold first compile
-         *(["--device", "cpu", "--num-workers", str(workers)] if device == "cpu"
-           else ["--device", "gpu", "--gpus", "0", "--workers-per-gpu", str(workers)])],
+        [
+            sys.executable,
+            "-m",
+            "kcoral",
+            "server",
+            "--port",
+            str(port),
+            "--log-dir",
+            log_dir,
+            "--no-log-console",
+            "--max-requests-per-worker",
+            str(requests_per_worker),
+            "--sandbox",
+            sandbox,
+            "--build-cache-dir",
+            tempfile.mkdtemp(prefix="kcoral-bench-builds-"),  # a cold first compile
+            *(
+                ["--device", "cpu", "--num-workers", str(workers)]
+                if device == "cpu"
+                else ["--device", "gpu", "--gpus", "0", "--workers-per-gpu", str(workers)]
+            ),
+        ],
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}"
@@ -122,8 +140,12 @@ def cpu_per_request(server: subprocess.Popen, run) -> tuple[object, dict[str, fl
     value = run()
     after = cpu_seconds(server.pid)[0], cpu_seconds(zygote) if zygote else (0.0, 0.0), os.times()
     me = lambda t: t.user + t.system  # noqa: E731
-    spent = {"server": after[0] - before[0], "zygote": after[1][0] - before[1][0],
-             "workers": after[1][1] - before[1][1], "client": me(after[2]) - me(before[2])}
+    spent = {
+        "server": after[0] - before[0],
+        "zygote": after[1][0] - before[1][0],
+        "workers": after[1][1] - before[1][1],
+        "client": me(after[2]) - me(before[2]),
+    }
     spent["total"] = sum(spent.values())
     return value, spent
 
@@ -139,12 +161,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="turns each server takes (median reported)")
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
-    parser.add_argument("--max-requests-per-worker", type=int, default=1,
-                        help="1 (the default): a fresh worker process per request; 0: reuse workers")
-    parser.add_argument("--sandbox", choices=["both", "namespaces", "none"], default="both",
-                        help="both (the default): one server with the worker sandbox, one without, in one run")
-    parser.add_argument("--concurrency", default="1,32",
-                        help="comma-separated client concurrencies, one row each (CPU cost is taken at the last)")
+    parser.add_argument(
+        "--max-requests-per-worker",
+        type=int,
+        default=1,
+        help="1 (the default): a fresh worker process per request; 0: reuse workers",
+    )
+    parser.add_argument(
+        "--sandbox",
+        choices=["both", "namespaces", "none"],
+        default="both",
+        help="both (the default): one server with the worker sandbox, one without, in one run",
+    )
+    parser.add_argument(
+        "--concurrency",
+        default="1,32",
+        help="comma-separated client concurrencies, one row each (CPU cost is taken at the last)",
+    )
     args = parser.parse_args()
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     # A private TVM-FFI build cache, so the compile request really runs nvcc.
@@ -153,8 +186,7 @@ def main() -> None:
     import cpu_compile_gpu_execute as seed
 
     modes = ["namespaces", "none"] if args.sandbox == "both" else [args.sandbox]
-    servers = {mode: start_server(args.workers, args.device, args.max_requests_per_worker, mode)
-               for mode in modes}
+    servers = {mode: start_server(args.workers, args.device, args.max_requests_per_worker, mode) for mode in modes}
     rows, compiles = [], {}
     try:
         rounds: dict[tuple[str, int], list[tuple[float, float, float]]] = {}
@@ -165,9 +197,11 @@ def main() -> None:
             for concurrency in concurrencies:
                 for mode, (process, url) in servers.items():
                     (latencies, rate), spent = cpu_per_request(
-                        process, lambda: run_concurrent(url, concurrency, args.requests))
+                        process, lambda: run_concurrent(url, concurrency, args.requests)
+                    )
                     rounds.setdefault((mode, concurrency), []).append(
-                        (rate, statistics.median(latencies), percentile(latencies, 99)))
+                        (rate, statistics.median(latencies), percentile(latencies, 99))
+                    )
                     if concurrency == concurrencies[-1]:
                         cpu.setdefault(mode, []).append({k: v / args.requests * 1e3 for k, v in spent.items()})
         for (mode, concurrency), measured in rounds.items():
@@ -191,8 +225,10 @@ def main() -> None:
         for process, _ in servers.values():
             process.wait(30)
 
-    print(f"\nKCoral {args.device.upper()} server, {args.workers} workers, {os.cpu_count()} cores, "
-          f"{args.requests} requests per row, median of {args.rounds} rounds, --max-requests-per-worker {args.max_requests_per_worker}")
+    print(
+        f"\nKCoral {args.device.upper()} server, {args.workers} workers, {os.cpu_count()} cores, "
+        f"{args.requests} requests per row, median of {args.rounds} rounds, --max-requests-per-worker {args.max_requests_per_worker}"
+    )
     print(f"{'sandbox':>10} | {'concurrency':>11} | {'p50 ms':>8} | {'p99 ms':>8} | {'requests/s':>10}")
     print("-" * 60)
     for mode, concurrency, p50, p99, rate in rows:
@@ -201,15 +237,20 @@ def main() -> None:
         for concurrency in concurrencies:
             on, off = (r[4] for r in rows if r[1] == concurrency)
             print(f"requests/s with the sandbox / without, concurrency {concurrency}: {on / off:.2f}")
-    print(f"\nCPU per request at concurrency {concurrencies[-1]}, ms (median of rounds; workers: the zygote's reaped children)")
+    print(
+        f"\nCPU per request at concurrency {concurrencies[-1]}, ms (median of rounds; workers: the zygote's reaped children)"
+    )
     parts = ["server", "zygote", "workers", "client", "total"]
     print(f"{'sandbox':>10} | " + " | ".join(f"{p:>8}" for p in parts))
     for mode, measured in cpu.items():
         print(f"{mode:>10} | " + " | ".join(f"{statistics.median(m[p] for m in measured):>8.2f}" for p in parts))
     for mode, times in compiles.items():
         if times:
-            print(f"seed compile request (nvcc, sm_90a), sandbox {mode}: "
-                  + ", then ".join(f"{t:.2f} s" for t in times) + " (cold, then repeated)")
+            print(
+                f"seed compile request (nvcc, sm_90a), sandbox {mode}: "
+                + ", then ".join(f"{t:.2f} s" for t in times)
+                + " (cold, then repeated)"
+            )
 
 
 if __name__ == "__main__":

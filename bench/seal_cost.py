@@ -72,7 +72,10 @@ def drift_check(facts) -> list[tuple[str, str]]:
         ("elementwise", lambda: (torch.mul(x, 2.0, out=y), F.relu(x), x.sin().sum().item())),
         ("softmax, layer_norm", lambda: (F.softmax(x.view(1024, -1), -1), F.layer_norm(x.view(1024, -1), (1024,)))),
         ("matmul (cuBLAS)", lambda: a @ a),
-        ("conv2d (cuDNN)", lambda: F.conv2d(torch.randn(8, 3, 64, 64, device="cuda"), torch.randn(16, 3, 3, 3, device="cuda"))),
+        (
+            "conv2d (cuDNN)",
+            lambda: F.conv2d(torch.randn(8, 3, 64, 64, device="cuda"), torch.randn(16, 3, 3, 3, device="cuda")),
+        ),
         ("assert_close", lambda: torch.testing.assert_close(y, y)),
         ("CUDA events", events),
         ("side stream", stream),
@@ -153,7 +156,7 @@ def main() -> None:
     print(f"{'Python facts at seal (check_us)':<44}{statistics.median(check):>9.1f}u{p(check, .99):>9.1f}u")
     print(f"{'host_benchmark no-op, repeat=1, sealed':<44}{statistics.median(whole):>9.1f}u{p(whole, .99):>9.1f}u")
     if rows:
-        print(f"\nwatched names changed by honest work after the bind (false 'patched')")
+        print("\nwatched names changed by honest work after the bind (false 'patched')")
         print(f"{'step':<28}changed")
         for name, changed in rows:
             print(f"{name:<28}{changed}")

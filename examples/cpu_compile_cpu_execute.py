@@ -103,9 +103,7 @@ def benchmark_program(library: bytes) -> Program:
     program.run(id="invoke", fn=kernel, args=[src, dst])
     expected = program.run(id="expected", fn=reference, args=[src])
     check = program.run(id="check", fn=assert_close, args=[dst, expected])
-    timing = program.run(
-        id="timing", fn=benchmark, args=[kernel, src, dst, {"warmup_ms": 25, "repeat_ms": 100}]
-    )
+    timing = program.run(id="timing", fn=benchmark, args=[kernel, src, dst, {"warmup_ms": 25, "repeat_ms": 100}])
     program.return_(key="check", value=check)
     program.return_(key="timing", value=timing)
     return program

@@ -25,7 +25,10 @@ def tracked(suffixes: tuple[str, ...]) -> list[str]:
     """Files git tracks (or would: untracked but not ignored) with one of `suffixes`."""
     listed = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
-        cwd=ROOT, capture_output=True, text=True, check=True,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     return [path for path in listed if path.endswith(suffixes) and (ROOT / path).is_file()]
 

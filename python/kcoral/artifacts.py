@@ -84,9 +84,7 @@ def validate_manifest(files: Iterable[str], directories: Iterable[str]) -> None:
                 raise ValueError(f"{kind} path {entry!r} is not canonical")
         for a, b in zip(entries, entries[1:]):
             if not a < b:
-                raise ValueError(
-                    f"{kind} paths are not sorted without duplicates ({a!r} before {b!r})"
-                )
+                raise ValueError(f"{kind} paths are not sorted without duplicates ({a!r} before {b!r})")
     dir_set = set(directories)
     for entry in files:
         if entry in dir_set:
@@ -174,9 +172,7 @@ class ReturnedFile:
                 if not overwrite:
                     raise FileExistsError(errno.EEXIST, "destination exists", str(path))
                 if not stat.S_ISREG(existing.st_mode):
-                    raise FileExistsError(
-                        errno.EEXIST, "destination exists and is not a regular file", str(path)
-                    )
+                    raise FileExistsError(errno.EEXIST, "destination exists and is not a regular file", str(path))
             tmp = f".{name[:200]}.kcoral-{secrets.token_hex(8)}.tmp"
             fd = os.open(
                 tmp,
@@ -193,9 +189,7 @@ class ReturnedFile:
                 if overwrite:
                     current = _lstat_at(name, dir_fd)
                     if current is not None and not stat.S_ISREG(current.st_mode):
-                        raise FileExistsError(
-                            errno.EEXIST, "destination exists and is not a regular file", str(path)
-                        )
+                        raise FileExistsError(errno.EEXIST, "destination exists and is not a regular file", str(path))
                     os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
                 else:
                     try:

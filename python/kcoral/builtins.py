@@ -31,6 +31,7 @@ _DEVICE, _CPU_EXECUTION = "cpu", "host"
 if _worker_settings is not None:
     _DEVICE, _CPU_EXECUTION = _worker_settings().device, _worker_settings().cpu_execution
 
+
 def _host_benchmark(fn, args: tuple, cfg: dict) -> dict:
     """Times host callables with the monotonic clock, one sample per call, in C++."""
     warmup, warmup_ms = _cfg_count(cfg, "warmup", "warmup_ms", 0)

@@ -1,8 +1,8 @@
 """The `kcoral` command.
 
-  kcoral server [flags]   start a KCoral server (the C++ kcoral-server; see --help)
-  kcoral run TOOL ...     run python, shell, ncu, compute-sanitizer or run-iket on a server's worker
-  kcoral version          print the package version
+kcoral server [flags]   start a KCoral server (the C++ kcoral-server; see --help)
+kcoral run TOOL ...     run python, shell, ncu, compute-sanitizer or run-iket on a server's worker
+kcoral version          print the package version
 """
 
 import os

@@ -56,14 +56,20 @@ def _timeout(connect_timeout_seconds: float) -> httpx.Timeout:
 
 def client_options(headers: Mapping[str, str] | None, connect_timeout_seconds: float) -> dict[str, Any]:
     """Keyword arguments for Client's httpx.Client."""
-    return {"headers": dict(headers or {}), "timeout": _timeout(connect_timeout_seconds),
-            "transport": ShardedTransport(limits=_POOL_LIMITS)}
+    return {
+        "headers": dict(headers or {}),
+        "timeout": _timeout(connect_timeout_seconds),
+        "transport": ShardedTransport(limits=_POOL_LIMITS),
+    }
 
 
 def async_client_options(headers: Mapping[str, str] | None, connect_timeout_seconds: float) -> dict[str, Any]:
     """Keyword arguments for AsyncClient's httpx.AsyncClient: the same as Client's."""
-    return {"headers": dict(headers or {}), "timeout": _timeout(connect_timeout_seconds),
-            "transport": AsyncShardedTransport(limits=_POOL_LIMITS)}
+    return {
+        "headers": dict(headers or {}),
+        "timeout": _timeout(connect_timeout_seconds),
+        "transport": AsyncShardedTransport(limits=_POOL_LIMITS),
+    }
 
 
 class _Shard:

@@ -98,8 +98,7 @@ class ExecutionError(Exception):
     def __init__(self, kind: str, message: str) -> None:
         if kind not in EXECUTION_ERROR_KINDS:
             raise ValueError(
-                f"invalid execution error kind {kind!r}; expected one of "
-                + ", ".join(sorted(EXECUTION_ERROR_KINDS))
+                f"invalid execution error kind {kind!r}; expected one of " + ", ".join(sorted(EXECUTION_ERROR_KINDS))
             )
         if not isinstance(message, str):
             message = str(message)

@@ -88,9 +88,7 @@ def _normalize_dtype(dtype: object) -> str:
             name = str(dtype)
     name = name.removeprefix("torch.")
     if name not in DTYPE_ITEM_SIZES:
-        raise ValueError(
-            f"unsupported tensor dtype {dtype!r}; expected one of " + ", ".join(DTYPE_ITEM_SIZES)
-        )
+        raise ValueError(f"unsupported tensor dtype {dtype!r}; expected one of " + ", ".join(DTYPE_ITEM_SIZES))
     return name
 
 

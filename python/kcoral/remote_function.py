@@ -100,9 +100,7 @@ def function_decorator(
         raise TypeError(f"cpu_only must be a bool, not {type(cpu_only).__name__}")
 
     def decorate(fn: Callable[P, R]) -> RemoteFunction[P, R]:
-        return RemoteFunction(
-            client, fn, timeout=timeout, output_limit_bytes=output_limit_bytes, cpu_only=cpu_only
-        )
+        return RemoteFunction(client, fn, timeout=timeout, output_limit_bytes=output_limit_bytes, cpu_only=cpu_only)
 
     return decorate
 
@@ -351,7 +349,7 @@ def _trampoline(name: str) -> str:
     """The module-level entry point the run instruction calls. Everything it
     uses comes from ``builtins`` and its parameters, because the user's
     function may be named like any of them (``zip``, ``values``, ...)."""
-    return f'''def {TRAMPOLINE_PREFIX}{name}(nargs, names, literals, *values):
+    return f"""def {TRAMPOLINE_PREFIX}{name}(nargs, names, literals, *values):
     import builtins
     if (builtins.len(literals) != builtins.len(values)
             or nargs + builtins.len(names) != builtins.len(values)):
@@ -361,7 +359,7 @@ def _trampoline(name: str) -> str:
               for literal, value in builtins.zip(literals, values)]
     keywords = builtins.dict(builtins.zip(names, values[nargs:]))
     return builtins.globals()[{name!r}](*values[:nargs], **keywords)
-'''
+"""
 
 
 def module_source(fn: Any) -> str:
@@ -371,8 +369,7 @@ def module_source(fn: Any) -> str:
     if len(node.decorator_list) > 1:
         others = ", ".join("@" + ast.unparse(d) for d in node.decorator_list)
         raise ValueError(
-            f"remote functions cannot have other decorators: {node.name} has {others}; "
-            "apply @client.function alone"
+            f"remote functions cannot have other decorators: {node.name} has {others}; " "apply @client.function alone"
         )
     body = ast.unparse(_strip(node))
     source = f"from __future__ import annotations\n\n{body}\n\n\n{_trampoline(node.name)}"

@@ -562,9 +562,7 @@ def decode_program_result(obj: dict[str, Any], parts: dict[str, bytes] | None) -
     decoder = _Decoder(parts)
     decoded = {key: decoder.decode(node) for key, node in results.items()}
     if decoder.next_part != len(parts or ()):
-        raise ProtocolError(
-            f"response carries {len(parts or ())} binary parts but {decoder.next_part} are referenced"
-        )
+        raise ProtocolError(f"response carries {len(parts or ())} binary parts but {decoder.next_part} are referenced")
     return ProgramResult(
         status=status,
         request_id=request_id,

@@ -1,7 +1,7 @@
-#include <cstring>
-
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <cstring>
 
 #include "native/cuda_status.h"
 #include "native/output_check.h"
@@ -92,8 +92,8 @@ __device__ unsigned AsBits(float v) {
 }
 
 // One block-wide reduction of a thread's spread figures, then one atomic each per block.
-__device__ void AddBlockSpread(unsigned long long nan_mismatches, float max_diff, float max_expected,
-                               SpreadCounters* counters) {
+__device__ void AddBlockSpread(unsigned long long nan_mismatches, float max_diff,
+                               float max_expected, SpreadCounters* counters) {
   __shared__ unsigned long long nans;
   __shared__ unsigned diff_bits;
   __shared__ unsigned expected_bits;
@@ -137,7 +137,7 @@ __global__ void FloatSpread(const T* actual, const T* expected, size_t n,
       continue;
     }
     if (isfinite(e)) max_expected = fmaxf(max_expected, static_cast<float>(fabs(e)));
-    if (a == e) continue;  // equal infinities too
+    if (a == e) continue;                                         // equal infinities too
     max_diff = fmaxf(max_diff, static_cast<float>(fabs(a - e)));  // inf when one is infinite
   }
   AddBlockSpread(nans, max_diff, max_expected, counters);

@@ -13,6 +13,7 @@ from kcoral.blob_names import LARGE_BLOB_BYTES
 from wire_helpers import REQUEST_ID, FakeServer, Reply, cache_miss, json_reply, multipart, outcome, sha, tensor_node
 from wire_helpers import make_client  # noqa: F401  (the fixture: each test runs with both clients)
 
+
 def make_program() -> tuple[Program, dict[str, bytes]]:
     p = Program()
     m = p.upload(id="m", kind="module", source="def main(*a):\n    return 1\n")
@@ -23,8 +24,11 @@ def make_program() -> tuple[Program, dict[str, bytes]]:
     p.upload_file(id="file", blob=b"alpha", path="in/a.txt")  # same bytes as `a`: one blob
     r = p.run(id="r", fn=f, args=[a, b, t, "é"])
     p.return_(key="out", value=r)
-    blobs = {sha(b"alpha"): b"alpha", sha(b"beta-library"): b"beta-library",
-             sha(np.arange(4, dtype=np.float32).tobytes()): np.arange(4, dtype=np.float32).tobytes()}
+    blobs = {
+        sha(b"alpha"): b"alpha",
+        sha(b"beta-library"): b"beta-library",
+        sha(np.arange(4, dtype=np.float32).tobytes()): np.arange(4, dtype=np.float32).tobytes(),
+    }
     assert p._blobs == blobs
     return p, blobs
 
@@ -140,8 +144,7 @@ def test_lone_surrogates_and_big_ints_in_args_are_sent_as_python_json_reads_them
     m = p.upload(kind="module", source="def main(*a):\n    return a\n")
     f = p.get_function(module=m, name="main")
     p.run(fn=f, args=args)
-    body = outcome(results={"s": {"type": "string", "value": "\ud800"},
-                            "i": {"type": "integer", "value": -(2**200)}})
+    body = outcome(results={"s": {"type": "string", "value": "\ud800"}, "i": {"type": "integer", "value": -(2**200)}})
     with FakeServer([json_reply(body)]) as srv:
         with make_client(srv.url) as client:
             result = client.execute(p)
@@ -155,8 +158,12 @@ def test_lone_surrogates_and_big_ints_in_args_are_sent_as_python_json_reads_them
 def test_error_responses_raise_kcoral_error(make_client):
     p, _ = make_program()
     err = {"status": "ERROR", "request_id": "rid-1", "error": {"kind": "parse", "message": "instructions[0]: bad"}}
-    with FakeServer([json_reply(err, status=400), (503, {"Content-Type": "text/plain", "Retry-After": "1",
-                                                        "X-Request-ID": "rid-2"}, b"busy")]) as srv:
+    with FakeServer(
+        [
+            json_reply(err, status=400),
+            (503, {"Content-Type": "text/plain", "Retry-After": "1", "X-Request-ID": "rid-2"}, b"busy"),
+        ]
+    ) as srv:
         with make_client(srv.url) as client:
             with pytest.raises(KCoralError) as info:
                 client.execute(p)
@@ -198,13 +205,27 @@ def test_transport_error(make_client):
 
 
 def test_health_and_target(make_client):
-    health = {"status": "ok", "instance_id": "i", "started_at": "2026-01-01T00:00:00Z", "gpu_count": 1,
-              "load": {"request_capacity": 8, "requests_in_progress": 0, "requests_waiting": 0},
-              "target": {"arch": "sm_90a"}, "versions": {"torch": "2.14"}, "extra": [1]}
+    health = {
+        "status": "ok",
+        "instance_id": "i",
+        "started_at": "2026-01-01T00:00:00Z",
+        "gpu_count": 1,
+        "load": {"request_capacity": 8, "requests_in_progress": 0, "requests_waiting": 0},
+        "target": {"arch": "sm_90a"},
+        "versions": {"torch": "2.14"},
+        "extra": [1],
+    }
     cpu = dict(health, target={}, gpu_count=0)
-    with FakeServer([json_reply(health), json_reply(health), json_reply(cpu),
-                     json_reply(dict(health, status="unavailable")),
-                     json_reply({"status": "unavailable"}, status=503), json_reply([1])]) as srv:
+    with FakeServer(
+        [
+            json_reply(health),
+            json_reply(health),
+            json_reply(cpu),
+            json_reply(dict(health, status="unavailable")),
+            json_reply({"status": "unavailable"}, status=503),
+            json_reply([1]),
+        ]
+    ) as srv:
         with make_client(srv.url) as client:
             assert client.health() == health
             assert client.target() == {"arch": "sm_90a"}
@@ -229,8 +250,7 @@ def large_program(data: bytes) -> Program:
 
 
 def blob_reply(data: bytes, cached: bool = True, marker: str = "stored") -> Reply:
-    return json_reply({"sha256": sha(data), "size": len(data), "cached": cached},
-                      headers={"X-KCoral-Blob": marker})
+    return json_reply({"sha256": sha(data), "size": len(data), "cached": cached}, headers={"X-KCoral-Blob": marker})
 
 
 def blob_lookup(present: bool) -> Reply:
@@ -251,15 +271,22 @@ def test_a_large_blob_goes_ahead_and_the_program_alone(make_client):
 
 def test_a_blob_named_before_is_only_looked_up(make_client):
     data = os.urandom(LARGE_BLOB_BYTES)
-    with FakeServer([blob_reply(data), COMPLETED, blob_lookup(True), COMPLETED,
-                     blob_lookup(False), blob_reply(data), COMPLETED]) as srv:
+    with FakeServer(
+        [blob_reply(data), COMPLETED, blob_lookup(True), COMPLETED, blob_lookup(False), blob_reply(data), COMPLETED]
+    ) as srv:
         with make_client(srv.url) as client:
             for _ in range(3):  # sent; then present; then evicted and sent again, claimed
                 assert client.execute(large_program(data)).completed
     methods = [(r.method, r.path.replace("/prefix", "")) for r in srv.requests]
-    assert methods == [("POST", "/blobs"), ("POST", "/execute"), ("HEAD", f"/blobs/{sha(data)}"),
-                       ("POST", "/execute"), ("HEAD", f"/blobs/{sha(data)}"), ("POST", "/blobs"),
-                       ("POST", "/execute")]
+    assert methods == [
+        ("POST", "/blobs"),
+        ("POST", "/execute"),
+        ("HEAD", f"/blobs/{sha(data)}"),
+        ("POST", "/execute"),
+        ("HEAD", f"/blobs/{sha(data)}"),
+        ("POST", "/blobs"),
+        ("POST", "/execute"),
+    ]
     assert srv.requests[5].headers["X-KCoral-Blob-SHA256"] == sha(data)
     assert all(r.blobs == {} for r in srv.requests if r.path.endswith("/execute"))
 
@@ -299,9 +326,11 @@ def test_lazy_imports_in_worker_modules():
     import subprocess
     import sys
 
-    code = ("import sys, kcoral.errors; from kcoral.errors import ExecutionError; "
-            "e = ExecutionError('correctness', 'mismatch'); assert (e.kind, e.message) == ('correctness', 'mismatch'); "
-            "assert 'httpx' not in sys.modules and 'numpy' not in sys.modules, sorted(sys.modules); "
-            "import kcoral; assert kcoral.__version__ == '0.1.0'; kcoral.KCoralError; "
-            "assert 'httpx' not in sys.modules and 'numpy' not in sys.modules")
+    code = (
+        "import sys, kcoral.errors; from kcoral.errors import ExecutionError; "
+        "e = ExecutionError('correctness', 'mismatch'); assert (e.kind, e.message) == ('correctness', 'mismatch'); "
+        "assert 'httpx' not in sys.modules and 'numpy' not in sys.modules, sorted(sys.modules); "
+        "import kcoral; assert kcoral.__version__ == '0.1.0'; kcoral.KCoralError; "
+        "assert 'httpx' not in sys.modules and 'numpy' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

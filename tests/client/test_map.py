@@ -24,8 +24,14 @@ def indexed_program(index: int, delay: float = 0.0) -> Program:
     return p
 
 
-FAILED = {"kind": "runtime", "message": "boom", "instruction_index": 2, "instruction_op": "run",
-          "instruction_id": "r", "traceback": ""}
+FAILED = {
+    "kind": "runtime",
+    "message": "boom",
+    "instruction_index": 2,
+    "instruction_op": "run",
+    "instruction_id": "r",
+    "traceback": "",
+}
 
 
 class Answers:
@@ -66,8 +72,9 @@ def test_map_yields_every_index_once_as_they_finish(make_client):
 
 
 def test_map_yields_failures_as_values_and_keeps_the_rest(make_client):
-    error = json_reply({"status": "ERROR", "request_id": "rid", "error": {"kind": "engine", "message": "down"}},
-                       status=500)
+    error = json_reply(
+        {"status": "ERROR", "request_id": "rid", "error": {"kind": "engine", "message": "down"}}, status=500
+    )
     answers = Answers({2: error, 4: json_reply(outcome("FAILED", error=FAILED)), 5: json_reply([1])})
     programs: list = [indexed_program(i) for i in range(8)]
     programs[6] = {"instructions": []}  # not a Program: that one fails, alone
@@ -82,10 +89,16 @@ def test_map_yields_failures_as_values_and_keeps_the_rest(make_client):
     assert [outcomes[i]["out"] for i in (0, 1, 3, 7)] == [0, 1, 3, 7]
 
 
-@pytest.mark.parametrize("arguments, error", [
-    ({"concurrency": 0}, ValueError), ({"concurrency": True}, ValueError), ({"concurrency": 1.5}, ValueError),
-    ({"gpu_count": 0}, ValueError), ({"timeout": 3}, TypeError),
-])
+@pytest.mark.parametrize(
+    "arguments, error",
+    [
+        ({"concurrency": 0}, ValueError),
+        ({"concurrency": True}, ValueError),
+        ({"concurrency": 1.5}, ValueError),
+        ({"gpu_count": 0}, ValueError),
+        ({"timeout": 3}, TypeError),
+    ],
+)
 def test_map_checks_its_arguments_before_anything_runs(make_client, arguments, error):
     with FakeServer([]) as srv:
         with make_client(srv.url) as client:

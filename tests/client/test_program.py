@@ -180,7 +180,9 @@ def test_get_function_and_run_wire_shape():
     assert insts[1] == {"op": "get_function", "id": "f", "module": {"$ref": "m"}, "name": "main"}
     assert insts[2]["cpu_only"] is True
     assert insts[4] == {
-        "op": "run", "id": "y", "fn": {"$ref": "f"},
+        "op": "run",
+        "id": "y",
+        "fn": {"$ref": "f"},
         "args": [{"$ref": "x"}, 2, {"nested": {"$ref": "x"}}, ["x"]],
     }
     assert insts[5]["args"] == []
@@ -258,7 +260,13 @@ def test_upload_file_normalizes_and_checks_conflicts():
     p = Program()
     r = p.upload_file(blob=b"abc", path="./data//x.bin")
     assert r == Register("upload_0")
-    assert p.instructions[0] == {"op": "upload", "id": "upload_0", "kind": "file", "blob": sha(b"abc"), "path": "data/x.bin"}
+    assert p.instructions[0] == {
+        "op": "upload",
+        "id": "upload_0",
+        "kind": "file",
+        "blob": sha(b"abc"),
+        "path": "data/x.bin",
+    }
     for bad in ["data/x.bin", "data", "data/x.bin/y", "data/./x.bin"]:
         with pytest.raises(ValueError):
             p.upload_file(blob=b"", path=bad)

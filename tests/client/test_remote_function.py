@@ -173,9 +173,7 @@ def run_in_process(program: Program):
         elif ins["op"] == "get_function":
             bound[ins["id"]] = bound[ins["module"]["$ref"]][ins["name"]]
         elif ins["op"] == "run":
-            args = [
-                bound[a["$ref"]] if isinstance(a, dict) and list(a) == ["$ref"] else a for a in ins["args"]
-            ]
+            args = [bound[a["$ref"]] if isinstance(a, dict) and list(a) == ["$ref"] else a for a in ins["args"]]
             bound[ins["id"]] = bound[ins["fn"]["$ref"]](*args)
         else:
             result = bound[ins["value"]["$ref"]]
@@ -210,9 +208,18 @@ class FakeClient:
 
 def outcome(status="COMPLETED", results=None, error=None) -> ProgramResult:
     return ProgramResult(
-        status=status, request_id="r", queue_ms=0.0, elapsed_ms=1.0, lease_wait_ms=0.0, lease_held_ms=0.0,
-        results=results if results is not None else {}, stdout="", stderr="", stdout_truncated=False,
-        stderr_truncated=False, error=error,
+        status=status,
+        request_id="r",
+        queue_ms=0.0,
+        elapsed_ms=1.0,
+        lease_wait_ms=0.0,
+        lease_held_ms=0.0,
+        results=results if results is not None else {},
+        stdout="",
+        stderr="",
+        stdout_truncated=False,
+        stderr_truncated=False,
+        error=error,
     )
 
 
@@ -343,10 +350,15 @@ def test_wire_shape_of_json_arguments_with_defaults_and_kwargs():
     module, get_function, run, ret = ins
     assert {k: v for k, v in module.items() if k != "source"} == {"op": "upload", "id": "module", "kind": "module"}
     assert get_function == {
-        "op": "get_function", "id": "function", "module": {"$ref": "module"}, "name": "_kcoral_invoke_add",
+        "op": "get_function",
+        "id": "function",
+        "module": {"$ref": "module"},
+        "name": "_kcoral_invoke_add",
     }
     assert run == {
-        "op": "run", "id": "output", "fn": {"$ref": "function"},
+        "op": "run",
+        "id": "output",
+        "fn": {"$ref": "function"},
         "args": [2, ["scale"], [True, True, True], {"value": 1}, {"value": 5}, {"value": 2}],
     }
     assert ret == {"op": "return", "key": "output", "value": {"$ref": "output"}}
@@ -395,8 +407,12 @@ def test_ref_shaped_data_is_wrapped_as_a_literal():
     payload = {"$ref": "module"}
     run = instructions(client.function()(echo).build_program(payload, [{"$ref": "arg_0"}], k={"$ref": "output"}))[2]
     assert run["args"] == [
-        2, ["k"], [True, True, True],
-        {"value": {"$ref": "module"}}, {"value": [{"$ref": "arg_0"}]}, {"value": {"$ref": "output"}},
+        2,
+        ["k"],
+        [True, True, True],
+        {"value": {"$ref": "module"}},
+        {"value": [{"$ref": "arg_0"}]},
+        {"value": {"$ref": "output"}},
     ]
 
 
@@ -436,8 +452,12 @@ def test_numpy_and_dlpack_arguments_are_tensor_uploads():
     big_endian = np.array([1.5, 2.5], dtype=">f8")
     ins = instructions(client.function()(echo).build_program(1, a[:, ::2], DLPackOnly(b), big_endian))
     assert ins[2] == {
-        "op": "upload", "id": "arg_1", "kind": "tensor", "blob": sha(np.ascontiguousarray(a[:, ::2]).tobytes()),
-        "dtype": "float32", "shape": [2, 2],
+        "op": "upload",
+        "id": "arg_1",
+        "kind": "tensor",
+        "blob": sha(np.ascontiguousarray(a[:, ::2]).tobytes()),
+        "dtype": "float32",
+        "shape": [2, 2],
     }
     assert ins[3]["id"] == "arg_2" and ins[3]["dtype"] == "int16" and ins[3]["blob"] == sha(b.tobytes())
     assert ins[4]["dtype"] == "float64" and ins[4]["blob"] == sha(big_endian.astype("<f8").tobytes())
@@ -546,8 +566,14 @@ def test_execute_passes_the_decorator_options():
 
 
 def test_remote_raises_remote_execution_error_when_not_completed():
-    error = {"kind": "engine", "message": "ZeroDivisionError: division by zero", "instruction_index": 2,
-             "instruction_op": "run", "instruction_id": "output", "traceback": "Traceback ..."}
+    error = {
+        "kind": "engine",
+        "message": "ZeroDivisionError: division by zero",
+        "instruction_index": 2,
+        "instruction_op": "run",
+        "instruction_id": "output",
+        "traceback": "Traceback ...",
+    }
     failed = outcome(status="FAILED", error=error)
     remote = client.function()(add)
     remote._client = FakeClient(failed)
@@ -632,7 +658,9 @@ def reference_python() -> Path:
             venv.create(REFERENCE_VENV, with_pip=True, clear=True)
             install = subprocess.run(
                 [str(python), "-m", "pip", "install", "-q", "kcoral==0.1.1"],
-                capture_output=True, text=True, timeout=600,
+                capture_output=True,
+                text=True,
+                timeout=600,
             )
         except (OSError, subprocess.SubprocessError) as exc:
             pytest.skip(f"cannot create the reference client's venv: {exc}")
@@ -655,8 +683,14 @@ def test_wire_shape_matches_the_reference_client(tmp_path):
     driver = tmp_path / "driver.py"
     driver.write_text(REFERENCE_DRIVER)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the reference's kcoral, not ours
-    run = subprocess.run([str(python), str(driver), str(samples_path)], capture_output=True, text=True,
-                         timeout=120, env=env, cwd=tmp_path)
+    run = subprocess.run(
+        [str(python), str(driver), str(samples_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     theirs = json.loads(run.stdout)
 

@@ -80,8 +80,14 @@ def test_extra_key_in_nested_node_rejected():
 
 
 def test_failed_with_error_object():
-    err = {"kind": "runtime", "message": "boom", "instruction_index": 3, "instruction_op": "run",
-           "instruction_id": "check", "traceback": "Traceback ..."}
+    err = {
+        "kind": "runtime",
+        "message": "boom",
+        "instruction_index": 3,
+        "instruction_op": "run",
+        "instruction_id": "check",
+        "traceback": "Traceback ...",
+    }
     r = decode_json(outcome("FAILED", error=err))
     assert not r.completed and r.error == err
     # gpu_access carries exactly three extra keys
@@ -102,16 +108,28 @@ def test_failed_with_error_object():
     ],
 )
 def test_bad_error_objects_rejected(mutate):
-    err = {"kind": "engine", "message": "ValueError: x", "instruction_index": 0, "instruction_op": "return",
-           "instruction_id": None, "traceback": ""}
+    err = {
+        "kind": "engine",
+        "message": "ValueError: x",
+        "instruction_index": 0,
+        "instruction_op": "return",
+        "instruction_id": None,
+        "traceback": "",
+    }
     mutate(err)
     with pytest.raises(ProtocolError):
         decode_json(outcome("FAILED", error=err))
 
 
 def test_completed_with_error_and_failed_without_error_rejected():
-    err = {"kind": "engine", "message": "m", "instruction_index": 0, "instruction_op": "run",
-           "instruction_id": "r", "traceback": ""}
+    err = {
+        "kind": "engine",
+        "message": "m",
+        "instruction_index": 0,
+        "instruction_op": "run",
+        "instruction_id": "r",
+        "traceback": "",
+    }
     with pytest.raises(ProtocolError):
         decode_json(outcome("COMPLETED", error=err))
     with pytest.raises(ProtocolError):
@@ -120,9 +138,15 @@ def test_completed_with_error_and_failed_without_error_rejected():
 
 def test_gpu_ids_and_gpu_count():
     assert decode_json(outcome(gpu_ids=[0, 3], gpu_count=2)).gpu_ids == (0, 3)
-    for extra in ({"gpu_ids": [0]}, {"gpu_count": 1}, {"gpu_ids": [0, 0], "gpu_count": 2},
-                  {"gpu_ids": [], "gpu_count": 0}, {"gpu_ids": [0, 1], "gpu_count": 3},
-                  {"gpu_ids": [-1], "gpu_count": 1}, {"gpu_ids": list(range(9)), "gpu_count": 9}):
+    for extra in (
+        {"gpu_ids": [0]},
+        {"gpu_count": 1},
+        {"gpu_ids": [0, 0], "gpu_count": 2},
+        {"gpu_ids": [], "gpu_count": 0},
+        {"gpu_ids": [0, 1], "gpu_count": 3},
+        {"gpu_ids": [-1], "gpu_count": 1},
+        {"gpu_ids": list(range(9)), "gpu_count": 9},
+    ):
         with pytest.raises(ProtocolError):
             decode_json(outcome(**extra))
 
@@ -131,15 +155,30 @@ def test_timing_spans():
     spans = {"count": 1, "held_ms": 131.5, "waited_ms": 0.0, "housekeeping_beside": 2}
     assert decode_json(outcome(timing_spans=spans)).timing_spans == spans
     assert decode_json(outcome()).timing_spans is None
-    for bad in ({**spans, "count": -1}, {**spans, "held_ms": -2.0}, {**spans, "housekeeping_beside": 1.5},
-                {"count": 1}, {**spans, "extra": 0}, [1]):
+    for bad in (
+        {**spans, "count": -1},
+        {**spans, "held_ms": -2.0},
+        {**spans, "housekeeping_beside": 1.5},
+        {"count": 1},
+        {**spans, "extra": 0},
+        [1],
+    ):
         with pytest.raises(ProtocolError):
             decode_json(outcome(timing_spans=bad))
 
 
-@pytest.mark.parametrize("field,value", [("request_id", ""), ("queue_ms", "1"), ("elapsed_ms", True),
-                                         ("stdout", None), ("stderr_truncated", 0), ("results", []),
-                                         ("status", "ERROR")])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("request_id", ""),
+        ("queue_ms", "1"),
+        ("elapsed_ms", True),
+        ("stdout", None),
+        ("stderr_truncated", 0),
+        ("results", []),
+        ("status", "ERROR"),
+    ],
+)
 def test_bad_top_level_fields(field, value):
     with pytest.raises(ProtocolError):
         decode_json(outcome(**{field: value}))
@@ -163,15 +202,25 @@ def test_tensor_round_trip_and_binary_order():
     i = np.array([[1, -2]], dtype="<i8")
     blob = b"\x00\x01raw"
     results = {
-        "first": {"type": "object", "value": {"y": tensor_node("float32", [3, 4], x.tobytes(), 0),
-                                              "n": {"type": "integer", "value": 12},
-                                              "b": bytes_node(blob, 1)}},
+        "first": {
+            "type": "object",
+            "value": {
+                "y": tensor_node("float32", [3, 4], x.tobytes(), 0),
+                "n": {"type": "integer", "value": 12},
+                "b": bytes_node(blob, 1),
+            },
+        },
         "second": {"type": "array", "value": [tensor_node("int64", [1, 2], i.tobytes(), 2)]},
         "scalar": tensor_node("float64", [], np.float64(2.5).tobytes(), 3),
         "empty": tensor_node("float16", [0, 3], b"", 4),
     }
-    parts = [("return:0", x.tobytes()), ("return:1", blob), ("return:2", i.tobytes()),
-             ("return:3", np.float64(2.5).tobytes()), ("return:4", b"")]
+    parts = [
+        ("return:0", x.tobytes()),
+        ("return:1", blob),
+        ("return:2", i.tobytes()),
+        ("return:3", np.float64(2.5).tobytes()),
+        ("return:4", b""),
+    ]
     r = decode_mp(outcome(results=results), parts)
     y = r["first"]["y"]
     assert isinstance(y, np.ndarray) and y.dtype == np.float32 and y.shape == (3, 4)
@@ -189,11 +238,14 @@ def test_bfloat16_and_bool_tensors():
     bf = np.array([1.0, -2.5], dtype=ml_dtypes.bfloat16)
     f8 = np.array([0.5], dtype=ml_dtypes.float8_e5m2)
     bo = np.array([True, False, True])
-    results = {"bf": tensor_node("bfloat16", [2], bf.tobytes(), 0),
-               "f8": tensor_node("float8_e5m2", [1], f8.tobytes(), 1),
-               "bo": tensor_node("bool", [3], bo.tobytes(), 2)}
-    r = decode_mp(outcome(results=results), [("return:0", bf.tobytes()), ("return:1", f8.tobytes()),
-                                             ("return:2", bo.tobytes())])
+    results = {
+        "bf": tensor_node("bfloat16", [2], bf.tobytes(), 0),
+        "f8": tensor_node("float8_e5m2", [1], f8.tobytes(), 1),
+        "bo": tensor_node("bool", [3], bo.tobytes(), 2),
+    }
+    r = decode_mp(
+        outcome(results=results), [("return:0", bf.tobytes()), ("return:1", f8.tobytes()), ("return:2", bo.tobytes())]
+    )
     assert r["bf"].dtype == ml_dtypes.bfloat16 and r["bf"].astype(np.float32).tolist() == [1.0, -2.5]
     assert r["f8"].dtype == ml_dtypes.float8_e5m2
     assert r["bo"].dtype == np.bool_ and r["bo"].tolist() == [True, False, True]
@@ -254,9 +306,11 @@ def test_file_and_folder_nodes(tmp_path):
     rep, x, y = b"report", b"X", b"Y"
     results = {
         "report": file_node(rep, 0),
-        "dbg": {"type": "folder",
-                "files": {".h": file_node(x, 1), "sub/deep/y.bin": file_node(y, 2)},
-                "directories": ["empty", "sub", "sub/deep"]},
+        "dbg": {
+            "type": "folder",
+            "files": {".h": file_node(x, 1), "sub/deep/y.bin": file_node(y, 2)},
+            "directories": ["empty", "sub", "sub/deep"],
+        },
     }
     r = decode_mp(outcome(results=results), [("return:0", rep), ("return:1", x), ("return:2", y)])
     f = r["report"]
@@ -288,8 +342,7 @@ def test_file_and_folder_nodes(tmp_path):
 )
 def test_bad_folder_manifests_rejected(files, directories):
     data = [b"%d" % i for i in range(len(files))]
-    node = {"type": "folder", "files": {k: file_node(data[v], v) for k, v in files.items()},
-            "directories": directories}
+    node = {"type": "folder", "files": {k: file_node(data[v], v) for k, v in files.items()}, "directories": directories}
     parts = [(f"return:{i}", d) for i, d in enumerate(data)]
     with pytest.raises(ProtocolError):
         decode_mp(outcome(results={"f": node}), parts)
@@ -320,8 +373,12 @@ def test_multipart_framing_errors():
         c2, r2 = multipart(body, [("return:0", b"a")], part_type="application/json")
         decode_response(c2, r2)
     with pytest.raises(ProtocolError):  # unexpected extra header in a part
-        decode_response(ctype, raw.replace(b"Content-Type: application/octet-stream",
-                                           b"Content-Type: application/octet-stream\r\nX-Extra: 1"))
+        decode_response(
+            ctype,
+            raw.replace(
+                b"Content-Type: application/octet-stream", b"Content-Type: application/octet-stream\r\nX-Extra: 1"
+            ),
+        )
 
 
 def test_multipart_content_that_starts_with_boundary_is_data():
@@ -339,7 +396,9 @@ def test_multipart_content_that_starts_with_boundary_is_data():
 def test_parse_multipart_names_and_types():
     parts = parse_multipart(
         b'--B\r\nContent-Disposition: form-data; name="result"\r\ncontent-type: application/json; charset=utf-8'
-        b"\r\n\r\n{}\r\n--B--", "B")
+        b"\r\n\r\n{}\r\n--B--",
+        "B",
+    )
     assert parts == [("result", "application/json", b"{}")]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from kcoral import Program, ProgramResult, ReturnedFile, ReturnedFolder
+from kcoral import ProgramResult, ReturnedFile, ReturnedFolder
 from kcoral.errors import TransportError
 from kcoral.tools import COMMANDS, dispatch, options, packing, request, runner
 from kcoral.tools import ncu as ncu_definition
@@ -76,8 +76,9 @@ def test_numbers_must_be_positive_ints():
 
 
 def test_env_settings_and_refusals():
-    inv = parse("shell", "--url", URL, "-e", "A=1", "--env", "B", "-e", "C=", "-e", "A=x=y", "--", "ls",
-                environ={"B": "local"})
+    inv = parse(
+        "shell", "--url", URL, "-e", "A=1", "--env", "B", "-e", "C=", "-e", "A=x=y", "--", "ls", environ={"B": "local"}
+    )
     assert inv.env == {"A": "x=y", "B": "local", "C": ""}
     assert "-e/--env 'UNSET'" in refused("shell", "--url", URL, "-e", "UNSET", "--", "ls")
     assert "'1BAD' is not a valid" in refused("shell", "--url", URL, "-e", "1BAD=1", "--", "ls")
@@ -85,7 +86,8 @@ def test_env_settings_and_refusals():
     assert "'A-B' is not a valid" in refused("shell", "--url", URL, "-e", "A-B=1", "--", "ls")
     for managed in ("CUDA_VISIBLE_DEVICES", "KCORAL_DIR"):
         assert f"{managed} is managed by the remote worker" in refused(
-            "shell", "--url", URL, "-e", f"{managed}=0", "--", "ls")
+            "shell", "--url", URL, "-e", f"{managed}=0", "--", "ls"
+        )
     assert "NUL" in refused("shell", "--url", URL, "-e", "A=\x00", "--", "ls")
 
 
@@ -109,8 +111,17 @@ def test_abbreviations_and_unknown_options_are_usage_errors():
 
 @pytest.mark.parametrize(
     "args",
-    [["-c", "print(1)"], ["-cprint(1)"], ["-m", "mod"], ["-u", "-B", "script.py", "-i"], ["-W", "ignore", "s.py"],
-     ["-Wignore", "-X", "dev", "-c", "1"], ["--", "script.py"], ["-uc", "1"], ["--check-hash-based-pycs", "never", "s.py"]],
+    [
+        ["-c", "print(1)"],
+        ["-cprint(1)"],
+        ["-m", "mod"],
+        ["-u", "-B", "script.py", "-i"],
+        ["-W", "ignore", "s.py"],
+        ["-Wignore", "-X", "dev", "-c", "1"],
+        ["--", "script.py"],
+        ["-uc", "1"],
+        ["--check-hash-based-pycs", "never", "s.py"],
+    ],
 )
 def test_python_accepts_a_script_c_or_m(args):
     python_definition.check(args)
@@ -118,9 +129,14 @@ def test_python_accepts_a_script_c_or_m(args):
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["-i", "s.py"], "python -i: interactive"), (["-ui", "s.py"], "python -ui: interactive"),
-     (["-V"], "a script, -c COMMAND or -m MODULE is required"), (["-"], "is required"),
-     (["-W", "-c"], "is required"), (["--"], "is required")],
+    [
+        (["-i", "s.py"], "python -i: interactive"),
+        (["-ui", "s.py"], "python -ui: interactive"),
+        (["-V"], "a script, -c COMMAND or -m MODULE is required"),
+        (["-"], "is required"),
+        (["-W", "-c"], "is required"),
+        (["--"], "is required"),
+    ],
 )
 def test_python_refuses_interactive_and_stdin(args, message):
     with pytest.raises(ValueError, match=message):
@@ -136,12 +152,27 @@ def test_ncu_rules(tmp_path):
         parse("ncu", "--url", URL, "--", "--", "./app")
     assert "second '--'" in refused("ncu", "--url", URL, "--out", out, "--", "python", "x.py")
     assert "application is missing" in refused("ncu", "--url", URL, "--out", out, "--", "--set", "full", "--")
-    for option in ("--export", "--export=x", "--exp", "--import", "--mode", "--mo", "--config-file", "--config",
-                   "--config-file-path", "-o", "-ofile", "-i", "-ix"):
-        assert f"ncu {option}: kcoral manages" in refused("ncu", "--url", URL, "--out", out, "--", option, "v",
-                                                         "--", "./app")
-    assert "--fetch is not available for ncu" in refused("ncu", "--url", URL, "--out", out, "--fetch", "x",
-                                                         "--", "--", "./app")
+    for option in (
+        "--export",
+        "--export=x",
+        "--exp",
+        "--import",
+        "--mode",
+        "--mo",
+        "--config-file",
+        "--config",
+        "--config-file-path",
+        "-o",
+        "-ofile",
+        "-i",
+        "-ix",
+    ):
+        assert f"ncu {option}: kcoral manages" in refused(
+            "ncu", "--url", URL, "--out", out, "--", option, "v", "--", "./app"
+        )
+    assert "--fetch is not available for ncu" in refused(
+        "ncu", "--url", URL, "--out", out, "--fetch", "x", "--", "--", "./app"
+    )
 
 
 def test_run_iket_rules(tmp_path):
@@ -151,7 +182,8 @@ def test_run_iket_rules(tmp_path):
     assert "`profile` subcommand" in refused("run-iket", "--url", URL, "--out", out, "--", "--foo", "--", "python")
     for option in ("--output-dir", "--output-dir=x", "--out", "--working-dir", "--wor", "-o", "-ox"):
         assert f"run-iket {option}: kcoral manages" in refused(
-            "run-iket", "--url", URL, "--out", out, "--", "profile", option, "--", "python")
+            "run-iket", "--url", URL, "--out", out, "--", "profile", option, "--", "python"
+        )
     with pytest.raises(SystemExit):
         parse("run-iket", "--url", URL, "--", "profile", "--", "python")
 
@@ -182,7 +214,9 @@ def test_packing_keeps_names_modes_and_skips_pycache(tmp_path, monkeypatch):
     single.chmod(0o640)
     data = packing.pack_inputs([str(tree), str(single)])
     assert members(data) == [
-        ("exp/.hidden", 0o600, 0, b"h"), ("exp/sub/run.sh", 0o700, 0, b"#!/bin/sh\n"), ("one.py", 0o600, 0, b"print(1)"),
+        ("exp/.hidden", 0o600, 0, b"h"),
+        ("exp/sub/run.sh", 0o700, 0, b"#!/bin/sh\n"),
+        ("one.py", 0o600, 0, b"print(1)"),
     ]
     assert packing.pack_inputs([str(single), str(tree)]) == data  # deterministic, sorted
     monkeypatch.chdir(tree)
@@ -240,8 +274,12 @@ def test_program_wire_shape_matches_the_reference():
         {"op": "upload", "id": "definition", "kind": "module", "source": definition_source},
         {"op": "get_function", "id": "tool_run", "module": {"$ref": "definition"}, "name": "run"},
         {"op": "upload", "id": "inputs", "kind": "bytes", "blob": blob},
-        {"op": "run", "id": "run", "fn": {"$ref": "runner"},
-         "args": [{"$ref": "inputs"}, {"$ref": "tool_run"}, ["-c", "1"], {"A": "b"}, ["r.txt"]]},
+        {
+            "op": "run",
+            "id": "run",
+            "fn": {"$ref": "runner"},
+            "args": [{"$ref": "inputs"}, {"$ref": "tool_run"}, ["-c", "1"], {"A": "b"}, ["r.txt"]],
+        },
         {"op": "return", "key": "outcome", "value": {"$ref": "run"}},
         {"op": "return", "key": "artifacts", "kind": "folder", "path": "outputs"},
     ]
@@ -277,12 +315,20 @@ def test_runner_unpacks_runs_and_fetches(tmp_path, monkeypatch, capfd):
     tool_dir = tmp_path / "tool"
     tool_dir.mkdir()
     script = tool_dir / "make.sh"
-    script.write_text("#!/bin/sh\nmkdir -p out/nested empty\necho $FOO > out/nested/f\nln -s out link\n"
-                      "echo \"$KCORAL_DIR\"\nexit 3\n")
+    script.write_text(
+        "#!/bin/sh\nmkdir -p out/nested empty\necho $FOO > out/nested/f\nln -s out link\n"
+        'echo "$KCORAL_DIR"\nexit 3\n'
+    )
     script.chmod(0o700)
-    outcome, workspace = run_here(tmp_path, shell_definition, ["./tool/make.sh"], send=[tool_dir],
-                                  env={"FOO": "bar"}, fetch=["out", "empty", "link", "none/x", "tool/make.sh"],
-                                  monkeypatch=monkeypatch)
+    outcome, workspace = run_here(
+        tmp_path,
+        shell_definition,
+        ["./tool/make.sh"],
+        send=[tool_dir],
+        env={"FOO": "bar"},
+        fetch=["out", "empty", "link", "none/x", "tool/make.sh"],
+        monkeypatch=monkeypatch,
+    )
     assert outcome == {"returncode": 3, "missing": ["link", "none/x"]}
     assert capfd.readouterr().out == f"{workspace / 'inputs'}\n"
     outputs = workspace / "outputs"
@@ -323,17 +369,19 @@ def test_run_iket_and_ncu_report_a_missing_report(tmp_path, monkeypatch):
     fake = tmp_path / "bin"
     fake.mkdir()
     for name in ("ncu", "run-iket"):
-        (fake / name).write_text("#!/bin/sh\necho \"$@\" > \"$KCORAL_DIR/../args-$NCU_PROFILE\"\n")
+        (fake / name).write_text('#!/bin/sh\necho "$@" > "$KCORAL_DIR/../args-$NCU_PROFILE"\n')
         (fake / name).chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
-    outcome, workspace = run_here(tmp_path, ncu_definition, ["--set", "full", "--", "./app", "x"],
-                                  monkeypatch=monkeypatch)
+    outcome, workspace = run_here(
+        tmp_path, ncu_definition, ["--set", "full", "--", "./app", "x"], monkeypatch=monkeypatch
+    )
     assert outcome == {"returncode": 0, "missing": ["capture.ncu-rep"]}
     report = workspace / "outputs" / "capture.ncu-rep"
     assert (workspace / "args-1").read_text() == f"--config-file 0 --export {report} --set full ./app x\n"
     (tmp_path / "workspace").rename(tmp_path / "w1")
-    outcome, _ = run_here(tmp_path, run_iket_definition, ["profile", "--", "app"], monkeypatch=monkeypatch,
-                          env={"NCU_PROFILE": "0"})
+    outcome, _ = run_here(
+        tmp_path, run_iket_definition, ["profile", "--", "app"], monkeypatch=monkeypatch, env={"NCU_PROFILE": "0"}
+    )
     assert outcome == {"returncode": 0, "missing": [run_iket_definition.NO_OUTPUT]}
 
 
@@ -353,9 +401,20 @@ def test_exit_status_mapping():
 
 
 def result(status="COMPLETED", results=None, stdout="", stderr="", error=None, truncated=False) -> ProgramResult:
-    return ProgramResult(status=status, request_id="r", queue_ms=0.0, elapsed_ms=0.0, lease_wait_ms=0.0,
-                         lease_held_ms=0.0, results=results or {}, stdout=stdout, stderr=stderr,
-                         stdout_truncated=truncated, stderr_truncated=False, error=error)
+    return ProgramResult(
+        status=status,
+        request_id="r",
+        queue_ms=0.0,
+        elapsed_ms=0.0,
+        lease_wait_ms=0.0,
+        lease_held_ms=0.0,
+        results=results or {},
+        stdout=stdout,
+        stderr=stderr,
+        stdout_truncated=truncated,
+        stderr_truncated=False,
+        error=error,
+    )
 
 
 class FakeClient:
@@ -390,10 +449,15 @@ def fake_client(monkeypatch):
 def test_replay_artifacts_and_missing(fake_client, tmp_path, capsys):
     out = tmp_path / "a" / "b"
     folder = ReturnedFolder({"d/f.txt": ReturnedFile(b"hi")}, ["d"])
-    fake_client.answer = result(results={"outcome": {"returncode": 0, "missing": ["gone"]}, "artifacts": folder},
-                                stdout="remote out\n", stderr="remote err\n", truncated=True)
-    status = dispatch.main(["shell", "--url", URL, "--timeout", "9", "--out", str(out), "--fetch", "d",
-                            "--fetch", "gone", "--", "true"])
+    fake_client.answer = result(
+        results={"outcome": {"returncode": 0, "missing": ["gone"]}, "artifacts": folder},
+        stdout="remote out\n",
+        stderr="remote err\n",
+        truncated=True,
+    )
+    status = dispatch.main(
+        ["shell", "--url", URL, "--timeout", "9", "--out", str(out), "--fetch", "d", "--fetch", "gone", "--", "true"]
+    )
     captured = capsys.readouterr()
     assert status == 1
     assert captured.out == "remote out\n"
@@ -412,13 +476,22 @@ def test_failures_exit_1_with_the_tool_named(fake_client, capsys):
     fake_client.answer = TransportError("connection refused")
     assert dispatch.main(["python", "--url", URL, "--", "-c", "1"]) == 1
     assert capsys.readouterr().err == "kcoral run python: connection refused\n"
-    fake_client.answer = result(status="FAILED", error={
-        "kind": "engine", "message": "ToolError: nvcc is not installed in the remote server environment",
-        "traceback": "Traceback ...\n"})
+    fake_client.answer = result(
+        status="FAILED",
+        error={
+            "kind": "engine",
+            "message": "ToolError: nvcc is not installed in the remote server environment",
+            "traceback": "Traceback ...\n",
+        },
+    )
     assert dispatch.main(["shell", "--url", URL, "--", "nvcc"]) == 1
     assert capsys.readouterr().err == "kcoral run shell: nvcc is not installed in the remote server environment\n"
-    fake_client.answer = result(status="FAILED", stdout="partial\n", results={"outcome": {"returncode": 0, "missing": []}},
-                                error={"kind": "serialization", "message": "too large", "traceback": "tb"})
+    fake_client.answer = result(
+        status="FAILED",
+        stdout="partial\n",
+        results={"outcome": {"returncode": 0, "missing": []}},
+        error={"kind": "serialization", "message": "too large", "traceback": "tb"},
+    )
     assert dispatch.main(["shell", "--url", URL, "--", "true"]) == 1
     captured = capsys.readouterr()
     assert captured.out == "partial\n"

@@ -42,13 +42,20 @@ def outcome(status: str = "COMPLETED", results: dict[str, Any] | None = None, **
     return body
 
 
-def multipart(result: dict[str, Any] | bytes, parts: list[tuple[str, bytes]], boundary: str = "kcoral-0123456789abcdef0123456789abcdef",
-              result_type: str = "application/json", part_type: str = "application/octet-stream") -> tuple[str, bytes]:
+def multipart(
+    result: dict[str, Any] | bytes,
+    parts: list[tuple[str, bytes]],
+    boundary: str = "kcoral-0123456789abcdef0123456789abcdef",
+    result_type: str = "application/json",
+    part_type: str = "application/octet-stream",
+) -> tuple[str, bytes]:
     """Return (content type, body) of a multipart response."""
     raw = result if isinstance(result, bytes) else json.dumps(result).encode()
-    out = [f"--{boundary}\r\n".encode(),
-           f'Content-Disposition: form-data; name="result"\r\nContent-Type: {result_type}\r\n\r\n'.encode(),
-           raw]
+    out = [
+        f"--{boundary}\r\n".encode(),
+        f'Content-Disposition: form-data; name="result"\r\nContent-Type: {result_type}\r\n\r\n'.encode(),
+        raw,
+    ]
     for name, data in parts:
         out.append(f"\r\n--{boundary}\r\n".encode())
         out.append(f'Content-Disposition: form-data; name="{name}"\r\nContent-Type: {part_type}\r\n\r\n'.encode())
@@ -81,8 +88,10 @@ def json_reply(body: Any, status: int = 200, headers: dict[str, str] | None = No
 
 
 def cache_miss(missing: list[str], node: str | None = None) -> Reply:
-    return json_reply({"status": "CACHE_MISS", "request_id": REQUEST_ID, "missing_blobs": missing},
-                      headers={"X-KCoral-Node": node} if node else None)
+    return json_reply(
+        {"status": "CACHE_MISS", "request_id": REQUEST_ID, "missing_blobs": missing},
+        headers={"X-KCoral-Node": node} if node else None,
+    )
 
 
 class Recorded:
@@ -93,7 +102,8 @@ class Recorded:
         self.part_names: list[str] = []
         if method == "POST" and path.endswith("/execute"):
             msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
-                b"Content-Type: " + headers["Content-Type"].encode() + b"\r\n\r\n" + body)
+                b"Content-Type: " + headers["Content-Type"].encode() + b"\r\n\r\n" + body
+            )
             assert msg.is_multipart()
             for part in msg.iter_parts():
                 name = part.get_param("name", header="content-disposition")

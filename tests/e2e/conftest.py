@@ -36,14 +36,31 @@ class Server:
         self.log_dir = tmp / "logs"
         self.stderr_path = tmp / "server.stderr"
         cmd = [
-            sys.executable, "-m", "kcoral", "server", "--device", device, "--host", "127.0.0.1",
-            "--port", str(self.port), "--log-dir", str(self.log_dir),
-            "--disk-cache-dir", str(tmp / "disk-cache"), "--build-cache-dir", str(tmp / "build-cache"), *args,
+            sys.executable,
+            "-m",
+            "kcoral",
+            "server",
+            "--device",
+            device,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--log-dir",
+            str(self.log_dir),
+            "--disk-cache-dir",
+            str(tmp / "disk-cache"),
+            "--build-cache-dir",
+            str(tmp / "build-cache"),
+            *args,
         ]
         self.stderr = open(self.stderr_path, "wb")
         self.tag = uuid.uuid4().hex  # inherited as LEAK_TAG by everything the server starts
         self.process = subprocess.Popen(
-            cmd, stdout=subprocess.DEVNULL, stderr=self.stderr, start_new_session=True,
+            cmd,
+            stdout=subprocess.DEVNULL,
+            stderr=self.stderr,
+            start_new_session=True,
             env={**os.environ, LEAK_TAG: self.tag},
         )
         self._wait_ready(ready_timeout)

@@ -20,13 +20,17 @@ report = {}
 with Client(url) as client:
     # 1. module / run / return
     program = Program()
-    module = program.upload(kind="module", source="def add(a, b):\n    print('adding')\n    return {'sum': a + b, 'items': [a, b]}\n")
+    module = program.upload(
+        kind="module", source="def add(a, b):\n    print('adding')\n    return {'sum': a + b, 'items': [a, b]}\n"
+    )
     add = program.get_function(module=module, name="add")
     total = program.run(fn=add, args=[2, 40])
     program.return_(key="total", value=total)
     result = client.execute(program, timeout_seconds=30)
     report["module_run_return"] = {
-        "status": result.status, "total": result.results.get("total"), "stdout": result.stdout,
+        "status": result.status,
+        "total": result.results.get("total"),
+        "stdout": result.stdout,
     }
 
     # 2. bytes upload negotiated through CACHE_MISS (fresh random bytes: never cached)
@@ -35,7 +39,9 @@ with Client(url) as client:
     payload = os.urandom(4096)
     program = Program()
     blob = program.upload(kind="bytes", value=payload)
-    module = program.upload(kind="module", source="import hashlib\ndef digest(b):\n    return hashlib.sha256(b).hexdigest()\n")
+    module = program.upload(
+        kind="module", source="import hashlib\ndef digest(b):\n    return hashlib.sha256(b).hexdigest()\n"
+    )
     digest = program.get_function(module=module, name="digest")
     out = program.run(fn=digest, args=[blob])
     program.return_(key="digest", value=out)

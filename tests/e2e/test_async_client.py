@@ -51,8 +51,9 @@ def test_many_concurrent_executes(shared_server):
     async def main():
         async with AsyncClient(shared_server.url) as client:
             assert (await client.health())["status"] == "ok"
-            return await asyncio.gather(*(client.execute(call("def main(i):\n    return i * i\n", [i]))
-                                          for i in range(count)))
+            return await asyncio.gather(
+                *(client.execute(call("def main(i):\n    return i * i\n", [i])) for i in range(count))
+            )
 
     results = asyncio.run(main())
     assert [r.results["out"] for r in results] == [i * i for i in range(count)]
@@ -95,7 +96,9 @@ def test_large_uploads_negotiated_or_sent_ahead(shared_server):
             large = os.urandom(24 * MIB)
             assert [(m, p) for m, p, _ in await execute(client, large)] == [("POST", "/blobs"), ("POST", "/execute")]
             assert [(m, p) for m, p, _ in await execute(client, large)] == [
-                ("HEAD", f"/blobs/{sha(large)}"), ("POST", "/execute")]  # named once, then only asked for
+                ("HEAD", f"/blobs/{sha(large)}"),
+                ("POST", "/execute"),
+            ]  # named once, then only asked for
 
             client._preflight.supported = False  # as against the reference server
             other = os.urandom(24 * MIB)

@@ -75,7 +75,9 @@ def test_honest_host_benchmark_is_verified_and_trusted_with_provenance(client):
 
 def test_benchmark_called_from_the_uploads_own_function_stays_trusted(client):
     # A caller in the upload is normal; it is reported (not direct), not flagged.
-    source = "from kcoral.builtins import benchmark\n" + KERNEL + "def main():\n    return benchmark(kernel, 1, %r)\n" % CFG
+    source = (
+        "from kcoral.builtins import benchmark\n" + KERNEL + "def main():\n    return benchmark(kernel, 1, %r)\n" % CFG
+    )
     found = verified_and_trusted(completed(client.execute(call(source))))
     chain = found["python"]["call_chain"]
     assert chain["direct"] is False and chain["engine_frame"] is True
@@ -90,7 +92,8 @@ def test_seal_cost_is_reported_and_small(client):
 
 
 # ------------------------------------------------------------- hand-made
-FAKE_RETURNS_A_DICT = f"""
+FAKE_RETURNS_A_DICT = (
+    f"""
 import kcoral.builtins
 
 def fake_benchmark(fn, *rest):
@@ -99,7 +102,9 @@ def fake_benchmark(fn, *rest):
 
 kcoral.builtins.__dict__["benchmark"] = fake_benchmark  # setattr is refused; the dict is not
 from kcoral.builtins import benchmark
-""" + KERNEL
+"""
+    + KERNEL
+)
 
 
 def test_fake_benchmark_returning_a_hand_made_dict_is_not_verified(client):
@@ -117,7 +122,8 @@ def test_result_without_any_integrity_is_left_alone(client):
 
 
 # ------------------------------------------------------------ edited after
-EDITS_THE_GENUINE_RESULT = f"""
+EDITS_THE_GENUINE_RESULT = (
+    f"""
 import kcoral.builtins
 genuine = kcoral.builtins.benchmark
 
@@ -130,7 +136,9 @@ def edited_benchmark(fn, *rest):
 
 kcoral.builtins.__dict__["benchmark"] = edited_benchmark
 from kcoral.builtins import benchmark
-""" + KERNEL
+"""
+    + KERNEL
+)
 
 
 def test_edited_result_is_restored_from_the_record_and_reported_altered(client):
@@ -146,9 +154,12 @@ def test_edited_result_is_restored_from_the_record_and_reported_altered(client):
 
 
 def test_editing_without_patching_anything_is_restored_too(client):
-    source = ("from kcoral.builtins import benchmark\n" + KERNEL +
-              f"def main():\n    r = benchmark(kernel, 1, {CFG!r})\n    r['latency_ms_median'] = {FAKE_MEDIAN}\n"
-              "    return r\n")
+    source = (
+        "from kcoral.builtins import benchmark\n"
+        + KERNEL
+        + f"def main():\n    r = benchmark(kernel, 1, {CFG!r})\n    r['latency_ms_median'] = {FAKE_MEDIAN}\n"
+        "    return r\n"
+    )
     out = completed(client.execute(call(source)))
     found = integrity(out)
     assert found["verified"] is True and found["altered_after_timing"] is True
@@ -158,14 +169,17 @@ def test_editing_without_patching_anything_is_restored_too(client):
 # ------------------------------------------------------------ patched names
 # kcoral.builtins.summarize (the Python statistics) is gone: both timers compute them in C++.
 # Its checker is the builtin an upload would patch now ("checker tampering").
-PATCHES_STATISTICS_AND_CHECKER = f"""
+PATCHES_STATISTICS_AND_CHECKER = (
+    f"""
 import statistics
 import kcoral.builtins
 
 statistics.median = lambda data: {FAKE_MEDIAN}
 kcoral.builtins.__dict__["check_close"] = lambda *args, **kwargs: {{"ok": True}}
 from kcoral.builtins import benchmark
-""" + KERNEL
+"""
+    + KERNEL
+)
 
 
 def test_patched_statistics_and_checker_change_no_number_and_are_flagged(client):
@@ -179,22 +193,27 @@ def test_patched_statistics_and_checker_change_no_number_and_are_flagged(client)
 
 
 def test_a_module_replaced_in_sys_modules_is_flagged(client):
-    source = ("import sys, types\nsys.modules['math'] = types.ModuleType('math')\n"
-              "from kcoral.builtins import benchmark\n" + KERNEL)
+    source = (
+        "import sys, types\nsys.modules['math'] = types.ModuleType('math')\n"
+        "from kcoral.builtins import benchmark\n" + KERNEL
+    )
     found = integrity(completed(client.execute(timed(source))))
     assert "patched: math (in sys.modules)" in found["flags"], found["flags"]
 
 
 def test_a_name_added_to_kcoral_builtins_is_not_a_patch(client):
-    source = ("import kcoral.builtins\nkcoral.builtins.__dict__['summarize'] = print\n"
-              "from kcoral.builtins import benchmark\n" + KERNEL)
+    source = (
+        "import kcoral.builtins\nkcoral.builtins.__dict__['summarize'] = print\n"
+        "from kcoral.builtins import benchmark\n" + KERNEL
+    )
     verified_and_trusted(completed(client.execute(timed(source))))
 
 
 # A key whose hash collides with "benchmark" sits before it in the dict's probe order; a check
 # that looked names up would call its __eq__, which puts the genuine benchmark back for the
 # length of the check. The check reads the dict by iteration instead.
-EQ_RESTORES_DURING_THE_CHECK = """
+EQ_RESTORES_DURING_THE_CHECK = (
+    """
 import kcoral.builtins
 
 d = kcoral.builtins.__dict__
@@ -220,7 +239,9 @@ d[Planted()] = None
 d["benchmark"] = swapped
 from kcoral.builtins import benchmark
 Planted.armed = True
-""" + KERNEL
+"""
+    + KERNEL
+)
 
 
 def test_a_planted_key_cannot_undo_a_patch_during_the_check(client):
@@ -230,8 +251,10 @@ def test_a_planted_key_cannot_undo_a_patch_during_the_check(client):
 
 
 def test_assigning_to_kcoral_builtins_is_refused(client):
-    source = ("import kcoral.builtins\ndef main():\n    try:\n        kcoral.builtins.benchmark = print\n"
-              "    except AttributeError as e:\n        return str(e)\n    return 'assigned'\n")
+    source = (
+        "import kcoral.builtins\ndef main():\n    try:\n        kcoral.builtins.benchmark = print\n"
+        "    except AttributeError as e:\n        return str(e)\n    return 'assigned'\n"
+    )
     assert "read-only" in completed(client.execute(call(source)))
 
 
@@ -239,17 +262,20 @@ def test_changing_the_worker_settings_after_start_changes_no_timer(client):
     # The timer is chosen from the worker's settings as they were when kcoral.builtins was
     # imported; they are set once per process (src/worker/process_settings.h), and the old
     # environment variable is no longer read.
-    source = ("import os\nimport kcoral._core\nos.environ['KCORAL_WORKER_DEVICE'] = 'gpu'\n"
-              "try:\n    kcoral._core.use_worker_settings(device='gpu')\nexcept RuntimeError:\n    pass\n"
-              "assert kcoral._core.worker_settings().device == 'cpu'\n"
-              "from kcoral.builtins import benchmark\n" + KERNEL)
+    source = (
+        "import os\nimport kcoral._core\nos.environ['KCORAL_WORKER_DEVICE'] = 'gpu'\n"
+        "try:\n    kcoral._core.use_worker_settings(device='gpu')\nexcept RuntimeError:\n    pass\n"
+        "assert kcoral._core.worker_settings().device == 'cpu'\n"
+        "from kcoral.builtins import benchmark\n" + KERNEL
+    )
     out = completed(client.execute(timed(source)))
     assert out["timer"] == "host"
     verified_and_trusted(out)
 
 
 # ------------------------------------------------------------- call chain
-SWAPS_THE_TIMED_CALLABLE = """
+SWAPS_THE_TIMED_CALLABLE = (
+    """
 import kcoral._core
 import kcoral.builtins
 
@@ -258,17 +284,22 @@ def swapped_bënchmark(fn, *rest):
 
 kcoral.builtins.__dict__["benchmark"] = swapped_bënchmark
 from kcoral.builtins import benchmark
-""" + KERNEL
+"""
+    + KERNEL
+)
 
 
 def test_timer_called_by_foreign_code_is_flagged(client):
     found = integrity(completed(client.execute(timed(SWAPS_THE_TIMED_CALLABLE))))
     assert found["verified"] is True and found["trusted"] is False
-    assert any(f.startswith("call chain: the timer was called by foreign code") and "swapped_bënchmark" in f
-               for f in found["flags"]), found["flags"]
+    assert any(
+        f.startswith("call chain: the timer was called by foreign code") and "swapped_bënchmark" in f
+        for f in found["flags"]
+    ), found["flags"]
 
 
-GENUINE_CODE_OVER_FAKE_GLOBALS = """
+GENUINE_CODE_OVER_FAKE_GLOBALS = (
+    """
 import types
 import kcoral.builtins
 
@@ -278,7 +309,9 @@ rebuilt = types.FunctionType(kcoral.builtins._host_benchmark.__code__, fake_glob
 
 def benchmark(fn, *args):
     return rebuilt(fn, args, {})
-""" + KERNEL
+"""
+    + KERNEL
+)
 
 
 def test_genuine_code_run_over_other_globals_counts_as_foreign(client):
@@ -286,8 +319,10 @@ def test_genuine_code_run_over_other_globals_counts_as_foreign(client):
     found = integrity(out)
     assert out["repeat"] == 1  # the rebuilt function did run the timer
     assert found["verified"] is True and found["trusted"] is False
-    assert any(f.startswith("call chain: the timer was called by foreign code") and "_host_benchmark" in f
-               for f in found["flags"]), found["flags"]
+    assert any(
+        f.startswith("call chain: the timer was called by foreign code") and "_host_benchmark" in f
+        for f in found["flags"]
+    ), found["flags"]
 
 
 # --------------------------------------------------------------- tracing
@@ -330,7 +365,11 @@ def process_token():
     return sys.__dict__.setdefault("kcoral_test_token", os.urandom(8).hex())
 """
 
-SAVES_OR_REPLAYS = "from kcoral.builtins import benchmark\n" + KERNEL + PROCESS_TOKEN + f"""
+SAVES_OR_REPLAYS = (
+    "from kcoral.builtins import benchmark\n"
+    + KERNEL
+    + PROCESS_TOKEN
+    + f"""
 def save():
     sys.kcoral_saved = benchmark(kernel, 1, {CFG!r})
     return [process_token(), sys.kcoral_saved]
@@ -338,6 +377,7 @@ def save():
 def replay():
     return [process_token(), sys.kcoral_saved]
 """
+)
 
 
 def test_record_saved_by_one_request_and_returned_by_the_next_is_refused(make_server):
@@ -353,13 +393,18 @@ def test_record_saved_by_one_request_and_returned_by_the_next_is_refused(make_se
     assert found["reason"].startswith("another request's record"), found
 
 
-EXPORTS_OR_IMPORTS = "from kcoral.builtins import benchmark\nimport json\n" + KERNEL + PROCESS_TOKEN + f"""
+EXPORTS_OR_IMPORTS = (
+    "from kcoral.builtins import benchmark\nimport json\n"
+    + KERNEL
+    + PROCESS_TOKEN
+    + f"""
 def export():
     return [process_token(), json.dumps(benchmark(kernel, 1, {CFG!r}))]  # a string keeps record and seal
 
 def present(text):
     return [process_token(), json.loads(text)]
 """
+)
 
 
 def test_record_sealed_by_another_worker_is_refused(client):
@@ -374,10 +419,11 @@ def test_record_sealed_by_another_worker_is_refused(client):
 
 @pytest.mark.parametrize("edit", ["record", "seal"])
 def test_record_or_seal_changed_inside_the_worker_is_refused(client, edit):
-    source = ("from kcoral.builtins import benchmark\n" + KERNEL +
-              f"def main():\n    r = benchmark(kernel, 1, {CFG!r})\n"
-              f"    x = r['integrity'][{edit!r}]\n"
-              f"    r['integrity'][{edit!r}] = x[:-2] + ('1' if x[-2] != '1' else '2') + x[-1]\n    return r\n")
+    source = (
+        "from kcoral.builtins import benchmark\n" + KERNEL + f"def main():\n    r = benchmark(kernel, 1, {CFG!r})\n"
+        f"    x = r['integrity'][{edit!r}]\n"
+        f"    r['integrity'][{edit!r}] = x[:-2] + ('1' if x[-2] != '1' else '2') + x[-1]\n    return r\n"
+    )
     found = integrity(completed(client.execute(call(source))))
     assert found["verified"] is False
     assert found["reason"].startswith("bad seal"), found

@@ -13,24 +13,27 @@ import socket
 import time
 
 import httpx
-import pytest
 
 from wire import assert_error, blob_part, execute, program_part, post, ref, sha
 
 MIB = 1 << 20
 
 # Returns what a bytes upload is inside the program, and its length and checksum.
-DESCRIBE = "import hashlib\ndef main(data):\n    return [type(data).__name__, len(data), hashlib.sha256(data).hexdigest()]\n"
+DESCRIBE = (
+    "import hashlib\ndef main(data):\n    return [type(data).__name__, len(data), hashlib.sha256(data).hexdigest()]\n"
+)
 
 
 def describe_program(blob: str) -> dict:
-    return {"instructions": [
-        {"op": "upload", "id": "d", "kind": "bytes", "blob": blob},
-        {"op": "upload", "id": "m", "kind": "module", "source": DESCRIBE},
-        {"op": "get_function", "id": "f", "module": ref("m"), "name": "main"},
-        {"op": "run", "id": "r", "fn": ref("f"), "args": [ref("d")]},
-        {"op": "return", "key": "out", "value": ref("r")},
-    ]}
+    return {
+        "instructions": [
+            {"op": "upload", "id": "d", "kind": "bytes", "blob": blob},
+            {"op": "upload", "id": "m", "kind": "module", "source": DESCRIBE},
+            {"op": "get_function", "id": "f", "module": ref("m"), "name": "main"},
+            {"op": "run", "id": "r", "fn": ref("f"), "args": [ref("d")]},
+            {"op": "return", "key": "out", "value": ref("r")},
+        ]
+    }
 
 
 def described(response: httpx.Response) -> list:
@@ -41,8 +44,9 @@ def described(response: httpx.Response) -> list:
 
 
 def upload(url: str, data: bytes, **headers: str) -> httpx.Response:
-    return httpx.post(url + "/blobs", content=data, timeout=60,
-                      headers={"Content-Type": "application/octet-stream", **headers})
+    return httpx.post(
+        url + "/blobs", content=data, timeout=60, headers={"Content-Type": "application/octet-stream", **headers}
+    )
 
 
 def test_lookup_tells_missing_from_present(shared_server):
@@ -61,14 +65,12 @@ def test_a_blob_sent_ahead_needs_no_cache_miss(shared_server):
     data = os.urandom(2 * MIB + 5)
     assert upload(shared_server.url, data).status_code == 200
     # The program alone: the blob is found, and a large bytes value is a view, not a copy.
-    assert described(execute(shared_server.url, describe_program(sha(data)))) == [
-        "memoryview", len(data), sha(data)]
+    assert described(execute(shared_server.url, describe_program(sha(data)))) == ["memoryview", len(data), sha(data)]
 
 
 def test_small_bytes_uploads_stay_bytes(shared_server):
     data = b"small payload"
-    assert described(execute(shared_server.url, describe_program(sha(data)), [data])) == [
-        "bytes", len(data), sha(data)]
+    assert described(execute(shared_server.url, describe_program(sha(data)), [data])) == ["bytes", len(data), sha(data)]
 
 
 def test_a_claimed_hash_is_checked_and_a_mismatch_not_stored(shared_server):
@@ -82,8 +84,9 @@ def test_a_claimed_hash_is_checked_and_a_mismatch_not_stored(shared_server):
 
 
 def test_blob_upload_needs_octet_stream(shared_server):
-    response = httpx.post(shared_server.url + "/blobs", content=b"x", timeout=30,
-                          headers={"Content-Type": "text/plain"})
+    response = httpx.post(
+        shared_server.url + "/blobs", content=b"x", timeout=30, headers={"Content-Type": "text/plain"}
+    )
     assert "application/octet-stream" in assert_error(response, 400, "parse")
     assert httpx.get(shared_server.url + "/blobs", timeout=30).status_code == 405
 
@@ -105,13 +108,15 @@ def test_a_body_sent_in_odd_pieces_parses_the_same(shared_server):
 
     data = os.urandom(300)
     body = body_of([program_part(describe_program(sha(data))), blob_part(data)])
-    head = (f"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
-            "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode()
+    head = (
+        f"POST /execute HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
+        "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    ).encode()
     with socket.create_connection(("127.0.0.1", shared_server.port), timeout=30) as s:
         s.sendall(head)
         at, size = 0, 1
         while at < len(body):
-            piece = body[at:at + size]
+            piece = body[at : at + size]
             s.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
             at += len(piece)
             size = size % 7 + 1
@@ -176,12 +181,14 @@ def test_a_large_result_goes_out_without_server_copies(make_server):
     its own memory (it writes the worker's sealed memfd as it is)."""
     server = make_server("--num-workers", "1", "--max-response-bytes", str(512 * MIB))
     source = "def main():\n    return bytes(range(256)) * (640 * 1024)\n"
-    program = {"instructions": [
-        {"op": "upload", "id": "m", "kind": "module", "source": source},
-        {"op": "get_function", "id": "f", "module": ref("m"), "name": "main"},
-        {"op": "run", "id": "r", "fn": ref("f"), "args": []},
-        {"op": "return", "key": "out", "value": ref("r")},
-    ]}
+    program = {
+        "instructions": [
+            {"op": "upload", "id": "m", "kind": "module", "source": source},
+            {"op": "get_function", "id": "f", "module": ref("m"), "name": "main"},
+            {"op": "run", "id": "r", "fn": ref("f"), "args": []},
+            {"op": "return", "key": "out", "value": ref("r")},
+        ]
+    }
     from kcoral.result import decode_response
 
     response = execute(server.url, program, timeout=120)

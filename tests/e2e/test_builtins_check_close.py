@@ -28,14 +28,24 @@ except ImportError:
 needs_torch = pytest.mark.skipif(torch is None, reason="torch is not installed")
 needs_cuda = pytest.mark.skipif(torch is None or not torch.cuda.is_available(), reason="no CUDA GPU")
 
-KEYS = {"passed", "max_abs_err", "max_rel_err", "mismatched", "total", "nonfinite_actual",
-        "nonfinite_expected", "rtol", "atol", "first_mismatch", "reason"}
+KEYS = {
+    "passed",
+    "max_abs_err",
+    "max_rel_err",
+    "mismatched",
+    "total",
+    "nonfinite_actual",
+    "nonfinite_expected",
+    "rtol",
+    "atol",
+    "first_mismatch",
+    "reason",
+}
 
 
 def run_python(source: str) -> dict:
     """Runs `source` in a fresh interpreter on this checkout; its last stdout line is JSON."""
-    done = subprocess.run([sys.executable, "-c", textwrap.dedent(source)], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(source)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -63,8 +73,10 @@ def test_mismatches_are_counted_and_located():
     with pytest.raises(ExecutionError) as raised:
         builtins.assert_close(actual, expected, {"atol": 0.1, "rtol": 0})
     assert raised.value.kind == "correctness"
-    assert raised.value.message == ("outputs differ: max_abs_err=0.5, max_rel_err=0 exceed atol=0.1, rtol=0: "
-                                    "2 of 32 elements differ (first at [1, 2])")
+    assert raised.value.message == (
+        "outputs differ: max_abs_err=0.5, max_rel_err=0 exceed atol=0.1, rtol=0: "
+        "2 of 32 elements differ (first at [1, 2])"
+    )
 
 
 def test_tolerance_is_atol_plus_rtol_times_expected():
@@ -100,13 +112,15 @@ def test_shapes_must_match_exactly_without_broadcasting():
 
 
 def test_dtypes_must_match_exactly():
-    with pytest.raises(ExecutionError, match=r"^correctness: outputs differ: dtype mismatch: actual float32 vs "
-                                             r"expected float64$"):
+    with pytest.raises(
+        ExecutionError, match=r"^correctness: outputs differ: dtype mismatch: actual float32 vs " r"expected float64$"
+    ):
         builtins.assert_close(np.ones(3, np.float32), np.ones(3, np.float64))
 
 
-@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
-                                   np.uint8, np.bool_])
+@pytest.mark.parametrize(
+    "dtype", [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8, np.bool_]
+)
 def test_every_supported_numpy_dtype(dtype):
     expected = (np.arange(12) % 2).astype(dtype).reshape(3, 4)
     assert builtins.check_close(expected, expected.copy(), {"rtol": 0, "atol": 0})["passed"]
@@ -146,13 +160,16 @@ def test_chunks_do_not_change_the_answer():
     assert result["mismatched"] == 3 and result["first_mismatch"] == [7]
 
 
-@pytest.mark.parametrize("cfg, message", [
-    ("tight", "must be a dict"),
-    ({"rtl": 0.1}, "unknown keys ['rtl']"),
-    ({"rtol": -1}, "'rtol' must be a finite number >= 0"),
-    ({"atol": float("nan")}, "'atol' must be a finite number >= 0"),
-    ({"atol": True}, "'atol' must be a finite number >= 0"),
-])
+@pytest.mark.parametrize(
+    "cfg, message",
+    [
+        ("tight", "must be a dict"),
+        ({"rtl": 0.1}, "unknown keys ['rtl']"),
+        ({"rtol": -1}, "'rtol' must be a finite number >= 0"),
+        ({"atol": float("nan")}, "'atol' must be a finite number >= 0"),
+        ({"atol": True}, "'atol' must be a finite number >= 0"),
+    ],
+)
 def test_bad_cfg_is_a_runtime_error(cfg, message):
     with pytest.raises(ExecutionError) as raised:
         builtins.check_close(np.ones(2), np.ones(2), cfg)

@@ -34,8 +34,6 @@ def wait_gone(pids, timeout: float = 2.0) -> set[int]:
     return {pid for pid in remaining if alive(pid)}
 
 
-
-
 def load(url: str) -> dict:
     return httpx.get(url + "/health", timeout=5).json()["load"]
 
@@ -53,17 +51,22 @@ def command_line(pid: int) -> str:
 def left_running(server, command: str, grace: float = 2.0) -> str:
     """'' once no process of `server` runs `command` (polled for `grace`), else who is left."""
     deadline = time.monotonic() + grace
-    while (left := {p for p in processes_tagged(server.tag) if command_line(p) == command}) \
-            and time.monotonic() < deadline:
+    while (
+        left := {p for p in processes_tagged(server.tag) if command_line(p) == command}
+    ) and time.monotonic() < deadline:
         time.sleep(0.05)
     return describe(left)
 
 
 def routed_pid(server, request_id: str, timeout: float = 10) -> int:
     """The host pid of the worker the server gave `request_id` to (its request_routed event)."""
+
     def find():
-        return next((e["pid"] for e in server.events()
-                     if e["event"] == "request_routed" and e.get("request_id") == request_id), None)
+        return next(
+            (e["pid"] for e in server.events() if e["event"] == "request_routed" and e.get("request_id") == request_id),
+            None,
+        )
+
     return wait_for(find, timeout, f"request {request_id} to reach a worker")
 
 
@@ -232,8 +235,9 @@ def test_client_hang_up_while_queued_skips_the_program(make_server):
     blocker["options"] = {"timeout_seconds": 20}
     # Were it run, the queued program would keep a `sleep 77.5` child for 3 s, in sight of the
     # host (a file in a host path, the old evidence, is out of a sandboxed program's reach).
-    queued = module_program("import subprocess, time\ndef main():\n"
-                            "    subprocess.Popen(['sleep', '77.5'])\n    time.sleep(3)\n")
+    queued = module_program(
+        "import subprocess, time\ndef main():\n" "    subprocess.Popen(['sleep', '77.5'])\n    time.sleep(3)\n"
+    )
     seen = set()
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         first = pool.submit(raw_execute, server.url, blocker, timeout=30)
@@ -341,8 +345,11 @@ def test_queue_full_is_503_busy_with_retry_after(make_server):
             assert response.headers.get_list("retry-after") == ["1"]
         else:
             assert response.status_code == 200 and response.json()["status"] == "COMPLETED"
-    wait_for(lambda: load(server.url) == {**load(server.url), "requests_in_progress": 0, "requests_waiting": 0},
-             10, "idle load")
+    wait_for(
+        lambda: load(server.url) == {**load(server.url), "requests_in_progress": 0, "requests_waiting": 0},
+        10,
+        "idle load",
+    )
     trivial_ok(server.url)
 
 
@@ -374,8 +381,11 @@ def test_cache_miss_is_answered_while_every_worker_is_busy(make_server):
         start = time.monotonic()
         response = raw_execute(server.url, missing, timeout=30)
         assert time.monotonic() - start < 1.0
-        assert response.json() == {"status": "CACHE_MISS", "request_id": response.json()["request_id"],
-                                   "missing_blobs": ["ab" * 32]}
+        assert response.json() == {
+            "status": "CACHE_MISS",
+            "request_id": response.json()["request_id"],
+            "missing_blobs": ["ab" * 32],
+        }
         assert first.result().status_code == 200
 
 

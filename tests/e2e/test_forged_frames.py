@@ -49,7 +49,7 @@ def huge_outcome():
 FORGED = [
     {"type": "instruction", "index": "0"},
     {"type": "instruction", "index": 1.5},
-    {"type": "instruction", "index": 2 ** 70},
+    {"type": "instruction", "index": 2**70},
     {"type": "instruction", "index": [0]},
     {"type": "outcome", "retire": 7, "gpu_access_detected_ns": "now"},
     {"type": "instruction_end", "index": None},

@@ -12,8 +12,10 @@ _native = pytest.importorskip("kcoral._native", reason="kcoral._native is not bu
 
 
 def _has_gpu() -> bool:
-    return shutil.which("nvidia-smi") is not None and subprocess.run(
-        ["nvidia-smi", "-L"], capture_output=True).returncode == 0
+    return (
+        shutil.which("nvidia-smi") is not None
+        and subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode == 0
+    )
 
 
 @pytest.mark.skipif(_has_gpu(), reason="this machine has a GPU")

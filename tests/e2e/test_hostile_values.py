@@ -86,17 +86,21 @@ def test_exception_in_module_import_that_cannot_describe_itself(client):
 
 
 def test_benchmarked_callable_raising_a_hostile_exception(client):
-    source = ("from kcoral.builtins import benchmark\n"
-              "class Hostile(Exception):\n    def __str__(self):\n        return None\n"
-              "def kernel():\n    raise Hostile()\n"
-              "def main():\n    return benchmark(kernel, {'warmup': 0, 'repeat': 1})\n")
+    source = (
+        "from kcoral.builtins import benchmark\n"
+        "class Hostile(Exception):\n    def __str__(self):\n        return None\n"
+        "def kernel():\n    raise Hostile()\n"
+        "def main():\n    return benchmark(kernel, {'warmup': 0, 'repeat': 1})\n"
+    )
     error = failed(client.execute(call(source)), "runtime")
     assert error["message"] == "benchmark call failed: Hostile: Hostile()"
 
 
 def test_execution_error_altered_by_the_program_is_engine(client):
-    source = ("from kcoral.errors import ExecutionError\ndef main():\n"
-              "    e = ExecutionError('runtime', 'x')\n    e.kind = 'bogus'\n    raise e\n")
+    source = (
+        "from kcoral.errors import ExecutionError\ndef main():\n"
+        "    e = ExecutionError('runtime', 'x')\n    e.kind = 'bogus'\n    raise e\n"
+    )
     error = failed(client.execute(call(source)))
     assert error["message"].startswith("ExecutionError")
 
@@ -152,10 +156,12 @@ def test_lone_surrogate_in_error_message(client):
 
 
 def test_lone_surrogate_printed_to_stdout_and_stderr(client):
-    source = ("import os, sys\ndef main():\n    print('a \\ud800 b')\n"
-              "    print('c \\udfff d', file=sys.stderr)\n"
-              "    sys.stdout.flush()\n"
-              "    os.write(1, '[\\ud800]'.encode('utf-8', 'surrogatepass'))\n    return 1\n")
+    source = (
+        "import os, sys\ndef main():\n    print('a \\ud800 b')\n"
+        "    print('c \\udfff d', file=sys.stderr)\n"
+        "    sys.stdout.flush()\n"
+        "    os.write(1, '[\\ud800]'.encode('utf-8', 'surrogatepass'))\n    return 1\n"
+    )
     result = client.execute(call(source))
     assert result.status == "COMPLETED", result.error
     # print escapes it (as Python's stderr always does); raw bytes that are not
@@ -207,8 +213,10 @@ def test_integer_argument_beyond_python_digit_limit_is_a_parse_error(shared_serv
 
 
 def test_deeply_nested_value_fails_serialization(client):
-    source = ("import sys\ndef main():\n    sys.setrecursionlimit(100000)\n    v = None\n"
-              "    for _ in range(5000):\n        v = [v]\n    return v\n")
+    source = (
+        "import sys\ndef main():\n    sys.setrecursionlimit(100000)\n    v = None\n"
+        "    for _ in range(5000):\n        v = [v]\n    return v\n"
+    )
     error = failed(client.execute(call(source)), "serialization")
     assert "nests" in error["message"]
 
@@ -248,8 +256,7 @@ def test_reference_client_decodes_big_integers_and_lone_surrogates(make_server, 
     server = make_server("--num-workers", "1")
     script = tmp_path / "hostile_reference.py"
     script.write_text(REFERENCE_SCRIPT)
-    run = subprocess.run([str(python), str(script), server.url], capture_output=True, text=True,
-                         timeout=120, cwd="/")
+    run = subprocess.run([str(python), str(script), server.url], capture_output=True, text=True, timeout=120, cwd="/")
     assert run.returncode == 0, run.stderr[-4000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
     assert report == {"status": "COMPLETED", "echo_ok": True, "made_ok": True, "error_ok": True}

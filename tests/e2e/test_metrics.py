@@ -45,7 +45,8 @@ def test_metrics_follow_requests_workers_and_load(make_server):
 
     after = scrape(server.url)
     requests = lambda code, reason: after.get(  # noqa: E731
-        ("kcoral_requests_total", (("code", code), ("finish_reason", reason))), 0)
+        ("kcoral_requests_total", (("code", code), ("finish_reason", reason))), 0
+    )
     assert requests("200", "completed") == 3
     assert requests("200", "program_failed") == 1
     assert requests("400", "rejected") == 1

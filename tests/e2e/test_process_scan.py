@@ -112,8 +112,13 @@ LAUNCH = textwrap.dedent(r"""
 def namespace_scan():
     if os.geteuid() != 0 or shutil.which("unshare") is None:
         pytest.skip("needs root and unshare(1) for a PID namespace")
-    done = subprocess.run([sys.executable, "-c", LAUNCH], capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, KC_INSIDE=INSIDE))
+    done = subprocess.run(
+        [sys.executable, "-c", LAUNCH],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=dict(os.environ, KC_INSIDE=INSIDE),
+    )
     if done.returncode != 0 and "unshare failed" in done.stderr:
         pytest.skip(f"no PID namespace here: {done.stderr.strip()}")
     assert done.stdout.strip(), done.stderr

@@ -6,7 +6,6 @@ import os
 import time
 import uuid
 
-import httpx
 import pytest
 
 from conftest import call
@@ -27,10 +26,27 @@ def failed(result, kind: str, index: int, op: str) -> dict:
 IDENTITY = "def main(x):\n    return x\n"
 
 
-@pytest.mark.parametrize("value", [
-    None, True, False, 0, -1, 2**63 - 1, -(2**63), 1.5, -0.0, 1e300, "", "héllo ✓ \u0000 nul",
-    [], [1, "a", None, [2.5, {"k": False}]], {}, {"a": {"b": {"c": [1, 2, {"d": None}]}}},
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        False,
+        0,
+        -1,
+        2**63 - 1,
+        -(2**63),
+        1.5,
+        -0.0,
+        1e300,
+        "",
+        "héllo ✓ \u0000 nul",
+        [],
+        [1, "a", None, [2.5, {"k": False}]],
+        {},
+        {"a": {"b": {"c": [1, 2, {"d": None}]}}},
+    ],
+)
 def test_value_round_trip(client, value):
     result = client.execute(call(IDENTITY, args=[value]))
     assert result.status == "COMPLETED", result.error
@@ -60,8 +76,9 @@ def test_bytes_round_trip(client):
     payload = bytes(range(256)) * 4
     program = Program()
     blob = program.upload(id="b", kind="bytes", value=payload)
-    module = program.upload(id="m", kind="module",
-                            source="def main(b):\n    return [b[::-1], bytearray(b'ab'), memoryview(b'cd'), b'']\n")
+    module = program.upload(
+        id="m", kind="module", source="def main(b):\n    return [b[::-1], bytearray(b'ab'), memoryview(b'cd'), b'']\n"
+    )
     fn = program.get_function(id="f", module=module, name="main")
     out = program.run(id="r", fn=fn, args=[blob])
     program.return_(key="raw", value=blob)
@@ -73,8 +90,10 @@ def test_bytes_round_trip(client):
     assert all(type(v) is bytes for v in result["out"])
 
 
-@pytest.mark.parametrize("expression", ["float('nan')", "float('inf')", "{1: 'int key'}", "object()",
-                                        "[1, {'deep': float('-inf')}]", "(lambda: 0)"])
+@pytest.mark.parametrize(
+    "expression",
+    ["float('nan')", "float('inf')", "{1: 'int key'}", "object()", "[1, {'deep': float('-inf')}]", "(lambda: 0)"],
+)
 def test_unencodable_values_fail_serialization(client, expression):
     result = client.execute(call(f"def main():\n    return {expression}\n"))
     error = failed(result, "serialization", 3, "return")
@@ -125,8 +144,10 @@ def test_uploaded_function_raising_value_error_is_engine(client):
 
 
 def test_execution_error_carries_its_kind(client):
-    source = ("from kcoral.errors import ExecutionError\n"
-              "def main():\n    raise ExecutionError('correctness', 'mismatch at 3')\n")
+    source = (
+        "from kcoral.errors import ExecutionError\n"
+        "def main():\n    raise ExecutionError('correctness', 'mismatch at 3')\n"
+    )
     error = failed(client.execute(call(source)), "correctness", 2, "run")
     assert "mismatch at 3" in error["message"]
 
@@ -158,8 +179,9 @@ def test_get_function_missing_name_is_parse(client):
 
 def test_results_before_a_failure_are_kept(client):
     program = Program()
-    module = program.upload(id="m", kind="module",
-                            source="def ok():\n    return 'first'\n\ndef bad():\n    raise KeyError('x')\n")
+    module = program.upload(
+        id="m", kind="module", source="def ok():\n    return 'first'\n\ndef bad():\n    raise KeyError('x')\n"
+    )
     ok = program.get_function(id="ok", module=module, name="ok")
     bad = program.get_function(id="bad", module=module, name="bad")
     first = program.run(id="r1", fn=ok)
@@ -173,8 +195,9 @@ def test_results_before_a_failure_are_kept(client):
 
 def test_failed_return_keeps_binary_numbering(client):
     program = Program()
-    module = program.upload(id="m", kind="module",
-                            source="def good():\n    return b'one'\n\ndef bad():\n    return [b'two', object()]\n")
+    module = program.upload(
+        id="m", kind="module", source="def good():\n    return b'one'\n\ndef bad():\n    return [b'two', object()]\n"
+    )
     good = program.run(id="g", fn=program.get_function(module=module, name="good"))
     bad = program.run(id="b", fn=program.get_function(module=module, name="bad"))
     program.return_(key="good", value=good)
@@ -189,13 +212,18 @@ def test_file_upload_and_file_return(client):
     data = os.urandom(5000)
     program = Program()
     path = program.upload_file(id="p", blob=data, path="./in//data.bin")
-    module = program.upload(id="m", kind="module", source=(
-        "import os\n"
-        "def main(path):\n"
-        "    os.makedirs('out', exist_ok=True)\n"
-        "    with open(path, 'rb') as f:\n        data = f.read()\n"
-        "    with open('out/rev.bin', 'wb') as f:\n        f.write(data[::-1])\n"
-        "    return [path, len(data), oct(os.stat(path).st_mode & 0o777)]\n"))
+    module = program.upload(
+        id="m",
+        kind="module",
+        source=(
+            "import os\n"
+            "def main(path):\n"
+            "    os.makedirs('out', exist_ok=True)\n"
+            "    with open(path, 'rb') as f:\n        data = f.read()\n"
+            "    with open('out/rev.bin', 'wb') as f:\n        f.write(data[::-1])\n"
+            "    return [path, len(data), oct(os.stat(path).st_mode & 0o777)]\n"
+        ),
+    )
     out = program.run(id="r", fn=program.get_function(module=module, name="main"), args=[path])
     program.return_(key="info", value=out)
     program.return_(key="path", value=path)
@@ -262,7 +290,9 @@ def test_file_return_of_symlink_fails_serialization(client):
 
 
 def test_folder_return_containing_symlink_fails_serialization(client):
-    source = "import os\ndef main():\n    os.makedirs('d')\n    open('d/a', 'w').write('a')\n    os.symlink('a', 'd/l')\n"
+    source = (
+        "import os\ndef main():\n    os.makedirs('d')\n    open('d/a', 'w').write('a')\n    os.symlink('a', 'd/l')\n"
+    )
     program = Program()
     module = program.upload(id="m", kind="module", source=source)
     program.run(id="r", fn=program.get_function(module=module, name="main"))
@@ -367,8 +397,7 @@ def test_output_capture_includes_children_and_raw_fds(client):
 
 
 def test_output_limit_keeps_the_head(client):
-    source = ("import os\ndef main():\n    os.write(1, b'HEAD' + b'x' * 5000 + b'TAIL')\n"
-              "    os.write(2, b'e' * 30)\n")
+    source = "import os\ndef main():\n    os.write(1, b'HEAD' + b'x' * 5000 + b'TAIL')\n" "    os.write(2, b'e' * 30)\n"
     result = client.execute(call(source), output_limit_bytes=100)
     assert result.status == "COMPLETED", result.error
     assert result.stdout == "HEAD" + "x" * 96
@@ -416,12 +445,13 @@ def test_kcoral_builtins_and_errors_import_inside_uploaded_code(client):
 
 
 def test_cuda_language_module_gives_name_and_source(client):
-    cuda = "extern \"C\" __global__ void add_one(float* x) { x[threadIdx.x] += 1; }\n"
+    cuda = 'extern "C" __global__ void add_one(float* x) { x[threadIdx.x] += 1; }\n'
     program = Program()
     kernels = program.upload(id="k", kind="module", source=cuda, language="cuda")
     add_one = program.get_function(id="add_one", module=kernels, name="add_one")
-    compiler = program.upload(id="c", kind="module",
-                              source="def compile(fn):\n    return {'name': fn.name, 'source': fn.source}\n")
+    compiler = program.upload(
+        id="c", kind="module", source="def compile(fn):\n    return {'name': fn.name, 'source': fn.source}\n"
+    )
     out = program.run(id="r", fn=program.get_function(module=compiler, name="compile"), args=[add_one])
     program.return_(key="out", value=out)
     result = client.execute(program)
@@ -431,8 +461,9 @@ def test_cuda_language_module_gives_name_and_source(client):
 
 def test_nested_refs_in_args_stay_literal(client):
     program = Program()
-    module = program.upload(id="m", kind="module",
-                            source="def main(*args):\n    return [type(args[0]).__name__, list(args[1:])]\n")
+    module = program.upload(
+        id="m", kind="module", source="def main(*args):\n    return [type(args[0]).__name__, list(args[1:])]\n"
+    )
     fn = program.get_function(id="f", module=module, name="main")
     literal = [{"inner": {"$ref": "m"}}, [{"$ref": "f"}], {"$ref": ""}, {"$ref": "f", "extra": 1}]
     out = program.run(id="r", fn=fn, args=[{"$ref": "f"}, *literal])  # only the top-level ref resolves
@@ -493,10 +524,12 @@ def test_file_blob_survives_restart_on_the_same_disk_cache(tmp_path):
 
     data = b"persisted file " + uuid.uuid4().bytes
     memory_only = b"memory only " + uuid.uuid4().bytes
-    file_program = {"instructions": [
-        {"op": "upload", "id": "p", "kind": "file", "blob": sha(data), "path": "x.bin"},
-        {"op": "return", "key": "x", "kind": "file", "path": {"$ref": "p"}},
-    ]}
+    file_program = {
+        "instructions": [
+            {"op": "upload", "id": "p", "kind": "file", "blob": sha(data), "path": "x.bin"},
+            {"op": "return", "key": "x", "kind": "file", "path": {"$ref": "p"}},
+        ]
+    }
     bytes_program = {"instructions": [{"op": "upload", "id": "b", "kind": "bytes", "blob": sha(memory_only)}]}
 
     first = Server(tmp_path, "--num-workers", "1")

@@ -14,8 +14,19 @@ import httpx
 import pytest
 
 from wire import (
-    BOUNDARY, TRIVIAL, UUID_RE, assert_error, blob_part, body_of, execute, module_program, part, post,
-    program_part, ref, sha,
+    BOUNDARY,
+    TRIVIAL,
+    UUID_RE,
+    assert_error,
+    blob_part,
+    body_of,
+    execute,
+    module_program,
+    part,
+    post,
+    program_part,
+    ref,
+    sha,
 )
 
 MODULE = {"op": "upload", "id": "m", "kind": "module", "source": "def main():\n    return 1\n"}
@@ -32,8 +43,12 @@ def parse_error(response: httpx.Response) -> str:
 
 # ---------------------------------------------------------------- framing
 def test_json_content_type_is_rejected(shared_server):
-    response = httpx.post(shared_server.url + "/execute", content=json.dumps(TRIVIAL),
-                          headers={"Content-Type": "application/json"}, timeout=30)
+    response = httpx.post(
+        shared_server.url + "/execute",
+        content=json.dumps(TRIVIAL),
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
     message = parse_error(response)
     assert "Content-Type" in message or "multipart" in message
 
@@ -127,8 +142,7 @@ def test_duplicate_id_across_ops(shared_server):
 
 
 def test_duplicate_return_key(shared_server):
-    program = module_program("def main():\n    return 1\n",
-                             extra=[{"op": "return", "key": "out", "value": ref("r")}])
+    program = module_program("def main():\n    return 1\n", extra=[{"op": "return", "key": "out", "value": ref("r")}])
     message = parse_error(execute(shared_server.url, program))
     assert "instructions[4]" in message and "key" in message
 
@@ -168,15 +182,21 @@ def test_uppercase_blob_hash(shared_server):
 
 
 def test_bad_dtype(shared_server):
-    program = {"instructions": [
-        {"op": "upload", "id": "t", "kind": "tensor", "blob": sha(b"abcd"), "dtype": "float128", "shape": [1]}]}
+    program = {
+        "instructions": [
+            {"op": "upload", "id": "t", "kind": "tensor", "blob": sha(b"abcd"), "dtype": "float128", "shape": [1]}
+        ]
+    }
     message = parse_error(execute(shared_server.url, program))
     assert "instructions[0]" in message and "dtype" in message
 
 
 def test_bool_in_shape(shared_server):
-    program = {"instructions": [
-        {"op": "upload", "id": "t", "kind": "tensor", "blob": sha(b"abcd"), "dtype": "uint8", "shape": [True]}]}
+    program = {
+        "instructions": [
+            {"op": "upload", "id": "t", "kind": "tensor", "blob": sha(b"abcd"), "dtype": "uint8", "shape": [True]}
+        ]
+    }
     assert "shape" in parse_error(execute(shared_server.url, program))
 
 
@@ -186,8 +206,9 @@ def test_bad_file_path(shared_server, path):
     assert "instructions[0]" in message and "path" in message
 
 
-@pytest.mark.parametrize("first, second", [("data", "data/x.bin"), ("data/x.bin", "data"), ("x", "./x"),
-                                           ("d/x", "d//x")])
+@pytest.mark.parametrize(
+    "first, second", [("data", "data/x.bin"), ("data/x.bin", "data"), ("x", "./x"), ("d/x", "d//x")]
+)
 def test_conflicting_file_paths(shared_server, first, second):
     program = {"instructions": [file_upload("a", first), file_upload("b", second)]}
     message = parse_error(execute(shared_server.url, program))
@@ -227,10 +248,12 @@ def test_blob_part_with_wrong_content_type(shared_server):
 
 def test_tensor_length_mismatch_beats_cache_miss(shared_server):
     never_sent = b"a blob the server has never seen " + uuid.uuid4().bytes
-    program = {"instructions": [
-        {"op": "upload", "id": "b", "kind": "bytes", "blob": sha(never_sent)},
-        {"op": "upload", "id": "t", "kind": "tensor", "blob": sha(b"abc"), "dtype": "float32", "shape": [2]},
-    ]}
+    program = {
+        "instructions": [
+            {"op": "upload", "id": "b", "kind": "bytes", "blob": sha(never_sent)},
+            {"op": "upload", "id": "t", "kind": "tensor", "blob": sha(b"abc"), "dtype": "float32", "shape": [2]},
+        ]
+    }
     message = parse_error(execute(shared_server.url, program, [b"abc"]))
     assert "'t'" in message and "8" in message and "3" in message
 
@@ -339,11 +362,15 @@ def test_chunked_body_over_cap_is_413(small_cap_server):
 
     def chunks():
         for i in range(0, len(payload), 16384):
-            yield payload[i:i + 16384]
+            yield payload[i : i + 16384]
 
     try:
-        response = httpx.post(small_cap_server.url + "/execute", content=chunks(), timeout=30,
-                              headers={"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"})
+        response = httpx.post(
+            small_cap_server.url + "/execute",
+            content=chunks(),
+            timeout=30,
+            headers={"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"},
+        )
     except httpx.TransportError:
         pytest.skip("connection closed before httpx could read the 413")
     assert_error(response, 413, "request_too_large")
@@ -351,8 +378,12 @@ def test_chunked_body_over_cap_is_413(small_cap_server):
 
 def test_body_under_cap_is_accepted(small_cap_server):
     data = b"z" * 50_000
-    program = {"instructions": [{"op": "upload", "id": "b", "kind": "bytes", "blob": sha(data)},
-                                {"op": "return", "key": "n", "value": ref("b")}]}
+    program = {
+        "instructions": [
+            {"op": "upload", "id": "b", "kind": "bytes", "blob": sha(data)},
+            {"op": "return", "key": "n", "value": ref("b")},
+        ]
+    }
     response = execute(small_cap_server.url, program, [data])
     assert response.status_code == 200, response.text
     # bytes come back as a multipart response
@@ -385,14 +416,17 @@ def test_canonical_request_id_is_echoed_on_errors(shared_server):
     assert response.json()["request_id"] == rid
 
 
-@pytest.mark.parametrize("make", [
-    lambda u: u.upper(),
-    lambda u: "{" + u + "}",
-    lambda u: u.replace("-", ""),
-    lambda u: "not-a-uuid",
-    lambda u: "",
-    lambda u: "urn:uuid:" + u,
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda u: u.upper(),
+        lambda u: "{" + u + "}",
+        lambda u: u.replace("-", ""),
+        lambda u: "not-a-uuid",
+        lambda u: "",
+        lambda u: "urn:uuid:" + u,
+    ],
+)
 def test_non_canonical_request_id_is_replaced(shared_server, make):
     sent = make(str(uuid.uuid4()))
     response = execute(shared_server.url, TRIVIAL, headers={"X-Request-ID": sent})
@@ -406,9 +440,14 @@ def test_non_canonical_request_id_is_replaced(shared_server, make):
 def test_two_request_id_headers_give_a_fresh_id(shared_server):
     first, second = str(uuid.uuid4()), str(uuid.uuid4())
     response = httpx.post(
-        shared_server.url + "/execute", content=body_of([program_part(TRIVIAL)]), timeout=30,
-        headers=[("Content-Type", f"multipart/form-data; boundary={BOUNDARY}"),
-                 ("X-Request-ID", first), ("X-Request-ID", second)],
+        shared_server.url + "/execute",
+        content=body_of([program_part(TRIVIAL)]),
+        timeout=30,
+        headers=[
+            ("Content-Type", f"multipart/form-data; boundary={BOUNDARY}"),
+            ("X-Request-ID", first),
+            ("X-Request-ID", second),
+        ],
     )
     assert response.status_code == 200
     rid = response.json()["request_id"]
@@ -462,12 +501,14 @@ def test_health_instance_id_changes_across_servers(shared_server, make_server):
 def test_cache_miss_shape_and_order(shared_server):
     tag = uuid.uuid4().bytes
     first, second, third = b"first" + tag, b"second" + tag, b"third" + tag
-    program = {"instructions": [
-        {"op": "upload", "id": "b2", "kind": "bytes", "blob": sha(second)},
-        {"op": "upload", "id": "f1", "kind": "file", "blob": sha(first), "path": "x.bin"},
-        {"op": "upload", "id": "b2again", "kind": "bytes", "blob": sha(second)},
-        {"op": "upload", "id": "t3", "kind": "bytes", "blob": sha(third)},
-    ]}
+    program = {
+        "instructions": [
+            {"op": "upload", "id": "b2", "kind": "bytes", "blob": sha(second)},
+            {"op": "upload", "id": "f1", "kind": "file", "blob": sha(first), "path": "x.bin"},
+            {"op": "upload", "id": "b2again", "kind": "bytes", "blob": sha(second)},
+            {"op": "upload", "id": "t3", "kind": "bytes", "blob": sha(third)},
+        ]
+    }
     response = execute(shared_server.url, program)
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/json")

@@ -3,7 +3,6 @@ runs unchanged against our server (spec/protocol.md, compatibility target (a))."
 
 import json
 import subprocess
-import sys
 import venv
 from pathlib import Path
 
@@ -32,13 +31,19 @@ def test_reference_client_runs_unchanged(make_server):
     server = make_server("--num-workers", "2")
     run = subprocess.run(
         [str(python), str(HERE / "reference_programs.py"), server.url],
-        capture_output=True, text=True, timeout=120, cwd="/", env=reference_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        env=reference_environment(),
     )
     assert run.returncode == 0, run.stderr[-4000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
 
     assert report["module_run_return"] == {
-        "status": "COMPLETED", "total": {"sum": 42, "items": [2, 40]}, "stdout": "adding\n",
+        "status": "COMPLETED",
+        "total": {"sum": 42, "items": [2, 40]},
+        "stdout": "adding\n",
     }
     assert report["bytes_cache_miss"] == {"status": "COMPLETED", "digest_ok": True, "echo_ok": True}
     folder = report["file_upload_folder_return"]
@@ -50,8 +55,16 @@ def test_reference_client_runs_unchanged(make_server):
     benchmark = report["benchmark"]
     assert benchmark["status"] == "COMPLETED"
     timing = benchmark["timing"]
-    assert {"latency_ms_median", "latency_ms_mean", "latency_ms_min", "latency_ms_max",
-            "activities_stable", "flush_l2", "warmup", "repeat"} <= set(timing)
+    assert {
+        "latency_ms_median",
+        "latency_ms_mean",
+        "latency_ms_min",
+        "latency_ms_max",
+        "activities_stable",
+        "flush_l2",
+        "warmup",
+        "repeat",
+    } <= set(timing)
     assert timing["repeat"] == 20 and timing["warmup"] == 2 and timing["timer"] == "host"
     assert timing["integrity"]["verified"] is True and timing["integrity"]["trusted"] is True
     # The bytes upload really went through CACHE_MISS first.
@@ -88,9 +101,31 @@ def test_reference_kcoral_run_python_against_our_server(shared_server, tmp_path)
     script = write_fetching_job(tmp_path)
     out = tmp_path / "out"
     run = subprocess.run(
-        [str(VENV / "bin" / "kcoral"), "run", "python", "--url", shared_server.url, "--send", str(script),
-         "-e", "FOO=bar", "--out", str(out), "--fetch", "res", "--fetch", "absent", "--", "job.py", "a b"],
-        capture_output=True, text=True, timeout=120, cwd="/", env=reference_environment(),
+        [
+            str(VENV / "bin" / "kcoral"),
+            "run",
+            "python",
+            "--url",
+            shared_server.url,
+            "--send",
+            str(script),
+            "-e",
+            "FOO=bar",
+            "--out",
+            str(out),
+            "--fetch",
+            "res",
+            "--fetch",
+            "absent",
+            "--",
+            "job.py",
+            "a b",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        env=reference_environment(),
     )
     assert run.returncode == 3, run.stderr[-4000:]
     assert run.stdout == "args ['a b'] bar True\n"

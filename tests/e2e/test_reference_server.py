@@ -28,8 +28,7 @@ def reference_server_python() -> Path:
     marker = VENV / ".kcoral-0.1.1-server"
     if not marker.exists():
         venv.create(VENV, with_pip=True, clear=True)
-        install = subprocess.run([str(python), "-m", "pip", "install", "-q", *PACKAGES],
-                                 capture_output=True, text=True)
+        install = subprocess.run([str(python), "-m", "pip", "install", "-q", *PACKAGES], capture_output=True, text=True)
         if install.returncode != 0:
             pytest.fail(f"cannot install the reference server: {install.stderr[-2000:]}")
         marker.touch()
@@ -43,10 +42,28 @@ def reference_server(tmp_path_factory):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     process = subprocess.Popen(
-        [str(reference_server_python()), "-m", "kcoral", "server", "--device", "cpu", "--sandbox", "none",
-         "--host", "127.0.0.1", "--port", str(port), "--log-dir", str(tmp_path / "logs"), "--no-log-console"],
-        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "stderr", "wb"), start_new_session=True,
-        env=reference_environment(), cwd="/",
+        [
+            str(reference_server_python()),
+            "-m",
+            "kcoral",
+            "server",
+            "--device",
+            "cpu",
+            "--sandbox",
+            "none",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-dir",
+            str(tmp_path / "logs"),
+            "--no-log-console",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "stderr", "wb"),
+        start_new_session=True,
+        env=reference_environment(),
+        cwd="/",
     )
     try:
         deadline = time.monotonic() + 120
@@ -95,9 +112,28 @@ def test_our_kcoral_run_against_the_reference_server(reference_server, tmp_path)
     out = tmp_path / "out"
     kcoral = [sys.executable, "-m", "kcoral", "run"]
     run = subprocess.run(
-        [*kcoral, "python", "--url", reference_server, "--send", str(script), "-e", "FOO=bar", "--out", str(out),
-         "--fetch", "res", "--fetch", "absent", "--", "job.py", "a b"],
-        capture_output=True, text=True, timeout=120,
+        [
+            *kcoral,
+            "python",
+            "--url",
+            reference_server,
+            "--send",
+            str(script),
+            "-e",
+            "FOO=bar",
+            "--out",
+            str(out),
+            "--fetch",
+            "res",
+            "--fetch",
+            "absent",
+            "--",
+            "job.py",
+            "a b",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert run.returncode == 3, run.stderr[-4000:]
     assert run.stdout == "args ['a b'] bar True\n"

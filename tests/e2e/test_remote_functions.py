@@ -140,7 +140,11 @@ def test_reference_client_remote_functions_run_on_our_server(shared_server):
     python = reference_python()
     run = subprocess.run(
         [str(python), str(HERE / "reference_remote_functions.py"), shared_server.url],
-        capture_output=True, text=True, timeout=120, cwd="/", env=reference_environment(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/",
+        env=reference_environment(),
     )
     assert run.returncode == 0, run.stderr[-4000:]
     report = json.loads(run.stdout.strip().splitlines()[-1])
@@ -168,8 +172,14 @@ def test_our_remote_functions_run_on_the_reference_server(reference_server):  # 
     data = bytes(range(256)) * 8
     with Client(reference_server) as client:
         out = client.function(timeout=60)(mixed).remote(data, [{"$ref": "module"}], {"$ref": "x"}, flag=True)
-        assert out == {"size": len(data), "echo": data, "refs": [{"$ref": "module"}], "rest": [{"$ref": "x"}],
-                       "scale": 2, "flag": True}
+        assert out == {
+            "size": len(data),
+            "echo": data,
+            "refs": [{"$ref": "module"}],
+            "rest": [{"$ref": "x"}],
+            "scale": 2,
+            "flag": True,
+        }
         with pytest.raises(RemoteExecutionError, match="ZeroDivisionError") as caught:
             client.function(output_limit_bytes=1000)(divide).remote(1, 0)
         error = caught.value.result.error

@@ -23,8 +23,9 @@ def libraries(tmp_path_factory) -> dict[int, bytes]:
     for value in (1, 2, 3):
         # One name for both, as a generator's candidates have: only the bytes differ.
         directory = tmp_path_factory.mktemp(f"build{value}")
-        path = tvm_ffi_cpp.build_inline(name="candidate", cpp_sources=SOURCE.format(value=value),
-                                        functions="answer", build_directory=str(directory))
+        path = tvm_ffi_cpp.build_inline(
+            name="candidate", cpp_sources=SOURCE.format(value=value), functions="answer", build_directory=str(directory)
+        )
         built[value] = Path(path).read_bytes()
     return built
 

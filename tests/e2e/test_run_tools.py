@@ -16,17 +16,24 @@ import pytest
 from conftest import REPO
 
 
-def kcoral_run(server, tool: str, *args: str, env: dict | None = None, cwd: Path | None = None,
-               timeout: float = 60) -> subprocess.CompletedProcess:
+def kcoral_run(
+    server, tool: str, *args: str, env: dict | None = None, cwd: Path | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "kcoral", "run", tool, "--url", server.url, *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, cwd=cwd, env={**os.environ, **(env or {})}
+    )
 
 
 def test_python_c_replays_output_and_passes_the_exit_status_through(shared_server):
-    run = kcoral_run(shared_server, "python", "--", "-c",
-                     "import sys; print('to stdout'); print('to stderr', file=sys.stderr); "
-                     "print(repr(sys.stdin.read())); sys.exit(3)")
+    run = kcoral_run(
+        shared_server,
+        "python",
+        "--",
+        "-c",
+        "import sys; print('to stdout'); print('to stderr', file=sys.stderr); "
+        "print(repr(sys.stdin.read())); sys.exit(3)",
+    )
     assert run.returncode == 3, run.stderr
     assert run.stdout == "to stdout\n''\n"  # stdin is /dev/null
     assert run.stderr == "to stderr\n"
@@ -69,12 +76,14 @@ def test_send_a_directory_keeps_its_name_and_exec_bits(shared_server, tmp_path):
     (tree / "sub" / "data.txt").write_text("data")
     (tree / "empty").mkdir()
     runner = tree / "go.sh"
-    runner.write_text("#!/bin/sh\necho ran from \"$PWD\"\n")
+    runner.write_text('#!/bin/sh\necho ran from "$PWD"\n')
     runner.chmod(0o755)
-    listing = ("import os\nfor root, dirs, files in sorted(os.walk('.')):\n"
-               "    for name in sorted(files):\n"
-               "        path = os.path.join(root, name)\n"
-               "        print(path, oct(os.stat(path).st_mode & 0o777))\n")
+    listing = (
+        "import os\nfor root, dirs, files in sorted(os.walk('.')):\n"
+        "    for name in sorted(files):\n"
+        "        path = os.path.join(root, name)\n"
+        "        print(path, oct(os.stat(path).st_mode & 0o777))\n"
+    )
     run = kcoral_run(shared_server, "python", "--send", str(tree), "--", "-c", listing)
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["./exp/.hidden 0o600", "./exp/go.sh 0o700", "./exp/sub/data.txt 0o600"]
@@ -86,9 +95,26 @@ def test_send_a_directory_keeps_its_name_and_exec_bits(shared_server, tmp_path):
 def test_fetch_round_trip_with_nested_and_missing_paths(shared_server, tmp_path):
     out = tmp_path / "new" / "results"
     make = "mkdir -p deep/er empty/inner; echo report > report.txt; echo x > deep/er/f.txt; ln -s report.txt link"
-    run = kcoral_run(shared_server, "shell", "--out", str(out), "--fetch", "report.txt", "--fetch", "deep",
-                     "--fetch", "empty", "--fetch", "nothere/at/all", "--fetch", "link", "--",
-                     "bash", "-c", make)
+    run = kcoral_run(
+        shared_server,
+        "shell",
+        "--out",
+        str(out),
+        "--fetch",
+        "report.txt",
+        "--fetch",
+        "deep",
+        "--fetch",
+        "empty",
+        "--fetch",
+        "nothere/at/all",
+        "--fetch",
+        "link",
+        "--",
+        "bash",
+        "-c",
+        make,
+    )
     assert run.returncode == 1, run.stderr  # the command succeeded, two artifacts are missing
     assert f"kcoral: saved artifacts to {out}" in run.stderr
     assert "kcoral: missing artifacts: nothere/at/all, link" in run.stderr
@@ -101,20 +127,44 @@ def test_fetch_round_trip_with_nested_and_missing_paths(shared_server, tmp_path)
 
 def test_failed_command_still_returns_its_artifacts(shared_server, tmp_path):
     out = tmp_path / "out"
-    run = kcoral_run(shared_server, "shell", "--out", str(out), "--fetch", "log.txt", "--",
-                     "bash", "-c", "echo partial > log.txt; exit 4")
+    run = kcoral_run(
+        shared_server,
+        "shell",
+        "--out",
+        str(out),
+        "--fetch",
+        "log.txt",
+        "--",
+        "bash",
+        "-c",
+        "echo partial > log.txt; exit 4",
+    )
     assert run.returncode == 4, run.stderr
     assert (out / "log.txt").read_text() == "partial\n"
 
 
 def test_env_settings_kcoral_dir_path_and_process_group(shared_server):
-    probe = ("import os, sys\n"
-             "print(os.environ['FOO'], os.environ['COPIED'], os.environ['EMPTY'] == '')\n"
-             "print(os.environ['KCORAL_DIR'] == os.getcwd(), os.path.basename(os.getcwd()))\n"
-             "print(os.environ['PATH'].split(os.pathsep)[0] == os.path.dirname(sys.executable))\n"
-             "print(os.getpgrp() == os.getpgid(os.getppid()))\n")
-    run = kcoral_run(shared_server, "python", "-e", "FOO=a=b", "-e", "COPIED", "-e", "EMPTY=", "--", "-c", probe,
-                     env={"COPIED": "from the client"})
+    probe = (
+        "import os, sys\n"
+        "print(os.environ['FOO'], os.environ['COPIED'], os.environ['EMPTY'] == '')\n"
+        "print(os.environ['KCORAL_DIR'] == os.getcwd(), os.path.basename(os.getcwd()))\n"
+        "print(os.environ['PATH'].split(os.pathsep)[0] == os.path.dirname(sys.executable))\n"
+        "print(os.getpgrp() == os.getpgid(os.getppid()))\n"
+    )
+    run = kcoral_run(
+        shared_server,
+        "python",
+        "-e",
+        "FOO=a=b",
+        "-e",
+        "COPIED",
+        "-e",
+        "EMPTY=",
+        "--",
+        "-c",
+        probe,
+        env={"COPIED": "from the client"},
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == ["a=b from the client True", "True inputs", "True", "True"]
 
@@ -144,8 +194,16 @@ def _sleepers(marker: str) -> list[int]:
 def test_timeout_kills_the_whole_tree(shared_server):
     marker = f"{30 + os.getpid() % 1000 / 1000:.3f}"  # a sleep length no one else uses
     start = time.monotonic()
-    run = kcoral_run(shared_server, "shell", "--timeout", "1", "--",
-                     "bash", "-c", f"sleep {marker} & (sleep {marker} &) ; sleep {marker}")
+    run = kcoral_run(
+        shared_server,
+        "shell",
+        "--timeout",
+        "1",
+        "--",
+        "bash",
+        "-c",
+        f"sleep {marker} & (sleep {marker} &) ; sleep {marker}",
+    )
     assert run.returncode == 1
     assert time.monotonic() - start < 15
     assert "kcoral run shell:" in run.stderr and "timed out" in run.stderr
@@ -186,8 +244,7 @@ def test_client_side_refusals_name_the_option(shared_server, tmp_path, tool, arg
 
 
 def test_help_lists_tools_and_examples():
-    run = subprocess.run([sys.executable, "-m", "kcoral", "run", "--help"], capture_output=True, text=True,
-                         cwd=REPO)
+    run = subprocess.run([sys.executable, "-m", "kcoral", "run", "--help"], capture_output=True, text=True, cwd=REPO)
     assert run.returncode == 0
     for tool in ("python", "shell", "compute-sanitizer", "ncu", "run-iket"):
         assert f"\n    {tool}" in run.stdout

@@ -56,8 +56,9 @@ NOBODY = 65534
 def fails_unsandboxed(test):
     """The attack succeeds without the sandbox: in the baseline run the test must fail."""
     if BASELINE:
-        return pytest.mark.xfail(strict=True, raises=AssertionError,
-                                 reason="baseline: without the sandbox this attack succeeds")(test)
+        return pytest.mark.xfail(
+            strict=True, raises=AssertionError, reason="baseline: without the sandbox this attack succeeds"
+        )(test)
     return test
 
 
@@ -75,8 +76,9 @@ def sandbox_configuration(test):
 
 @functools.cache
 def known_flags() -> frozenset[str]:
-    help_text = subprocess.run([sys.executable, "-m", "kcoral", "server", "--help"],
-                               capture_output=True, text=True, timeout=60).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "kcoral", "server", "--help"], capture_output=True, text=True, timeout=60
+    ).stdout
     return frozenset(re.findall(r"--[a-z][a-z0-9-]*", help_text))
 
 
@@ -163,11 +165,13 @@ def server_dir(server: Server) -> Path:
 
 def routed_pid(server: Server, request_id: str, timeout: float = 10) -> int:
     """The host pid of the worker the server gave `request_id` to (its request_routed event)."""
+
     def find():
         for event in server.events():
             if event["event"] == "request_routed" and event.get("request_id") == request_id:
                 return event["pid"]
         return None
+
     return wait_for(find, timeout, f"request {request_id} to reach a worker")
 
 
@@ -293,6 +297,7 @@ def main(marker):
     return sorted(p for p in candidates if not p.startswith(here + os.sep))
 """
 
+
 @fails_unsandboxed
 def test_other_workspaces_are_not_visible(sandboxed):
     # Today: the sibling's file is found at /tmp/kcoral-workspaces-XXXXXX/<its request id>/<marker>.
@@ -370,8 +375,7 @@ def test_only_the_control_socket_and_output_pipes_are_inherited(sandboxed):
     assert not into_server_dir, fds
     # The request's own blobs may arrive as memfds (here: the program); they are not inherited.
     # The worker keeps its own /dev/null stdout and stderr while they point at the pipes.
-    extra = {fd: t for fd, t in fds.items()
-             if fd > 2 and not t.startswith("/memfd:kcoral-") and t != "/dev/null"}
+    extra = {fd: t for fd, t in fds.items() if fd > 2 and not t.startswith("/memfd:kcoral-") and t != "/dev/null"}
     assert len(extra) == 1 and next(iter(extra.values())).startswith("socket:"), fds
 
 
@@ -525,7 +529,10 @@ def test_writes_outside_the_workspace_do_not_reach_the_host(sandboxed):
     disk_cache.mkdir(exist_ok=True)
     host_dirs = {"log_dir": str(sandboxed.log_dir), "disk_cache": str(disk_cache)}
     watched = [Path(d) for d in host_dirs.values()] + [
-        Path(kcoral.__file__).parent, Path(numpy.__file__).parent, Path(sys.base_prefix)]
+        Path(kcoral.__file__).parent,
+        Path(numpy.__file__).parent,
+        Path(sys.base_prefix),
+    ]
     host_file = Path(tempfile.gettempdir()) / f"{name}.txt"
     host_file.write_text("original")
     try:
@@ -662,9 +669,26 @@ def test_workspace_is_work_with_home_inside(sandboxed):
 
 
 # ------------------------------------------------------------- syscalls
-DENIED_SYSCALLS = ["ptrace", "mount", "umount2", "unshare_user", "unshare_mount", "setns", "chroot", "pivot_root",
-                   "clone_newns", "bpf", "keyctl", "add_key", "request_key", "perf_event_open", "userfaultfd",
-                   "io_uring_setup", "init_module", "kexec_load"]
+DENIED_SYSCALLS = [
+    "ptrace",
+    "mount",
+    "umount2",
+    "unshare_user",
+    "unshare_mount",
+    "setns",
+    "chroot",
+    "pivot_root",
+    "clone_newns",
+    "bpf",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "init_module",
+    "kexec_load",
+]
 
 TRIES_A_SYSCALL = r"""
 import ctypes, os, platform
@@ -868,8 +892,11 @@ def cgroup_of(pid: int) -> dict[str, tuple[str, str]]:
             files = {"memory": unified / relative / "memory.max", "pids": unified / relative / "pids.max"}
         else:
             names = controllers.split(",")
-            files = {key: root / key / relative / name for key, name in
-                     (("memory", "memory.limit_in_bytes"), ("pids", "pids.max")) if key in names}
+            files = {
+                key: root / key / relative / name
+                for key, name in (("memory", "memory.limit_in_bytes"), ("pids", "pids.max"))
+                if key in names
+            }
         for key, limit_file in files.items():
             try:
                 value = limit_file.read_text().strip()
@@ -946,13 +973,17 @@ def test_sandboxed_processes_keep_the_leak_tag(sandboxed):
 
 # -------------------------------------------------------- configuration
 @sandbox_configuration
-@pytest.mark.parametrize("args, mode, network", [
-    ((), "namespaces", "none"),
-    (("--sandbox", "namespaces"), "namespaces", "none"),
-    (("--sandbox", "bubblewrap"), "namespaces", "none"),
-    (("--sandbox-network", "host"), "namespaces", "host"),
-    (("--sandbox", "none"), "none", None),
-], ids=["default", "namespaces", "bubblewrap-alias", "network-host", "none"])
+@pytest.mark.parametrize(
+    "args, mode, network",
+    [
+        ((), "namespaces", "none"),
+        (("--sandbox", "namespaces"), "namespaces", "none"),
+        (("--sandbox", "bubblewrap"), "namespaces", "none"),
+        (("--sandbox-network", "host"), "namespaces", "host"),
+        (("--sandbox", "none"), "none", None),
+    ],
+    ids=["default", "namespaces", "bubblewrap-alias", "network-host", "none"],
+)
 def test_health_reports_the_sandbox(make_server, args, mode, network):
     # Today: /health has no "sandbox" key; --sandbox namespaces is refused (choices none, bubblewrap).
     server = make_server("--num-workers", "1", *args)
@@ -1034,10 +1065,27 @@ class PrefixedServer(Server):
         self.stderr = open(self.stderr_path, "wb")
         self.tag = uuid.uuid4().hex
         self.process = subprocess.Popen(
-            [*prefix, sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--host", "127.0.0.1",
-             "--port", str(self.port), "--log-dir", str(self.log_dir), "--disk-cache-dir", str(tmp / "disk-cache"),
-             *args],
-            stdout=subprocess.DEVNULL, stderr=self.stderr, start_new_session=True,
+            [
+                *prefix,
+                sys.executable,
+                "-m",
+                "kcoral",
+                "server",
+                "--device",
+                "cpu",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-dir",
+                str(self.log_dir),
+                "--disk-cache-dir",
+                str(tmp / "disk-cache"),
+                *args,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=self.stderr,
+            start_new_session=True,
             env={**os.environ, **env, LEAK_TAG: self.tag},
         )
         if ready_timeout:
@@ -1050,8 +1098,9 @@ def unprivileged_prefix() -> list[str]:
     prefix = ["setpriv", "--reuid", str(NOBODY), "--regid", str(NOBODY), "--clear-groups"]
     # (setpriv may exec the interpreter even where nobody cannot reach its path; the server,
     # which starts workers by that path, then cannot: ask for the path itself.)
-    probe = subprocess.run([*prefix, sys.executable, "-c", f"import os, kcoral._core; os.stat({sys.executable!r})"],
-                           capture_output=True)
+    probe = subprocess.run(
+        [*prefix, sys.executable, "-c", f"import os, kcoral._core; os.stat({sys.executable!r})"], capture_output=True
+    )
     if probe.returncode != 0:
         prefix += ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"]
     return prefix
@@ -1094,8 +1143,9 @@ def test_unprivileged_server_refuses_to_start_with_the_sandbox():
         assert not started, "an unprivileged server started with the sandbox on"
         assert code not in (None, 0), stderr
         assert "--sandbox none" in stderr, stderr
-        assert re.search(r"namespace|cgroup|seccomp|setuid|setgid|uid|capabilit|mount|pid|network", stderr, re.I), \
-            stderr
+        assert re.search(
+            r"namespace|cgroup|seccomp|setuid|setgid|uid|capabilit|mount|pid|network", stderr, re.I
+        ), stderr
     finally:
         shutil.rmtree(top, ignore_errors=True)
 

@@ -18,7 +18,9 @@ import cpu_compile_gpu_execute as seed  # noqa: E402
 
 
 def dynamic_symbols(library: Path) -> str:
-    return subprocess.run(["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["nm", "-D", "--defined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit)")
@@ -47,7 +49,9 @@ def run_cpu_example(url: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(REPO / "examples" / "cpu_compile_cpu_execute.py"), *args],
         env={**__import__("os").environ, "KCORAL_CPU_URL": url},
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 

@@ -24,8 +24,9 @@ def main():
 
 
 def server(*flags: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kcoral", "server", *flags], capture_output=True, text=True,
-                          timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "kcoral", "server", *flags], capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.mark.parametrize("flag,value", [("--housekeeping", "beside-spans"), ("--cuda-max-connections", "2")])

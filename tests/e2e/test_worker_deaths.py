@@ -46,8 +46,9 @@ def timed(server: Server, source: str, *args, timeout: float):
 
 
 def assert_failed_runtime_at_once(elapsed: float, outcome, timeout: float) -> None:
-    assert not isinstance(outcome, KCoralError), \
-        f"answered {outcome.status_code} {outcome.kind} after {elapsed:.1f} s (timeout {timeout} s): {outcome}"
+    assert not isinstance(
+        outcome, KCoralError
+    ), f"answered {outcome.status_code} {outcome.kind} after {elapsed:.1f} s (timeout {timeout} s): {outcome}"
     assert outcome.status == "FAILED", (outcome.results, outcome.stdout, outcome.stderr)
     assert outcome.error["kind"] == "runtime", outcome.error
     assert outcome.error["instruction_id"] == "r", outcome.error
@@ -58,8 +59,6 @@ def trivial_ok(server: Server) -> None:
     with Client(server.url) as c:
         result = c.execute(call("def main():\n    return 'alive'\n"), timeout_seconds=20)
     assert result.status == "COMPLETED" and result["out"] == "alive", result
-
-
 
 
 def still_alive(pids, grace: float = 2.0) -> set[int]:
@@ -88,8 +87,9 @@ def parent_of(pid: int) -> int | None:
 def zygotes(server: Server) -> set[int]:
     """The server's zygote: its child running kcoral._worker.zygote (workers forked from it
     keep that command line, but their parent is the zygote)."""
-    return {pid for pid in processes_tagged(server.tag)
-            if ZYGOTE in cmdline(pid) and parent_of(pid) == server.process.pid}
+    return {
+        pid for pid in processes_tagged(server.tag) if ZYGOTE in cmdline(pid) and parent_of(pid) == server.process.pid
+    }
 
 
 def workers(server: Server) -> set[int]:
@@ -143,8 +143,11 @@ def answer(server: Server, i: int) -> tuple[int, object]:
     except Exception as error:  # noqa: BLE001 - a lost answer is a result here
         return 0, repr(error)
     body = response.json()
-    if response.status_code == 200 and body.get("status") == "COMPLETED" \
-            and body["results"]["out"] == {"type": "integer", "value": 3 * i}:
+    if (
+        response.status_code == 200
+        and body.get("status") == "COMPLETED"
+        and body["results"]["out"] == {"type": "integer", "value": 3 * i}
+    ):
         return 200, "ok"
     return response.status_code, body
 
@@ -177,8 +180,9 @@ def test_crash_with_children_is_answered_at_once_and_the_children_die(make_serve
         children = watch.stop()
         assert_failed_runtime_at_once(elapsed, outcome, 60)
         assert len(children) == 2, f"expected to see both sleep children, saw {children}"
-        assert not (left := still_alive(children)), \
-            f"round {round_}: children of the crashed worker survived: {describe(left)}"
+        assert not (
+            left := still_alive(children)
+        ), f"round {round_}: children of the crashed worker survived: {describe(left)}"
     trivial_ok(server)
 
 
@@ -263,8 +267,7 @@ def host_tmp_entries() -> set[str]:
     """kcoral-* entries of the host /tmp, but servers' workspace roots (kcoral-workspaces-*): each
     server makes one when it starts and removes it when it stops, and any other server starting on
     this machine meanwhile (another test run) would add one."""
-    return {p.name for p in Path(tempfile.gettempdir()).glob("kcoral-*")
-            if not p.name.startswith("kcoral-workspaces-")}
+    return {p.name for p in Path(tempfile.gettempdir()).glob("kcoral-*") if not p.name.startswith("kcoral-workspaces-")}
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)

@@ -43,8 +43,9 @@ def blob_part(data: bytes, name: str | None = None) -> bytes:
     return part("blob:" + (name or sha(data)), "application/octet-stream", data)
 
 
-def post(url: str, parts: list[bytes], *, headers: dict | None = None, timeout: float = 30,
-         boundary: str = BOUNDARY) -> httpx.Response:
+def post(
+    url: str, parts: list[bytes], *, headers: dict | None = None, timeout: float = 30, boundary: str = BOUNDARY
+) -> httpx.Response:
     all_headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", **(headers or {})}
     return httpx.post(url + "/execute", content=body_of(parts, boundary), headers=all_headers, timeout=timeout)
 
@@ -59,13 +60,15 @@ def ref(name: str) -> dict:
 
 def module_program(source: str, name: str = "main", args: list | None = None, extra: list | None = None) -> dict:
     """upload module `m`, get_function `f` = name, run `r` with args, return it as `out`."""
-    return {"instructions": [
-        {"op": "upload", "id": "m", "kind": "module", "source": source},
-        {"op": "get_function", "id": "f", "module": ref("m"), "name": name},
-        {"op": "run", "id": "r", "fn": ref("f"), "args": args or []},
-        {"op": "return", "key": "out", "value": ref("r")},
-        *(extra or []),
-    ]}
+    return {
+        "instructions": [
+            {"op": "upload", "id": "m", "kind": "module", "source": source},
+            {"op": "get_function", "id": "f", "module": ref("m"), "name": name},
+            {"op": "run", "id": "r", "fn": ref("f"), "args": args or []},
+            {"op": "return", "key": "out", "value": ref("r")},
+            *(extra or []),
+        ]
+    }
 
 
 TRIVIAL = module_program("def main():\n    return 7\n")

@@ -4,7 +4,7 @@ and may patch things when it is imported. tests/gpu/test_integrity.py times each
 honest kernel in the same program."""
 
 # Shared by the modules below: a loaded shared library by file-name fragment.
-_LOADED = r'''
+_LOADED = r"""
 import ctypes
 
 def loaded(fragment):
@@ -13,18 +13,20 @@ def loaded(fragment):
         if len(fields) >= 6 and fragment in fields[5].rsplit("/", 1)[-1]:
             return ctypes.CDLL(fields[5])
     raise RuntimeError(fragment + " is not loaded in this process")
-'''
+"""
 
-HONEST = r'''
+HONEST = r"""
 import torch
 
 def kernel(x, y):
     torch.mul(x, 2.0, out=y)
-'''
+"""
 
 # --- Python-layer patching at import time -------------------------------------------------
 
-FAKE_BUILTINS_BENCHMARK = HONEST + r'''
+FAKE_BUILTINS_BENCHMARK = (
+    HONEST
+    + r"""
 import kcoral.builtins
 
 def fake(fn, *rest):
@@ -33,9 +35,12 @@ def fake(fn, *rest):
             "repeat": 1, "timer": "cupti", "integrity": {"verified": True, "trusted": True}}
 
 vars(kcoral.builtins)["benchmark"] = fake
-'''
+"""
+)
 
-SWAPPED_CALLABLE = HONEST + r'''
+SWAPPED_CALLABLE = (
+    HONEST
+    + r"""
 import kcoral.builtins
 
 genuine = kcoral.builtins.benchmark
@@ -47,27 +52,36 @@ def swapped(fn, *rest):
     return genuine(tiny, *rest)
 
 vars(kcoral.builtins)["benchmark"] = swapped
-'''
+"""
+)
 
-PATCHED_SUMMARIZE = HONEST + r'''
+PATCHED_SUMMARIZE = (
+    HONEST
+    + r"""
 import kcoral.builtins
 
 def summarize(samples):
     return {"latency_ms_median": 0.001}
 
 vars(kcoral.builtins)["summarize"] = summarize
-'''
+"""
+)
 
-FAKE_GPU_BENCHMARK = HONEST + r'''
+FAKE_GPU_BENCHMARK = (
+    HONEST
+    + r"""
 from kcoral._worker import gpu_benchmark
 
 def fake(fn, args, cfg):
     return {"latency_ms_median": 0.001, "timer": "cupti"}
 
 gpu_benchmark.benchmark = fake
-'''
+"""
+)
 
-SWAPPED_NATIVE_BENCHMARK = HONEST + r'''
+SWAPPED_NATIVE_BENCHMARK = (
+    HONEST
+    + r"""
 from kcoral import _native
 
 genuine = _native.benchmark
@@ -81,21 +95,30 @@ def swapped(fn, args, **options):
 _native.benchmark = swapped
 from kcoral._worker import gpu_benchmark
 vars(gpu_benchmark)["_benchmark"] = swapped
-'''
+"""
+)
 
-PATCHED_MEDIAN = HONEST + r'''
+PATCHED_MEDIAN = (
+    HONEST
+    + r"""
 import statistics
 
 statistics.median = lambda data: 0.001
-'''
+"""
+)
 
-FLIPPED_DEVICE = HONEST + r'''
+FLIPPED_DEVICE = (
+    HONEST
+    + r"""
 import os
 
 os.environ["KCORAL_WORKER_DEVICE"] = "cpu"  # ask for the host timer
-'''
+"""
+)
 
-SETTRACE_REWRITE = HONEST + r'''
+SETTRACE_REWRITE = (
+    HONEST
+    + r"""
 import sys
 
 def tracer(frame, event, arg):
@@ -109,7 +132,8 @@ def rewriter(frame, event, arg):
     return rewriter
 
 sys.settrace(tracer)
-'''
+"""
+)
 
 PYTHON_PATCHES = {
     "fake_builtins_benchmark": FAKE_BUILTINS_BENCHMARK,
@@ -124,7 +148,7 @@ PYTHON_PATCHES = {
 
 # --- Result caching and lazy outputs ------------------------------------------------------
 
-CACHED_ONCE = r'''
+CACHED_ONCE = r"""
 import torch
 
 _done = []
@@ -135,9 +159,9 @@ def kernel(x, y):
         return
     torch.mul(x, 2.0, out=y)
     _done.append(True)
-'''
+"""
 
-CACHED_BY_POINTER = r'''
+CACHED_BY_POINTER = r"""
 import torch
 
 _seen = set()
@@ -149,9 +173,9 @@ def kernel(x, y):
         return
     torch.mul(x, 2.0, out=y)
     _seen.add(key)
-'''
+"""
 
-STORAGE_SWAP = r'''
+STORAGE_SWAP = r"""
 import torch
 
 _answer = []
@@ -161,9 +185,9 @@ def kernel(x, y):
         _answer.append(torch.mul(x, 2.0))
     y.set_(_answer[0])  # "correct" without work
     y[:1].mul_(1.0)
-'''
+"""
 
-STORAGE_SWAP_AFTER_ONE = r'''
+STORAGE_SWAP_AFTER_ONE = r"""
 import torch
 
 _answer = []
@@ -175,12 +199,12 @@ def kernel(x, y):
         return
     y.set_(_answer[0])
     y[:1].mul_(1.0)
-'''
+"""
 
 # Issue 23: outputs found from evidence (returned tensors, arguments a probe call writes) must
 # still catch these.
 
-WRITES_ON_FIRST_CALL_ONLY = r'''
+WRITES_ON_FIRST_CALL_ONLY = r"""
 import torch
 
 _calls = []
@@ -190,9 +214,9 @@ def kernel(x, y):
     if not _calls:
         torch.mul(x, 2.0, out=y)  # the probe call sees y written
     _calls.append(True)  # later calls do nothing at all: no launch
-'''
+"""
 
-RETURNS_CACHED_TENSOR = r'''
+RETURNS_CACHED_TENSOR = r"""
 _cached = []
 
 
@@ -200,11 +224,11 @@ def kernel(x):
     if not _cached:
         _cached.append(x * 2.0)
     return _cached[0]  # the same tensor, computed once, on every call
-'''
+"""
 
 # prepare(x) runs once before timing; kernel(x) then replays a graph that copies the answer
 # computed in prepare into its static output: no multiply is ever timed.
-GRAPH_REPLAYS_PRECOMPUTED_COPY = r'''
+GRAPH_REPLAYS_PRECOMPUTED_COPY = r"""
 import torch
 
 _state = {}
@@ -228,11 +252,11 @@ def prepare(x):
 def kernel(x):
     _state["graph"].replay()
     return _state["static_out"]
-'''
+"""
 
 # --- Checker tampering ----------------------------------------------------------------------
 
-WRONG_WITH_PATCHED_CHECKER = r'''
+WRONG_WITH_PATCHED_CHECKER = r"""
 import torch
 import torch.testing
 
@@ -240,11 +264,13 @@ torch.testing.assert_close = lambda *args, **kwargs: None
 
 def kernel(x, y):
     torch.mul(x, 3.0, out=y)  # wrong
-'''
+"""
 
 # --- Persisting L2 --------------------------------------------------------------------------
 
-PERSISTING_L2 = _LOADED + r'''
+PERSISTING_L2 = (
+    _LOADED
+    + r"""
 import torch
 
 class AccessPolicyWindow(ctypes.Structure):
@@ -276,9 +302,10 @@ def kernel(x, y):
         _pin(x)
     with torch.cuda.stream(_stream):
         torch.mul(x, 2.0, out=y)
-'''
+"""
+)
 
-HONEST_ON_A_STREAM = r'''
+HONEST_ON_A_STREAM = r"""
 import torch
 
 _stream = torch.cuda.Stream()
@@ -286,7 +313,7 @@ _stream = torch.cuda.Stream()
 def kernel(x, y):
     with torch.cuda.stream(_stream):
         torch.mul(x, 2.0, out=y)
-'''
+"""
 
 # --- Work outside the timed process ---------------------------------------------------------
 
@@ -345,7 +372,9 @@ def kernel(x, y):
 
 # --- Hidden API records ---------------------------------------------------------------------
 
-HIDDEN_API_RECORDS = _LOADED + r'''
+HIDDEN_API_RECORDS = (
+    _LOADED
+    + r"""
 import torch
 
 _cupti = loaded("libcupti")
@@ -358,11 +387,12 @@ def kernel(x, y):
     torch.mul(x, 2.0, out=y)  # the real work, with its API records hidden
     _cupti.cuptiActivityEnable(DRIVER)
     _cupti.cuptiActivityEnable(RUNTIME)
-'''
+"""
+)
 
 # --- Baseline sabotage ----------------------------------------------------------------------
 
-SABOTAGED_BASELINE = r'''
+SABOTAGED_BASELINE = r"""
 import torch
 
 _genuine_mul = torch.mul
@@ -376,11 +406,13 @@ torch.mul = slow_mul  # the reference, timed later in this worker, now runs 4x t
 
 def kernel(x, y):
     _genuine_mul(x, 2.0, out=y)
-'''
+"""
 
 # --- Clocks ---------------------------------------------------------------------------------
 
-SET_CLOCKS = _LOADED + r'''
+SET_CLOCKS = (
+    _LOADED
+    + r"""
 def try_to_lock_clocks():
     nvml = ctypes.CDLL("libnvidia-ml.so.1")
     assert nvml.nvmlInit_v2() == 0
@@ -388,4 +420,5 @@ def try_to_lock_clocks():
     assert nvml.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(device)) == 0
     return {"lock": nvml.nvmlDeviceSetGpuLockedClocks(device, 1000, 1000),
             "application": nvml.nvmlDeviceSetApplicationsClocks(device, 3201, 1980)}  # the defaults
-'''
+"""
+)

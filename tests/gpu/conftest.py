@@ -29,8 +29,16 @@ def _gpu_total() -> int:
 
 def _gpu_server(tmp_path_factory, gpus: str, *flags: str):
     return servers.Server(
-        tmp_path_factory.mktemp("gpu"), "--gpus", gpus, "--workers-per-gpu", "4", "--max-timeout-seconds", "120",
-        *flags, device="gpu", ready_timeout=180,
+        tmp_path_factory.mktemp("gpu"),
+        "--gpus",
+        gpus,
+        "--workers-per-gpu",
+        "4",
+        "--max-timeout-seconds",
+        "120",
+        *flags,
+        device="gpu",
+        ready_timeout=180,
     )
 
 

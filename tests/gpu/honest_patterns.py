@@ -45,7 +45,7 @@ class Pattern:
     gate_timeouts: int | None = None
 
 
-PRELUDE = r'''
+PRELUDE = r"""
 import torch
 
 
@@ -56,17 +56,17 @@ def randn(*shape, dtype=torch.float32, seed=0):
 
 def empty(*shape, dtype=torch.float32):
     return torch.empty(*shape, dtype=dtype, device="cuda")
-'''
+"""
 
 # Caches of torch.compile and Triton under the worker's cache directory, which the server keeps
 # for a byte-identical program (docs/sandbox.md "Compile caches"): the second round compiles less.
-COMPILE_CACHES = r'''
+COMPILE_CACHES = r"""
 import os
 
 if os.environ.get("XDG_CACHE_HOME"):
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.environ["XDG_CACHE_HOME"], "torchinductor"))
     os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(os.environ["XDG_CACHE_HOME"], "triton"))
-'''
+"""
 
 M16 = "1 << 24"  # 16 Mi float32: 64 MiB a tensor
 
@@ -77,7 +77,7 @@ def _source(body: str, *extra: str) -> str:
 
 # --- What the function returns ------------------------------------------------------------
 
-KERNELBENCH_FORWARD = _source(r'''
+KERNELBENCH_FORWARD = _source(r"""
 
 class Model(torch.nn.Module):
     def forward(self, a, b):
@@ -93,9 +93,9 @@ def setup():
 
 def kernel(a, b):
     return _model(a, b)
-''')
+""")
 
-MATMUL_RETURNS_BF16 = _source(r'''
+MATMUL_RETURNS_BF16 = _source(r"""
 
 def setup():
     return [randn(2048, 2048, dtype=torch.bfloat16, seed=1), randn(2048, 2048, dtype=torch.bfloat16, seed=2)]
@@ -103,9 +103,9 @@ def setup():
 
 def kernel(a, b):
     return a @ b
-''')
+""")
 
-TUPLE_RETURN = _source(r'''
+TUPLE_RETURN = _source(r"""
 
 def setup():
     return [randn(1 << 22, seed=1), randn(1 << 22, seed=2)]
@@ -113,9 +113,9 @@ def setup():
 
 def kernel(a, b):
     return a + b, a - b
-''')
+""")
 
-DICT_RETURN = _source(r'''
+DICT_RETURN = _source(r"""
 
 def setup():
     return [randn(1 << 22, seed=1), randn(1 << 22, seed=2)]
@@ -123,9 +123,9 @@ def setup():
 
 def kernel(a, b):
     return {"sum": a + b, "scaled": a * 2.0}
-''')
+""")
 
-ALLOCATES_ITS_OUTPUT = _source(r'''
+ALLOCATES_ITS_OUTPUT = _source(r"""
 
 def setup():
     return [randn(1 << 24, seed=1)]
@@ -135,11 +135,11 @@ def kernel(x):
     out = torch.empty_like(x)
     torch.sigmoid(x, out=out)
     return out
-''')
+""")
 
 # --- Where the destination is --------------------------------------------------------------
 
-DESTINATION_FIRST = _source(r'''
+DESTINATION_FIRST = _source(r"""
 
 def setup():
     return [empty(1 << 24), randn(1 << 24, seed=1)]
@@ -147,9 +147,9 @@ def setup():
 
 def kernel(y, x):
     torch.mul(x, 2.0, out=y)
-''')
+""")
 
-DESTINATION_MIDDLE = _source(r'''
+DESTINATION_MIDDLE = _source(r"""
 
 def setup():
     return [randn(1 << 24, seed=1), empty(1 << 24), randn(1 << 24, seed=2)]
@@ -157,9 +157,9 @@ def setup():
 
 def kernel(x, y, z):
     torch.add(x, z, out=y)
-''')
+""")
 
-DESTINATION_LAST = _source(r'''
+DESTINATION_LAST = _source(r"""
 
 def setup():
     return [randn(1 << 24, seed=1), empty(1 << 24)]
@@ -167,9 +167,9 @@ def setup():
 
 def kernel(x, y):
     torch.mul(x, 2, out=y)
-''')
+""")
 
-IN_PLACE_UPDATE = _source(r'''
+IN_PLACE_UPDATE = _source(r"""
 
 def setup():
     return [randn(1 << 24, seed=1)]
@@ -177,11 +177,11 @@ def setup():
 
 def kernel(x):
     x.mul_(2)  # x is read and written
-''')
+""")
 
 # --- Vendor libraries -----------------------------------------------------------------------
 
-CUBLAS_MM_OUT_BF16 = _source(r'''
+CUBLAS_MM_OUT_BF16 = _source(r"""
 
 def setup():
     a = randn(2048, 2048, dtype=torch.bfloat16, seed=1)
@@ -191,9 +191,9 @@ def setup():
 
 def kernel(a, b, c):
     torch.mm(a, b, out=c)
-''')
+""")
 
-CUBLAS_MM_OUT_FP32 = _source(r'''
+CUBLAS_MM_OUT_FP32 = _source(r"""
 
 def setup():
     return [randn(2048, 2048, seed=1), randn(2048, 2048, seed=2), empty(2048, 2048)]
@@ -201,9 +201,9 @@ def setup():
 
 def kernel(a, b, c):
     torch.mm(a, b, out=c)
-''')
+""")
 
-CUDNN_CONV2D = _source(r'''
+CUDNN_CONV2D = _source(r"""
 import torch.nn.functional as F
 
 
@@ -215,9 +215,9 @@ def setup():
 
 def kernel(x, w):
     return F.conv2d(x, w, padding=1)
-''')
+""")
 
-SDPA_CAUSAL = _source(r'''
+SDPA_CAUSAL = _source(r"""
 import torch.nn.functional as F
 
 
@@ -227,11 +227,12 @@ def setup():
 
 def kernel(q, k, v):
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
-''')
+""")
 
 # --- Triton, torch.compile, TVM-FFI -------------------------------------------------------------
 
-TRITON_OUTPUT_ARGUMENT = _source(r'''
+TRITON_OUTPUT_ARGUMENT = _source(
+    r"""
 import triton
 import triton.language as tl
 
@@ -254,9 +255,12 @@ def setup():
 def kernel(x, y, out):
     n = x.numel()
     _axpy[(triton.cdiv(n, 1024),)](x, y, out, n, 2.0, BLOCK=1024)
-''', COMPILE_CACHES)
+""",
+    COMPILE_CACHES,
+)
 
-TRITON_AUTOTUNE = _source(r'''
+TRITON_AUTOTUNE = _source(
+    r"""
 import triton
 import triton.language as tl
 
@@ -286,9 +290,12 @@ def setup():
 def kernel(x, out):
     n = x.numel()
     _scale_shift[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, out, n)
-''', COMPILE_CACHES)
+""",
+    COMPILE_CACHES,
+)
 
-TORCH_COMPILE = _source(r'''
+TORCH_COMPILE = _source(
+    r"""
 
 def _fused(a, b):
     return torch.nn.functional.gelu(a) * b + a.sin()
@@ -306,7 +313,9 @@ def setup():
 
 def kernel(a, b):
     return _compiled(a, b)
-''', COMPILE_CACHES)
+""",
+    COMPILE_CACHES,
+)
 
 TVM_FFI_INLINE_CUDA = _source(r'''
 import os
@@ -345,7 +354,7 @@ def kernel(x, y):
 
 # --- CUDA graphs --------------------------------------------------------------------------------
 
-GRAPH_PRELUDE = r'''
+GRAPH_PRELUDE = r"""
 _graph = {}
 
 
@@ -371,34 +380,43 @@ def _capture(n):
 def setup():
     _capture(1 << 24)
     return [randn(1 << 24, seed=1)]
-'''
+"""
 
-GRAPH_RETURNS_STATIC_OUT = _source(r'''
+GRAPH_RETURNS_STATIC_OUT = _source(
+    r"""
 
 def kernel(x):
     _graph["static_in"].copy_(x)
     _graph["graph"].replay()
     return _graph["static_out"]
-''', GRAPH_PRELUDE)
+""",
+    GRAPH_PRELUDE,
+)
 
-GRAPH_WRITES_NOTHING_VISIBLE = _source(r'''
+GRAPH_WRITES_NOTHING_VISIBLE = _source(
+    r"""
 
 def kernel(x):
     _graph["static_in"].copy_(x)
     _graph["graph"].replay()  # the result stays in the graph's own static buffer
-''', GRAPH_PRELUDE)
+""",
+    GRAPH_PRELUDE,
+)
 
-GRAPH_RETURNS_CLONE = _source(r'''
+GRAPH_RETURNS_CLONE = _source(
+    r"""
 
 def kernel(x):
     _graph["static_in"].copy_(x)
     _graph["graph"].replay()
     return _graph["static_out"].clone()
-''', GRAPH_PRELUDE)
+""",
+    GRAPH_PRELUDE,
+)
 
 # --- Atomics: sums that round differently from call to call ------------------------------------
 
-INDEX_ADD_ATOMICS = _source(r'''
+INDEX_ADD_ATOMICS = _source(r"""
 
 def setup():
     generator = torch.Generator(device="cuda").manual_seed(3)
@@ -409,9 +427,10 @@ def setup():
 def kernel(out, index, src):
     out.zero_()
     out.index_add_(0, index, src)  # float32 atomics: the order of the sums varies
-''')
+""")
 
-TRITON_SPLIT_K_ATOMIC_ADD = _source(r'''
+TRITON_SPLIT_K_ATOMIC_ADD = _source(
+    r"""
 import triton
 import triton.language as tl
 
@@ -442,11 +461,13 @@ def kernel(a, v, out):
     m, k = a.shape
     out.zero_()
     _matvec_split_k[(triton.cdiv(m, 32), SPLITS)](a, v, out, m, k, k // SPLITS, BLOCK_M=32, BLOCK_K=128)
-''', COMPILE_CACHES)
+""",
+    COMPILE_CACHES,
+)
 
 # --- Workspaces and scratch buffers -----------------------------------------------------------
 
-CUTLASS_STYLE_WORKSPACE = _source(r'''
+CUTLASS_STYLE_WORKSPACE = _source(r"""
 
 def setup():
     return [randn(1024, 2048, seed=1), randn(2048, 1024, seed=2), empty(1024, 1024), empty(4, 1024, 1024)]
@@ -458,9 +479,9 @@ def kernel(a, b, out, workspace):
     for s in range(splits):  # partial products into the workspace, then one reduction
         torch.mm(a[:, s * k:(s + 1) * k], b[s * k:(s + 1) * k], out=workspace[s])
     torch.sum(workspace, dim=0, out=out)
-''')
+""")
 
-SCRATCH_BUFFER_INSIDE = _source(r'''
+SCRATCH_BUFFER_INSIDE = _source(r"""
 
 def setup():
     return [randn(1 << 24, seed=1), empty(1 << 24)]
@@ -470,11 +491,11 @@ def kernel(x, y):
     scratch = torch.empty_like(x)
     torch.mul(x, x, out=scratch)
     torch.add(scratch, x, out=y)
-''')
+""")
 
 # --- Views, dtypes, sizes ---------------------------------------------------------------------------
 
-TRANSPOSED_INPUT_VIEW = _source(r'''
+TRANSPOSED_INPUT_VIEW = _source(r"""
 
 def setup():
     return [randn(2048, 4096, seed=1).t(), empty(4096, 2048)]
@@ -482,9 +503,9 @@ def setup():
 
 def kernel(x_t, y):
     torch.mul(x_t, 2.0, out=y)
-''')
+""")
 
-SLICED_OUTPUT_VIEW = _source(r'''
+SLICED_OUTPUT_VIEW = _source(r"""
 
 def setup():
     whole = torch.zeros(4096, 4096, device="cuda")
@@ -493,9 +514,9 @@ def setup():
 
 def kernel(x, y):
     torch.mul(x, 2.0, out=y)
-''')
+""")
 
-MIXED_DTYPES = _source(r'''
+MIXED_DTYPES = _source(r"""
 
 def setup():
     return [randn(1 << 24, dtype=torch.float16, seed=1), empty(1 << 24)]
@@ -503,9 +524,9 @@ def setup():
 
 def kernel(x_half, y_float):
     torch.mul(x_half, 2.0, out=y_float)
-''')
+""")
 
-ARGMAX_INT_OUTPUT = _source(r'''
+ARGMAX_INT_OUTPUT = _source(r"""
 
 def setup():
     return [randn(8192, 1024, seed=1)]
@@ -513,9 +534,9 @@ def setup():
 
 def kernel(x):
     return torch.argmax(x, dim=1)
-''')
+""")
 
-BOOL_OUTPUT = _source(r'''
+BOOL_OUTPUT = _source(r"""
 
 def setup():
     return [randn(4096, 4096, seed=1)]
@@ -523,9 +544,9 @@ def setup():
 
 def kernel(x):
     return x > 0
-''')
+""")
 
-ZERO_SIZE_TENSORS = _source(r'''
+ZERO_SIZE_TENSORS = _source(r"""
 
 def setup():
     return [randn(4096, seed=1), empty(4096), randn(0, 128, seed=2), empty(0, 128)]
@@ -534,11 +555,11 @@ def setup():
 def kernel(x, y, nothing_in, nothing_out):
     torch.mul(x, 2.0, out=y)
     torch.mul(nothing_in, 2.0, out=nothing_out)  # an empty batch: no work, no launch
-''')
+""")
 
 # --- Streams ------------------------------------------------------------------------------------------
 
-STREAMS = r'''
+STREAMS = r"""
 _streams, _done = [], []
 
 
@@ -561,12 +582,12 @@ def kernel(x, y):
         done.record(stream)
     for done in _done[:-1]:
         caller.wait_event(done)
-'''
+"""
 
 TWO_STREAMS = _source(STREAMS, "\nSTREAM_COUNT = 2\n")
 FOUR_STREAMS = _source(STREAMS, "\nSTREAM_COUNT = 4\n")
 
-PRIORITY_STREAM = _source(r'''
+PRIORITY_STREAM = _source(r"""
 _stream = []
 
 
@@ -581,11 +602,11 @@ def kernel(x, y):
     with torch.cuda.stream(stream):
         torch.mul(x, 2.0, out=y)
     torch.cuda.current_stream().wait_stream(stream)
-''')
+""")
 
 # --- Sizes: launch-bound, memory-bound, compute-bound, L2-resident -------------------------------
 
-LAUNCH_BOUND_TINY = _source(r'''
+LAUNCH_BOUND_TINY = _source(r"""
 
 def setup():
     return [randn(4096, seed=1), empty(4096)]
@@ -593,9 +614,9 @@ def setup():
 
 def kernel(x, y):
     torch.mul(x, 2.0, out=y)
-''')
+""")
 
-MEMORY_BOUND_LARGE = _source(r'''
+MEMORY_BOUND_LARGE = _source(r"""
 
 def setup():
     n = 1 << 25  # 128 MiB a tensor
@@ -604,9 +625,9 @@ def setup():
 
 def kernel(x, y, out):
     torch.add(x, y, alpha=2.0, out=out)
-''')
+""")
 
-COMPUTE_BOUND_MATMUL = _source(r'''
+COMPUTE_BOUND_MATMUL = _source(r"""
 
 def setup():
     return [randn(4096, 4096, dtype=torch.bfloat16, seed=1), randn(4096, 4096, dtype=torch.bfloat16, seed=2)]
@@ -614,9 +635,9 @@ def setup():
 
 def kernel(a, b):
     return a @ b
-''')
+""")
 
-L2_RESIDENT = _source(r'''
+L2_RESIDENT = _source(r"""
 
 def setup():
     return [randn(1 << 20, seed=1), empty(1 << 20)]  # 4 MiB each
@@ -624,11 +645,11 @@ def setup():
 
 def kernel(x, y):
     torch.addcmul(x, x, x, value=0.5, out=y)
-''')
+""")
 
 # --- Arguments that are not tensors ------------------------------------------------------------
 
-SCALAR_AND_DICT_ARGUMENTS = _source(r'''
+SCALAR_AND_DICT_ARGUMENTS = _source(r"""
 
 def setup():
     return [randn(1 << 24, seed=1), empty(1 << 24), 0.5, {"beta": 1.5, "clamp": 3.0}]
@@ -637,12 +658,12 @@ def setup():
 def kernel(x, y, alpha, params):
     torch.mul(x, alpha, out=y)
     y.add_(params["beta"]).clamp_(max=params["clamp"])
-''')
+""")
 
 
 # --- What new users write: modules, reduce-overhead, syncs, odd dtypes, many arguments --------
 
-NN_MODULE_LINEAR_GELU = _source(r'''
+NN_MODULE_LINEAR_GELU = _source(r"""
 
 class Block(torch.nn.Module):
     def __init__(self, width):
@@ -665,9 +686,10 @@ def setup():
 
 def kernel(x):
     return _model[0](x)  # no torch.no_grad(): the result requires grad (it has a grad_fn)
-''')
+""")
 
-TORCH_COMPILE_REDUCE_OVERHEAD = _source(r'''
+TORCH_COMPILE_REDUCE_OVERHEAD = _source(
+    r"""
 
 def _fused(a, b):
     return torch.nn.functional.gelu(a) * b + a.sin()
@@ -686,9 +708,11 @@ def setup():
 
 def kernel(a, b):
     return _compiled(a, b)  # a static output of the graph's pool, overwritten by the next replay
-''', COMPILE_CACHES)
+""",
+    COMPILE_CACHES,
+)
 
-ITEM_INSIDE_CALL = _source(r'''
+ITEM_INSIDE_CALL = _source(r"""
 
 def setup():
     return [randn(1 << 24, seed=1)]
@@ -697,9 +721,9 @@ def setup():
 def kernel(x):
     peak = x.abs().amax().item()  # a copy to the host: the call waits for the GPU mid-way
     return x * (1.0 / max(peak, 1e-30))
-''')
+""")
 
-SYNCHRONIZE_BEFORE_RETURN = _source(r'''
+SYNCHRONIZE_BEFORE_RETURN = _source(r"""
 
 def setup():
     return [randn(1 << 24, seed=1), empty(1 << 24)]
@@ -708,9 +732,9 @@ def setup():
 def kernel(x, y):
     torch.mul(x, torch.sigmoid(x), out=y)  # SiLU by hand, into the destination
     torch.cuda.synchronize()  # "make sure it is done", as many users write
-''')
+""")
 
-RETURNS_ITS_SCALE = _source(r'''
+RETURNS_ITS_SCALE = _source(r"""
 _state = {}
 
 
@@ -722,9 +746,9 @@ def setup():
 def kernel(x):
     scale = _state["scale"]
     return x * scale, scale  # the scale is returned as it is, never written
-''')
+""")
 
-MANY_TENSOR_ARGUMENTS = _source(r'''
+MANY_TENSOR_ARGUMENTS = _source(r"""
 WIDTH = 256
 
 
@@ -741,9 +765,9 @@ def kernel(x, w1, b1, w2, b2, w3, b3, w4, b4, w5, b5, w6, b6):
     for w, b in ((w1, b1), (w2, b2), (w3, b3), (w4, b4), (w5, b5)):
         h = torch.relu(torch.addmm(b, h, w))
     return torch.addmm(b6, h, w6)
-''')
+""")
 
-FP8_OUTPUT = _source(r'''
+FP8_OUTPUT = _source(r"""
 
 def setup():
     return [randn(4096, 4096, seed=1)]
@@ -752,9 +776,9 @@ def setup():
 def kernel(x):
     scale = 448.0 / x.abs().amax()  # per-tensor scaling, on the device
     return (x * scale).to(torch.float8_e4m3fn)
-''')
+""")
 
-FFT_COMPLEX64_OUTPUT = _source(r'''
+FFT_COMPLEX64_OUTPUT = _source(r"""
 
 def setup():
     return [randn(2048, 4096, seed=1)]
@@ -762,9 +786,9 @@ def setup():
 
 def kernel(x):
     return torch.fft.fft(x, dim=-1)  # real float32 in, complex64 out (cuFFT)
-''')
+""")
 
-EMBEDDING_INT64_INDEX = _source(r'''
+EMBEDDING_INT64_INDEX = _source(r"""
 import torch.nn.functional as F
 
 
@@ -776,9 +800,9 @@ def setup():
 
 def kernel(table, index):
     return F.embedding(index, table)  # a probe zeroes the index: row 0, a valid lookup
-''')
+""")
 
-SOFTMAX_STREAM_PER_CALL = _source(r'''
+SOFTMAX_STREAM_PER_CALL = _source(r"""
 
 def setup():
     return [randn(256, 32768, seed=1)]  # rows of 32 Ki float32
@@ -792,7 +816,7 @@ def kernel(x):
         out = torch.softmax(x, dim=-1)  # allocated on the side stream
     caller.wait_stream(side)
     return out
-''')
+""")
 
 
 PATTERNS = [
@@ -813,18 +837,24 @@ PATTERNS = [
     Pattern("triton_autotune", MEMORY, TRITON_AUTOTUNE, checked_outputs=[1], returned=[]),
     Pattern("torch_compile_default", MEMORY, TORCH_COMPILE, checked_outputs=[], returned=["return"]),
     Pattern("tvm_ffi_inline_cuda", MEMORY, TVM_FFI_INLINE_CUDA, checked_outputs=[1], returned=[]),
-    Pattern("cuda_graph_returns_static_out", MEMORY, GRAPH_RETURNS_STATIC_OUT,
-            unchecked_because="a replayed CUDA graph"),
-    Pattern("cuda_graph_writes_nothing_visible", MEMORY, GRAPH_WRITES_NOTHING_VISIBLE,
-            unchecked_because="a replayed CUDA graph that writes only its own buffers"),
+    Pattern(
+        "cuda_graph_returns_static_out", MEMORY, GRAPH_RETURNS_STATIC_OUT, unchecked_because="a replayed CUDA graph"
+    ),
+    Pattern(
+        "cuda_graph_writes_nothing_visible",
+        MEMORY,
+        GRAPH_WRITES_NOTHING_VISIBLE,
+        unchecked_because="a replayed CUDA graph that writes only its own buffers",
+    ),
     Pattern("cuda_graph_returns_clone", MEMORY, GRAPH_RETURNS_CLONE, unchecked_because="a replayed CUDA graph"),
     Pattern("index_add_atomics", MEMORY, INDEX_ADD_ATOMICS, checked_outputs=[0], returned=[]),
     Pattern("triton_split_k_atomic_add", MEMORY, TRITON_SPLIT_K_ATOMIC_ADD, checked_outputs=[2], returned=[]),
     Pattern("cutlass_style_workspace", COMPUTE, CUTLASS_STYLE_WORKSPACE, checked_outputs=[2, 3], returned=[]),
     Pattern("scratch_buffer_inside", MEMORY, SCRATCH_BUFFER_INSIDE, checked_outputs=[1], returned=[]),
     Pattern("transposed_input_view", MEMORY, TRANSPOSED_INPUT_VIEW, checked_outputs=[1], returned=[]),
-    Pattern("sliced_output_view", MEMORY, SLICED_OUTPUT_VIEW,
-            unchecked_because="a non-contiguous view of a larger buffer"),
+    Pattern(
+        "sliced_output_view", MEMORY, SLICED_OUTPUT_VIEW, unchecked_because="a non-contiguous view of a larger buffer"
+    ),
     Pattern("mixed_dtypes_fp16_in_fp32_out", MEMORY, MIXED_DTYPES, checked_outputs=[1], returned=[]),
     Pattern("argmax_int64_output", MEMORY, ARGMAX_INT_OUTPUT, checked_outputs=[], returned=["return"]),
     Pattern("bool_output", MEMORY, BOOL_OUTPUT, checked_outputs=[], returned=["return"]),
@@ -838,26 +868,64 @@ PATTERNS = [
     Pattern("l2_resident", L2, L2_RESIDENT, cfg={"flush_l2": False}, checked_outputs=[1], returned=[]),
     Pattern("scalar_and_dict_arguments", MEMORY, SCALAR_AND_DICT_ARGUMENTS, checked_outputs=[1], returned=[]),
     # What new users write (below): each stresses a defence the patterns above leave alone.
-    Pattern("nn_module_linear_gelu_requires_grad", COMPUTE, NN_MODULE_LINEAR_GELU, checked_outputs=[],
-            returned=["return"], gate_timeouts=0),
-    Pattern("torch_compile_reduce_overhead", MEMORY, TORCH_COMPILE_REDUCE_OVERHEAD, checked_outputs=[],
-            returned=["return"], unchecked_because="a replayed CUDA graph (cudagraph trees)"),
-    Pattern("item_inside_call", MEMORY, ITEM_INSIDE_CALL, checked_outputs=[], returned=["return"],
-            gate_timeouts=1),
-    Pattern("synchronize_before_return", MEMORY, SYNCHRONIZE_BEFORE_RETURN, checked_outputs=[1], returned=[],
-            gate_timeouts=1),
-    Pattern("returns_its_scale", MEMORY, RETURNS_ITS_SCALE, checked_outputs=[], returned=["return[0]"],
-            constants=["return[1]"], gate_timeouts=0),
+    Pattern(
+        "nn_module_linear_gelu_requires_grad",
+        COMPUTE,
+        NN_MODULE_LINEAR_GELU,
+        checked_outputs=[],
+        returned=["return"],
+        gate_timeouts=0,
+    ),
+    Pattern(
+        "torch_compile_reduce_overhead",
+        MEMORY,
+        TORCH_COMPILE_REDUCE_OVERHEAD,
+        checked_outputs=[],
+        returned=["return"],
+        unchecked_because="a replayed CUDA graph (cudagraph trees)",
+    ),
+    Pattern("item_inside_call", MEMORY, ITEM_INSIDE_CALL, checked_outputs=[], returned=["return"], gate_timeouts=1),
+    Pattern(
+        "synchronize_before_return",
+        MEMORY,
+        SYNCHRONIZE_BEFORE_RETURN,
+        checked_outputs=[1],
+        returned=[],
+        gate_timeouts=1,
+    ),
+    Pattern(
+        "returns_its_scale",
+        MEMORY,
+        RETURNS_ITS_SCALE,
+        checked_outputs=[],
+        returned=["return[0]"],
+        constants=["return[1]"],
+        gate_timeouts=0,
+    ),
     # A dozen tiny dependent kernels: latency per launch on the GPU, not bandwidth or FLOPs.
-    Pattern("many_tensor_arguments_mlp", LAUNCH, MANY_TENSOR_ARGUMENTS, checked_outputs=[], returned=["return"],
-            gate_timeouts=0),
+    Pattern(
+        "many_tensor_arguments_mlp",
+        LAUNCH,
+        MANY_TENSOR_ARGUMENTS,
+        checked_outputs=[],
+        returned=["return"],
+        gate_timeouts=0,
+    ),
     Pattern("fp8_e4m3_output", MEMORY, FP8_OUTPUT, checked_outputs=[], returned=["return"], gate_timeouts=0),
-    Pattern("fft_complex64_output", MEMORY, FFT_COMPLEX64_OUTPUT, checked_outputs=[], returned=["return"],
-            gate_timeouts=0),
-    Pattern("embedding_int64_index", MEMORY, EMBEDDING_INT64_INDEX, checked_outputs=[], returned=["return"],
-            gate_timeouts=0),
-    Pattern("softmax_stream_per_call", MEMORY, SOFTMAX_STREAM_PER_CALL, checked_outputs=[], returned=["return"],
-            gate_timeouts=0),
+    Pattern(
+        "fft_complex64_output", MEMORY, FFT_COMPLEX64_OUTPUT, checked_outputs=[], returned=["return"], gate_timeouts=0
+    ),
+    Pattern(
+        "embedding_int64_index", MEMORY, EMBEDDING_INT64_INDEX, checked_outputs=[], returned=["return"], gate_timeouts=0
+    ),
+    Pattern(
+        "softmax_stream_per_call",
+        MEMORY,
+        SOFTMAX_STREAM_PER_CALL,
+        checked_outputs=[],
+        returned=["return"],
+        gate_timeouts=0,
+    ),
 ]
 
 BY_NAME = {pattern.name: pattern for pattern in PATTERNS}
@@ -876,13 +944,13 @@ def kernel_arity(source: str) -> int:
 
 
 # Uploaded beside each pattern: the benchmark handles and one argument out of setup()'s list.
-HELPERS = r'''
+HELPERS = r"""
 from kcoral.builtins import benchmark, benchmark_paired, check_close
 
 
 def pick(values, index):
     return values[index]
-'''
+"""
 
 
 def add_pattern(program: Program, pattern: Pattern, prefix: str = "") -> tuple:
@@ -893,8 +961,9 @@ def add_pattern(program: Program, pattern: Pattern, prefix: str = "") -> tuple:
     kernel = program.get_function(id=f"{prefix}kernel", module=module, name="kernel")
     pick = program.get_function(id=f"{prefix}pick", module=helpers, name="pick")
     values = program.run(id=f"{prefix}setup_values", fn=setup, args=[])
-    arguments = [program.run(id=f"{prefix}arg{i}", fn=pick, args=[values, i])
-                 for i in range(kernel_arity(pattern.source))]
+    arguments = [
+        program.run(id=f"{prefix}arg{i}", fn=pick, args=[values, i]) for i in range(kernel_arity(pattern.source))
+    ]
     return kernel, arguments, helpers
 
 
@@ -956,8 +1025,10 @@ def _smoke(names: list[str]) -> None:
             shown = None
         else:
             shown = (tuple(returned.shape), str(returned.dtype))
-        print(f"{pattern.name:36} {pattern.kind:14} {setup_s:8.2f} {statistics.median(samples):10.2f}  {shown}",
-              flush=True)
+        print(
+            f"{pattern.name:36} {pattern.kind:14} {setup_s:8.2f} {statistics.median(samples):10.2f}  {shown}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

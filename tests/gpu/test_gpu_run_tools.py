@@ -92,8 +92,12 @@ def binaries(gpu_server, tmp_path_factory):
     directory = tmp_path_factory.mktemp("cuda-binaries")
     for name, source in (("add_one", ADD_ONE_CU), ("out_of_bounds", OUT_OF_BOUNDS_CU)):
         (directory / f"{name}.cu").write_text(source)
-        build = subprocess.run([nvcc, "-lineinfo", "-o", str(directory / name), str(directory / f"{name}.cu")],
-                               capture_output=True, text=True, timeout=300)
+        build = subprocess.run(
+            [nvcc, "-lineinfo", "-o", str(directory / name), str(directory / f"{name}.cu")],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert build.returncode == 0, build.stderr[-3000:]
     return directory
 
@@ -108,8 +112,21 @@ def test_shell_builds_with_nvcc_remotely_and_fetches_the_binary(gpu_server, tmp_
     source = tmp_path / "add_one.cu"
     source.write_text(ADD_ONE_CU)
     out = tmp_path / "build"
-    run = kcoral_run(gpu_server, "shell", "--send", str(source), "--out", str(out), "--fetch", "add_one",
-                     "--", "bash", "-c", "nvcc -o add_one add_one.cu && ./add_one", cwd=tmp_path)
+    run = kcoral_run(
+        gpu_server,
+        "shell",
+        "--send",
+        str(source),
+        "--out",
+        str(out),
+        "--fetch",
+        "add_one",
+        "--",
+        "bash",
+        "-c",
+        "nvcc -o add_one add_one.cu && ./add_one",
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, describe(run)
     assert "add_one: no error" in run.stdout, describe(run)
     assert (out / "add_one").stat().st_size > 0
@@ -119,8 +136,9 @@ def _check_report(out: Path, kernel: str | None) -> None:
     report = out / "capture.ncu-rep"
     assert report.is_file() and report.stat().st_size > 0
     ncu = cuda_tool("ncu")
-    imported = subprocess.run([ncu, "--import", str(report), "--csv", "--page", "raw"],
-                              capture_output=True, text=True, timeout=120)
+    imported = subprocess.run(
+        [ncu, "--import", str(report), "--csv", "--page", "raw"], capture_output=True, text=True, timeout=120
+    )
     assert imported.returncode == 0, imported.stderr[-3000:]
     assert "Kernel Name" in imported.stdout, imported.stdout[-3000:]
     if kernel is not None:
@@ -131,8 +149,24 @@ def test_ncu_profiles_a_cuda_binary(gpu_server, binaries, tmp_path):
     if cuda_tool("ncu") is None:
         pytest.skip("ncu is not installed")
     out = tmp_path / "prof"
-    run = kcoral_run(gpu_server, "ncu", "--send", str(binaries / "add_one"), "--out", str(out), "--timeout", "110",
-                     "--", "--launch-count", "1", "-k", "regex:add_one", "--", "./add_one", cwd=tmp_path)
+    run = kcoral_run(
+        gpu_server,
+        "ncu",
+        "--send",
+        str(binaries / "add_one"),
+        "--out",
+        str(out),
+        "--timeout",
+        "110",
+        "--",
+        "--launch-count",
+        "1",
+        "-k",
+        "regex:add_one",
+        "--",
+        "./add_one",
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, describe(run)
     assert f"kcoral: saved artifacts to {out}" in run.stderr
     _check_report(out, "add_one")
@@ -144,8 +178,23 @@ def test_ncu_profiles_a_torch_script(gpu_server, tmp_path):
     script = tmp_path / "script.py"
     script.write_text(TORCH_SCRIPT)
     out = tmp_path / "prof"
-    run = kcoral_run(gpu_server, "ncu", "--send", str(script), "--out", str(out), "--timeout", "115",
-                     "--", "--launch-count", "1", "--", "python", "script.py", cwd=tmp_path)
+    run = kcoral_run(
+        gpu_server,
+        "ncu",
+        "--send",
+        str(script),
+        "--out",
+        str(out),
+        "--timeout",
+        "115",
+        "--",
+        "--launch-count",
+        "1",
+        "--",
+        "python",
+        "script.py",
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, describe(run)
     assert "sum 2097152.0" in run.stdout, describe(run)
     _check_report(out, None)
@@ -155,9 +204,25 @@ def test_compute_sanitizer_reports_the_planted_out_of_bounds_write(gpu_server, b
     if cuda_tool("compute-sanitizer") is None:
         pytest.skip("compute-sanitizer is not installed")
     out = tmp_path / "sanitizer"
-    run = kcoral_run(gpu_server, "compute-sanitizer", "--send", str(binaries / "out_of_bounds"), "--out", str(out),
-                     "--fetch", "log.txt", "--timeout", "110",
-                     "--", "--error-exitcode", "1", "--log-file", "log.txt", "./out_of_bounds", cwd=tmp_path)
+    run = kcoral_run(
+        gpu_server,
+        "compute-sanitizer",
+        "--send",
+        str(binaries / "out_of_bounds"),
+        "--out",
+        str(out),
+        "--fetch",
+        "log.txt",
+        "--timeout",
+        "110",
+        "--",
+        "--error-exitcode",
+        "1",
+        "--log-file",
+        "log.txt",
+        "./out_of_bounds",
+        cwd=tmp_path,
+    )
     assert run.returncode == 1, describe(run)
     log = (out / "log.txt").read_text()
     assert "Invalid __global__ write of size 4" in log, log[-3000:]
@@ -167,7 +232,18 @@ def test_compute_sanitizer_reports_the_planted_out_of_bounds_write(gpu_server, b
 def test_compute_sanitizer_passes_a_clean_binary(gpu_server, binaries, tmp_path):
     if cuda_tool("compute-sanitizer") is None:
         pytest.skip("compute-sanitizer is not installed")
-    run = kcoral_run(gpu_server, "compute-sanitizer", "--send", str(binaries / "add_one"), "--timeout", "110",
-                     "--", "--error-exitcode", "1", "./add_one", cwd=tmp_path)
+    run = kcoral_run(
+        gpu_server,
+        "compute-sanitizer",
+        "--send",
+        str(binaries / "add_one"),
+        "--timeout",
+        "110",
+        "--",
+        "--error-exitcode",
+        "1",
+        "./add_one",
+        cwd=tmp_path,
+    )
     assert run.returncode == 0, describe(run)
     assert "ERROR SUMMARY: 0 errors" in run.stdout + run.stderr, describe(run)

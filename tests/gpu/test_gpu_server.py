@@ -107,8 +107,16 @@ def test_add_one_kernel_checks_and_benchmarks(gpu_client, add_one_library):
     assert result.completed, result.error
     assert result.results["check"] == {"ok": True}
     timing = result.results["timing"]
-    expected_keys = {"latency_ms_median", "latency_ms_mean", "latency_ms_min", "latency_ms_max",
-                     "activities_stable", "flush_l2", "warmup", "repeat"}
+    expected_keys = {
+        "latency_ms_median",
+        "latency_ms_mean",
+        "latency_ms_min",
+        "latency_ms_max",
+        "activities_stable",
+        "flush_l2",
+        "warmup",
+        "repeat",
+    }
     assert expected_keys <= set(timing)
     assert {"latency_ms_std", "latency_ms_p5", "latency_ms_p50", "latency_ms_p99", "n_samples"} <= set(timing)
     assert timing["timer"] == "cupti"
@@ -153,7 +161,9 @@ def test_cpu_only_compile_lets_a_neighbour_measure(gpu_server):
         with Client(gpu_server.url) as client:
             results[key] = client.execute(program, timeout_seconds=60)
 
-    compile_like = threading.Thread(target=run, args=("compile", single_call(CPU_ONLY, "compiles_for", [2.0], cpu_only=True)))
+    compile_like = threading.Thread(
+        target=run, args=("compile", single_call(CPU_ONLY, "compiles_for", [2.0], cpu_only=True))
+    )
     compile_like.start()
     time.sleep(0.5)
     run("measure", single_call(HOLDS_THE_GPU, "holds", [0.2]))
@@ -164,8 +174,11 @@ def test_cpu_only_compile_lets_a_neighbour_measure(gpu_server):
     # the server logs whom it waited for, and on the H200 that was a fresh stand-by creating its
     # CUDA context under the lease ("initialize", 303 ms) or a retiring worker's teardown
     # ("retire"): issue 8 found a 419 ms wait and asked what it was.
-    waited = [e for e in gpu_server.events()
-              if e.get("event") == "lease_waited" and e.get("request_id") == results["measure"].request_id]
+    waited = [
+        e
+        for e in gpu_server.events()
+        if e.get("event") == "lease_waited" and e.get("request_id") == results["measure"].request_id
+    ]
     holders = waited[0]["holders"] if waited else []
     record("neighbour_lease_wait", {"ms": round(results["measure"].lease_wait_ms, 1), "holders": holders})
     assert results["compile"].request_id not in holders
@@ -197,8 +210,9 @@ def test_lease_is_fifo_and_accounted(gpu_server):
     # The third waited for the other two holders.
     assert results[2].lease_wait_ms > 700
     # Its timeline puts the wait on the instruction that asked for the lease (the module upload).
-    [timeline] = [e for e in gpu_server.events()
-                  if e["event"] == "run_timeline" and e["request_id"] == results[2].request_id]
+    [timeline] = [
+        e for e in gpu_server.events() if e["event"] == "run_timeline" and e["request_id"] == results[2].request_id
+    ]
     waits = [wait for _, _, wait, _ in timeline["instructions"]]
     assert abs(waits[0] - results[2].lease_wait_ms) < 1 and sum(waits[1:]) < 1
     record("lease_wait_ms_fifo", [round(results[k].lease_wait_ms, 1) for k in range(3)])
@@ -220,7 +234,9 @@ def test_sticky_cuda_error_fails_only_its_request_and_retires_the_worker(gpu_ser
     assert "illegal" in (result.error["message"] + result.error["traceback"]).lower()
     assert bystander["result"].completed
     time.sleep(0.5)
-    retired = [e for e in gpu_server.events() if e["event"] == "worker_retired" and e.get("request_id") == result.request_id]
+    retired = [
+        e for e in gpu_server.events() if e["event"] == "worker_retired" and e.get("request_id") == result.request_id
+    ]
     assert retired and retired[0]["reason"] == "poisoned_context"
     after = gpu_client.execute(single_call(TENSORS, "plus_one", [1]))
     assert after.completed and after.results["out"] == 2

@@ -10,8 +10,16 @@ from kcoral.program import Register
 
 import honest_patterns as hp
 from test_gpu_server import record
-from test_honest_corpus import (TIMEOUT_S, allowed_difference_us, assert_trusted, assert_trusted_at_no_cost,
-                                describe, dig, run_pattern, throttle_reasons)
+from test_honest_corpus import (
+    TIMEOUT_S,
+    allowed_difference_us,
+    assert_trusted,
+    assert_trusted_at_no_cost,
+    describe,
+    dig,
+    run_pattern,
+    throttle_reasons,
+)
 
 ON_AND_OFF = ("on_1", "off_1")
 
@@ -45,10 +53,10 @@ def test_tuple_return_is_trusted(gpu_client):
     assert outcome["on"]["on_1"]["integrity"]["outputs_unchecked"] == [], describe(outcome)
 
 
-CHECKS = r'''
+CHECKS = r"""
 def double(x):
     return x * 2.0
-'''
+"""
 
 
 def test_destination_first_is_found_and_input_never_poisoned(gpu_client):
@@ -61,8 +69,9 @@ def test_destination_first_is_found_and_input_never_poisoned(gpu_client):
     x_again = program.run(id="x_again", fn=Register("pick"), args=[again, 1])
     benchmark = program.get_function(id="benchmark", module=helpers, name="benchmark")
     check_close = program.get_function(id="check_close", module=helpers, name="check_close")
-    double = program.get_function(id="double", module=program.upload(id="checks", kind="module", source=CHECKS),
-                                  name="double")
+    double = program.get_function(
+        id="double", module=program.upload(id="checks", kind="module", source=CHECKS), name="double"
+    )
     program.return_(key="on_1", value=program.run(id="on_1", fn=benchmark, args=[kernel, y, x, hp.ON]))
     program.return_(key="x_intact", value=program.run(id="c1", fn=check_close, args=[x, x_again]))
     expected = program.run(id="expected", fn=double, args=[x_again])
@@ -74,11 +83,14 @@ def test_destination_first_is_found_and_input_never_poisoned(gpu_client):
     assert dig(integrity, "defences", "arguments", "checked_outputs") == [0], integrity
     assert integrity["outputs_unchecked"] == [], integrity
     assert result.results["x_intact"]["passed"] is True, result.results["x_intact"]
-    record("honest_case_destination_first", {
-        "checked_outputs": dig(integrity, "defences", "arguments", "checked_outputs"),
-        "x_intact": result.results["x_intact"]["passed"],
-        "y_holds_the_result": result.results["y_filled"]["passed"],  # the reference's outputs, as documented
-    })
+    record(
+        "honest_case_destination_first",
+        {
+            "checked_outputs": dig(integrity, "defences", "arguments", "checked_outputs"),
+            "x_intact": result.results["x_intact"]["passed"],
+            "y_holds_the_result": result.results["y_filled"]["passed"],  # the reference's outputs, as documented
+        },
+    )
 
 
 GRAPHS = ["cuda_graph_returns_static_out", "cuda_graph_writes_nothing_visible", "cuda_graph_returns_clone"]
@@ -93,8 +105,15 @@ def test_cuda_graph_replay_is_trusted_and_reported_unchecked_or_checked(gpu_clie
     unchecked = outcome["on"]["on_1"]["integrity"]["outputs_unchecked"]
     if unchecked:
         assert any("graph" in text.lower() for text in unchecked), describe(outcome)
-    record(f"honest_case_{name}", {"outputs_unchecked": unchecked, "returned": _returned(outcome),
-                                   "on_us": round(outcome["on_us"], 2), "off_us": round(outcome["off_us"], 2)})
+    record(
+        f"honest_case_{name}",
+        {
+            "outputs_unchecked": unchecked,
+            "returned": _returned(outcome),
+            "on_us": round(outcome["on_us"], 2),
+            "off_us": round(outcome["off_us"], 2),
+        },
+    )
 
 
 def test_torch_compile_is_trusted(gpu_client):
@@ -104,8 +123,14 @@ def test_torch_compile_is_trusted(gpu_client):
     outcome = run_pattern(gpu_client, hp.BY_NAME["torch_compile_default"])
     assert_trusted(outcome)
     processes = [c for c in outcome["conditions"] if "process" in c]
-    record("honest_case_torch_compile", {"on_us": round(outcome["on_us"], 2), "off_us": round(outcome["off_us"], 2),
-                                         "process_conditions": processes[:4]})
+    record(
+        "honest_case_torch_compile",
+        {
+            "on_us": round(outcome["on_us"], 2),
+            "off_us": round(outcome["off_us"], 2),
+            "process_conditions": processes[:4],
+        },
+    )
     for timing in outcome["on"].values():
         assert not any("process" in flag for flag in timing["integrity"]["flags"]), describe(outcome)
 
@@ -141,10 +166,15 @@ def test_synchronizing_call_stops_the_gate_and_stays_trusted(gpu_client, name):
         noted = [c for c in integrity.get("conditions", []) if "launch gate" in c]
         assert any("timed out" in c for c in noted), (key, integrity.get("conditions"))
         assert not any("launch gate" in flag for flag in integrity.get("flags", [])), (key, integrity["flags"])
-        figures[key] = {"gated_calls": gate.get("gated_calls"), "timeouts": gate.get("timeouts"),
-                        "us": round(timing["latency_ms_median"] * 1e3, 2)}
-    record(f"honest_case_{name}_gate", {**figures, "conditions": [c for c in outcome["conditions"]
-                                                                 if "launch gate" in c][:2]})
+        figures[key] = {
+            "gated_calls": gate.get("gated_calls"),
+            "timeouts": gate.get("timeouts"),
+            "us": round(timing["latency_ms_median"] * 1e3, 2),
+        }
+    record(
+        f"honest_case_{name}_gate",
+        {**figures, "conditions": [c for c in outcome["conditions"] if "launch gate" in c][:2]},
+    )
 
 
 def test_two_streams_on_and_off_agree(gpu_client):
@@ -156,8 +186,10 @@ def test_two_streams_on_and_off_agree(gpu_client):
         assert_trusted_at_no_cost(outcome)
     on = [o["on_us"] for o in outcomes]
     middle = statistics.median(on)
-    record("honest_case_two_streams_us", {"on": [round(v, 2) for v in on],
-                                          "off": [round(o["off_us"], 2) for o in outcomes]})
+    record(
+        "honest_case_two_streams_us",
+        {"on": [round(v, 2) for v in on], "off": [round(o["off_us"], 2) for o in outcomes]},
+    )
     for value in on:
         assert abs(value - middle) <= allowed_difference_us(middle), on
 
@@ -175,11 +207,15 @@ def test_power_cap_is_a_condition_not_a_flag(gpu_client):
         for reason in reasons:
             assert any(reason in condition for condition in conditions), (key, reason, conditions)
             assert not any(reason in flag for flag in timing["integrity"].get("flags", [])), (key, reason)
-    record("honest_case_throttling", {"throttled": any(seen.values()), "reasons": seen,
-                                      "on_us": round(outcome["on_us"], 2)})
+    record(
+        "honest_case_throttling",
+        {"throttled": any(seen.values()), "reasons": seen, "on_us": round(outcome["on_us"], 2)},
+    )
 
 
-PAIRED = hp.PRELUDE + r'''
+PAIRED = (
+    hp.PRELUDE
+    + r"""
 
 def setup():
     return [randn(1 << 24, seed=1), empty(1 << 24)]
@@ -191,7 +227,8 @@ def returning(x, y):
 
 def destination_last(x, y):
     torch.mul(x, 2.0, out=y)
-'''
+"""
+)
 
 
 def test_paired_honest_candidate_and_reference_are_trusted(gpu_client):
@@ -206,10 +243,14 @@ def test_paired_honest_candidate_and_reference_are_trusted(gpu_client):
     paired = program.get_function(id="benchmark_paired", module=helpers, name="benchmark_paired")
     returning = program.get_function(id="returning", module=module, name="returning")
     destination_last = program.get_function(id="destination_last", module=module, name="destination_last")
-    program.return_(key="returning_vs_destination",
-                    value=program.run(id="r1", fn=paired, args=[returning, destination_last, x, y, hp.ON]))
-    program.return_(key="destination_vs_returning",
-                    value=program.run(id="r2", fn=paired, args=[destination_last, returning, x, y, hp.ON]))
+    program.return_(
+        key="returning_vs_destination",
+        value=program.run(id="r1", fn=paired, args=[returning, destination_last, x, y, hp.ON]),
+    )
+    program.return_(
+        key="destination_vs_returning",
+        value=program.run(id="r2", fn=paired, args=[destination_last, returning, x, y, hp.ON]),
+    )
     result = gpu_client.execute(program, timeout_seconds=TIMEOUT_S)
     assert result.completed, result.error
     figures = {}
@@ -221,6 +262,8 @@ def test_paired_honest_candidate_and_reference_are_trusted(gpu_client):
         reference = timing.get("reference", {}).get("integrity")
         if reference is not None:  # the reference's own report, where the result has one
             assert reference.get("trusted", True) is True, (key, reference)
-        figures[key] = {"ratio_median": round(timing["ratio_median"], 4),
-                        "outputs_unchecked": integrity.get("outputs_unchecked")}
+        figures[key] = {
+            "ratio_median": round(timing["ratio_median"], 4),
+            "outputs_unchecked": integrity.get("outputs_unchecked"),
+        }
     record("honest_case_paired", figures)

@@ -51,8 +51,16 @@ def allowed_difference_us(off_us: float) -> float:
 
 def summarize(pattern: hp.Pattern, result, order: tuple = hp.ORDER) -> dict:
     """What one request of pattern_program said: the timings, the verdict and the figures."""
-    outcome = {"name": pattern.name, "kind": pattern.kind, "status": result.status, "error": result.error,
-               "on": {}, "off": {}, "verdict": None, "elapsed_s": result.elapsed_ms / 1e3}
+    outcome = {
+        "name": pattern.name,
+        "kind": pattern.kind,
+        "status": result.status,
+        "error": result.error,
+        "on": {},
+        "off": {},
+        "verdict": None,
+        "elapsed_s": result.elapsed_ms / 1e3,
+    }
     if not result.completed:
         refused = (result.error or {}).get("kind") == "correctness"
         outcome["verdict"] = "refused" if refused else f"failed ({(result.error or {}).get('kind')})"
@@ -90,8 +98,10 @@ def describe(outcome: dict) -> str:
     shown = {k: outcome.get(k) for k in keys if outcome.get(k) not in (None, [], {})}
     for key, timing in outcome.get("on", {}).items():
         integrity = timing.get("integrity", {})
-        shown[key] = {k: integrity.get(k) for k in ("verified", "trusted", "flags", "conditions",
-                                                     "outputs_unchecked", "loosened", "reason")}
+        shown[key] = {
+            k: integrity.get(k)
+            for k in ("verified", "trusted", "flags", "conditions", "outputs_unchecked", "loosened", "reason")
+        }
         shown[key]["checked_outputs"] = dig(integrity, "defences", "arguments", "checked_outputs")
         shown[key]["returned"] = dig(integrity, "defences", "returned", "checked")
     return f"{outcome['name']}: {shown}"
@@ -123,17 +133,20 @@ def assert_trusted_at_no_cost(outcome: dict) -> None:
 @pytest.mark.parametrize("round_", ROUNDS)
 def test_honest_pattern_is_trusted_at_no_cost(gpu_client, round_, name):
     outcome = outcome_of(gpu_client, name, round_)
-    record(f"honest_r{round_}_{name}", {
-        "on_us": round(outcome["on_us"], 3) if "on_us" in outcome else None,
-        "off_us": round(outcome["off_us"], 3) if "off_us" in outcome else None,
-        "ratio": round(outcome["ratio"], 4) if "ratio" in outcome else None,
-        "verdict": outcome["verdict"],
-        "flags": outcome.get("flags", [])[:3],
-        "conditions": outcome.get("conditions", [])[:3],
-        "outputs_unchecked": outcome.get("outputs_unchecked", [])[:3],
-        "throttle": outcome.get("throttle", []),
-        "error": (outcome["error"] or {}).get("message", "")[:200] if outcome["error"] else None,
-    })
+    record(
+        f"honest_r{round_}_{name}",
+        {
+            "on_us": round(outcome["on_us"], 3) if "on_us" in outcome else None,
+            "off_us": round(outcome["off_us"], 3) if "off_us" in outcome else None,
+            "ratio": round(outcome["ratio"], 4) if "ratio" in outcome else None,
+            "verdict": outcome["verdict"],
+            "flags": outcome.get("flags", [])[:3],
+            "conditions": outcome.get("conditions", [])[:3],
+            "outputs_unchecked": outcome.get("outputs_unchecked", [])[:3],
+            "throttle": outcome.get("throttle", []),
+            "error": (outcome["error"] or {}).get("message", "")[:200] if outcome["error"] else None,
+        },
+    )
     assert_trusted_at_no_cost(outcome)
 
 
@@ -165,8 +178,9 @@ def test_outputs_are_found_and_checked(gpu_client, name):
             continue
         assert integrity.get("outputs_unchecked") == [], (key, describe(outcome))
         # Something was checked: the found outputs or the returned tensors.
-        checked = (dig(integrity, "defences", "arguments", "checked_outputs") or []) + \
-                  (dig(integrity, "defences", "returned", "checked") or [])
+        checked = (dig(integrity, "defences", "arguments", "checked_outputs") or []) + (
+            dig(integrity, "defences", "returned", "checked") or []
+        )
         assert checked, (key, describe(outcome))
 
 
@@ -193,8 +207,10 @@ def test_launch_gate_times_out_only_for_calls_that_wait(gpu_client, name):
 
 def table(outcomes: dict) -> str:
     """The corpus as a markdown table, both rounds side by side (docs/benchmark-integrity.md)."""
-    rows = ["| pattern | kind | on us | off us | on/off | verdict | outputs_unchecked |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        "| pattern | kind | on us | off us | on/off | verdict | outputs_unchecked |",
+        "|---|---|---|---|---|---|---|",
+    ]
 
     def both(name, key, form):
         values = [outcomes.get((name, r), {}).get(key) for r in ROUNDS]
@@ -203,10 +219,14 @@ def table(outcomes: dict) -> str:
     for pattern in hp.PATTERNS:
         if not any((pattern.name, r) in outcomes for r in ROUNDS):
             continue
-        unchecked = sorted({u for r in ROUNDS for u in outcomes.get((pattern.name, r), {}).get("outputs_unchecked", [])})
-        rows.append(f"| {pattern.name} | {pattern.kind} | {both(pattern.name, 'on_us', '{:.2f}')} | "
-                    f"{both(pattern.name, 'off_us', '{:.2f}')} | {both(pattern.name, 'ratio', '{:.3f}')} | "
-                    f"{both(pattern.name, 'verdict', '{}')} | {'; '.join(unchecked) or '-'} |")
+        unchecked = sorted(
+            {u for r in ROUNDS for u in outcomes.get((pattern.name, r), {}).get("outputs_unchecked", [])}
+        )
+        rows.append(
+            f"| {pattern.name} | {pattern.kind} | {both(pattern.name, 'on_us', '{:.2f}')} | "
+            f"{both(pattern.name, 'off_us', '{:.2f}')} | {both(pattern.name, 'ratio', '{:.3f}')} | "
+            f"{both(pattern.name, 'verdict', '{}')} | {'; '.join(unchecked) or '-'} |"
+        )
     return "\n".join(rows)
 
 
@@ -221,7 +241,13 @@ def test_corpus_table():
     record("honest_corpus_throttle_reasons_seen", throttled)
     elapsed = sum(o["elapsed_s"] for o in OUTCOMES.values())
     slowest = sorted(OUTCOMES.items(), key=lambda item: -item[1]["elapsed_s"])[:5]
-    record("honest_corpus_elapsed_s", {"requests": len(OUTCOMES), "total": round(elapsed, 1),
-                                       "slowest": {f"{n} r{r}": round(o["elapsed_s"], 1) for (n, r), o in slowest}})
+    record(
+        "honest_corpus_elapsed_s",
+        {
+            "requests": len(OUTCOMES),
+            "total": round(elapsed, 1),
+            "slowest": {f"{n} r{r}": round(o["elapsed_s"], 1) for (n, r), o in slowest},
+        },
+    )
     if len(OUTCOMES) == len(hp.PATTERNS) * len(ROUNDS):  # the whole corpus, both rounds
         assert elapsed < 300, f"the corpus took {elapsed:.0f} s of requests (budget: 5 minutes)"

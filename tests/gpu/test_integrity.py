@@ -16,7 +16,7 @@ from test_gpu_server import record
 N = 64 * 1024 * 1024  # 64 Mi float32: 256 MiB per tensor, ~127 us per torch.mul on the H200
 N_L2 = 31_500_000 // 4  # a 31.5 MB input: fits the persisting part of the H200's L2
 
-OPS = r'''
+OPS = r"""
 import torch
 from kcoral.builtins import benchmark, benchmark_paired
 
@@ -30,11 +30,17 @@ def empty(n):
 
 def zeros(n):
     return torch.zeros(n, device="cuda")
-'''
+"""
 
 
-def _program(cheat: str | None, n: int = N, cfg: dict | None = None, honest: str = cheats.HONEST,
-             arity: int = 2, prepare: str | None = None) -> Program:
+def _program(
+    cheat: str | None,
+    n: int = N,
+    cfg: dict | None = None,
+    honest: str = cheats.HONEST,
+    arity: int = 2,
+    prepare: str | None = None,
+) -> Program:
     """honest_timing first; then the cheat module is imported (it may patch things) and a
     benchmark handle resolved after it times the cheat's kernel: kernel(x, y), or kernel(x) with
     arity 1. `prepare`: a function of the cheat module run with x once before its timing."""
@@ -57,7 +63,9 @@ def _program(cheat: str | None, n: int = N, cfg: dict | None = None, honest: str
         kernel = program.get_function(id="cheat_kernel", module=module, name="kernel")
         late_benchmark = program.get_function(id="late_benchmark", module=late, name="benchmark")
         if prepare is not None:
-            program.run(id="cheat_prepare", fn=program.get_function(id="prepare", module=module, name=prepare), args=[x])
+            program.run(
+                id="cheat_prepare", fn=program.get_function(id="prepare", module=module, name=prepare), args=[x]
+            )
         arguments = [x, y2][:arity]
         timing = program.run(id="cheat_timing", fn=late_benchmark, args=[kernel, *arguments, cfg])
         program.return_(key="cheat", value=timing)
@@ -112,10 +120,16 @@ def test_python_patching_is_caught(gpu_client, name):
     honest, cheat = result.results["honest"], result.results["cheat"]
     _trusted_honest(honest)
     integrity = cheat.get("integrity", {})
-    record(f"patch_{name}", {"honest_us": round(_median_us(honest), 2),
-                             "reported_us": round(_median_us(cheat), 3),
-                             "verified": integrity.get("verified"), "trusted": integrity.get("trusted"),
-                             "flags": integrity.get("flags", [])[:3]})
+    record(
+        f"patch_{name}",
+        {
+            "honest_us": round(_median_us(honest), 2),
+            "reported_us": round(_median_us(cheat), 3),
+            "verified": integrity.get("verified"),
+            "trusted": integrity.get("trusted"),
+            "flags": integrity.get("flags", [])[:3],
+        },
+    )
     if name in ("flipped_device", "patched_summarize"):
         # Nothing to patch: the timer was chosen at worker start, and no Python computes the
         # statistics any more.
@@ -144,8 +158,14 @@ def test_skipped_work_fails_the_output_check(gpu_client, name):
             assert result.error["kind"] == "correctness", result.error
             return
         integrity = result.results["cheat"]["integrity"]
-        record("storage_swap", {"trusted": integrity.get("trusted"), "flags": integrity.get("flags", [])[:3],
-                                "outputs_unchecked": integrity.get("outputs_unchecked")})
+        record(
+            "storage_swap",
+            {
+                "trusted": integrity.get("trusted"),
+                "flags": integrity.get("flags", [])[:3],
+                "outputs_unchecked": integrity.get("outputs_unchecked"),
+            },
+        )
         assert not (integrity["trusted"] is True and integrity.get("outputs_unchecked") == []), integrity
         return
     assert result.status == "FAILED", result.results.get("cheat")
@@ -167,8 +187,10 @@ def test_writes_on_first_call_only_is_never_trusted(gpu_client):
         return
     _trusted_honest(result.results["honest"])
     integrity = result.results["cheat"]["integrity"]
-    record("caught_writes_on_first_call_only", {"trusted": integrity.get("trusted"),
-                                                "flags": integrity.get("flags", [])[:3]})
+    record(
+        "caught_writes_on_first_call_only",
+        {"trusted": integrity.get("trusted"), "flags": integrity.get("flags", [])[:3]},
+    )
     assert integrity["trusted"] is False and integrity["flags"], integrity
 
 
@@ -186,8 +208,14 @@ def test_returned_cached_tensor_is_never_trusted(gpu_client):
         return
     _trusted_honest(result.results["honest"])
     integrity = result.results["cheat"]["integrity"]
-    record("caught_returns_cached_tensor", {"trusted": integrity.get("trusted"), "flags": integrity.get("flags", [])[:3],
-                                           "returned": integrity["defences"].get("returned")})
+    record(
+        "caught_returns_cached_tensor",
+        {
+            "trusted": integrity.get("trusted"),
+            "flags": integrity.get("flags", [])[:3],
+            "returned": integrity["defences"].get("returned"),
+        },
+    )
     assert integrity["trusted"] is False and integrity["flags"], integrity
 
 
@@ -196,12 +224,20 @@ def test_graph_replaying_a_precomputed_copy_is_never_trusted_as_checked(gpu_clie
     graph's output reported unchecked; never trusted with nothing left unchecked."""
     result = _run(gpu_client, _program(cheats.GRAPH_REPLAYS_PRECOMPUTED_COPY, arity=1, prepare="prepare"))
     if result.status == "FAILED":
-        record("caught_graph_precomputed_copy", {"error": result.error["kind"], "message": result.error["message"][:160]})
+        record(
+            "caught_graph_precomputed_copy", {"error": result.error["kind"], "message": result.error["message"][:160]}
+        )
         return
     _trusted_honest(result.results["honest"])
     integrity = result.results["cheat"]["integrity"]
-    record("caught_graph_precomputed_copy", {"trusted": integrity.get("trusted"), "flags": integrity.get("flags", [])[:3],
-                                            "outputs_unchecked": integrity.get("outputs_unchecked")})
+    record(
+        "caught_graph_precomputed_copy",
+        {
+            "trusted": integrity.get("trusted"),
+            "flags": integrity.get("flags", [])[:3],
+            "outputs_unchecked": integrity.get("outputs_unchecked"),
+        },
+    )
     assert not (integrity["trusted"] is True and integrity.get("outputs_unchecked") == []), integrity
 
 
@@ -249,8 +285,14 @@ def test_hidden_api_records_do_not_hide_the_work(gpu_client):
     result = _run(gpu_client, _program(cheats.HIDDEN_API_RECORDS))
     assert result.completed, result.error
     honest, cheat = result.results["honest"], result.results["cheat"]
-    record("hidden_api_records_us", {"honest": round(_median_us(honest), 2), "hidden": round(_median_us(cheat), 2),
-                                     "unattributed": cheat["integrity"]["unattributed_activities"]})
+    record(
+        "hidden_api_records_us",
+        {
+            "honest": round(_median_us(honest), 2),
+            "hidden": round(_median_us(cheat), 2),
+            "unattributed": cheat["integrity"]["unattributed_activities"],
+        },
+    )
     # Caught either way: the hidden launch is timed by device time (counted as unattributed),
     # or the records were not hidden at all; the number is never the 1-element launch's.
     assert cheat["latency_ms_median"] >= 0.95 * honest["latency_ms_median"]
@@ -262,14 +304,21 @@ def test_sabotaged_baseline_is_flagged(gpu_client):
     program = _program(cheats.SABOTAGED_BASELINE)
     # The reference, timed after the sabotage, through the same genuine benchmark handle.
     reference = program.get_function(id="late_reference", module=Register("honest"), name="kernel")
-    late = program.run(id="reference_timing", fn=Register("benchmark"),
-                       args=[reference, Register("x"), Register("y"), {}])
+    late = program.run(
+        id="reference_timing", fn=Register("benchmark"), args=[reference, Register("x"), Register("y"), {}]
+    )
     program.return_(key="reference_after", value=late)
     result = _run(gpu_client, program)
     assert result.completed, result.error
     before, after = result.results["honest"], result.results["reference_after"]
-    record("sabotaged_baseline_us", {"before": round(_median_us(before), 2), "after": round(_median_us(after), 2),
-                                     "flags": after["integrity"]["flags"][:3]})
+    record(
+        "sabotaged_baseline_us",
+        {
+            "before": round(_median_us(before), 2),
+            "after": round(_median_us(after), 2),
+            "flags": after["integrity"]["flags"][:3],
+        },
+    )
     assert after["integrity"]["trusted"] is False
     assert any("torch.mul" in flag for flag in after["integrity"]["flags"]), after["integrity"]
 
@@ -280,7 +329,11 @@ def test_paired_mode_reports_a_ratio_with_an_interval(gpu_client):
     x = program.run(id="x", fn=program.get_function(id="randn", module=ops, name="randn"), args=[N])
     y = program.run(id="y", fn=program.get_function(id="empty", module=ops, name="empty"), args=[N])
     paired = program.get_function(id="paired", module=ops, name="benchmark_paired")
-    kernels = program.upload(id="k", kind="module", source=cheats.HONEST + "\ndef twice(x, y):\n    torch.mul(x, 2.0, out=y)\n    torch.mul(x, 2.0, out=y)\n")
+    kernels = program.upload(
+        id="k",
+        kind="module",
+        source=cheats.HONEST + "\ndef twice(x, y):\n    torch.mul(x, 2.0, out=y)\n    torch.mul(x, 2.0, out=y)\n",
+    )
     same = program.get_function(id="same", module=kernels, name="kernel")
     twice = program.get_function(id="twice", module=kernels, name="twice")
     program.return_(key="same", value=program.run(id="r1", fn=paired, args=[same, same, x, y, {}]))
@@ -291,9 +344,17 @@ def test_paired_mode_reports_a_ratio_with_an_interval(gpu_client):
     for timing in (same_result, twice_result):
         _trusted_honest(timing)
         assert timing["outputs_match_reference"] is True
-    record("paired_ratio", {"same": [round(same_result[k], 4) for k in ("ratio_ci95_low", "ratio_median", "ratio_ci95_high")],
-                            "twice": [round(twice_result[k], 4) for k in ("ratio_ci95_low", "ratio_median", "ratio_ci95_high")]})
-    assert same_result["ratio_ci95_low"] <= 1.0 <= same_result["ratio_ci95_high"] or abs(same_result["ratio_median"] - 1) < 0.01
+    record(
+        "paired_ratio",
+        {
+            "same": [round(same_result[k], 4) for k in ("ratio_ci95_low", "ratio_median", "ratio_ci95_high")],
+            "twice": [round(twice_result[k], 4) for k in ("ratio_ci95_low", "ratio_median", "ratio_ci95_high")],
+        },
+    )
+    assert (
+        same_result["ratio_ci95_low"] <= 1.0 <= same_result["ratio_ci95_high"]
+        or abs(same_result["ratio_median"] - 1) < 0.01
+    )
     assert 1.8 < twice_result["ratio_median"] < 2.2
 
 
@@ -324,7 +385,9 @@ def test_callers_tensors_are_never_poisoned(gpu_client):
     x_again = program.run(id="x_again", fn=randn, args=[n])  # the same seed: equal to x
     y = program.run(id="y", fn=empty, args=[n])
     expected = program.run(id="expected", fn=empty, args=[n])
-    kernels = program.upload(id="k", kind="module", source=cheats.HONEST + "\ndef output_first(y, x):\n    torch.mul(x, 2.0, out=y)\n")
+    kernels = program.upload(
+        id="k", kind="module", source=cheats.HONEST + "\ndef output_first(y, x):\n    torch.mul(x, 2.0, out=y)\n"
+    )
     kernel = program.get_function(id="kernel", module=kernels, name="kernel")
     output_first = program.get_function(id="output_first", module=kernels, name="output_first")
     program.run(id="reference", fn=kernel, args=[x, expected])

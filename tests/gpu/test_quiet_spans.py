@@ -36,10 +36,12 @@ def timings(url: str, library: bytes) -> list:
 
 
 def summary(runs: list) -> dict:
-    return {"median_us": statistics.median(r.results["timing"]["latency_ms_median"] for r in runs) * 1e3,
-            "p99_us": statistics.median(r.results["timing"]["latency_ms_p99"] for r in runs) * 1e3,
-            "max_us": max(r.results["timing"]["latency_ms_max"] for r in runs) * 1e3,
-            "housekeeping_beside": sum(r.timing_spans["housekeeping_beside"] for r in runs)}
+    return {
+        "median_us": statistics.median(r.results["timing"]["latency_ms_median"] for r in runs) * 1e3,
+        "p99_us": statistics.median(r.results["timing"]["latency_ms_p99"] for r in runs) * 1e3,
+        "max_us": max(r.results["timing"]["latency_ms_max"] for r in runs) * 1e3,
+        "housekeeping_beside": sum(r.timing_spans["housekeeping_beside"] for r in runs),
+    }
 
 
 def measure_with_churn(quiet_server, server, library: bytes) -> dict:
@@ -73,11 +75,15 @@ def measure_with_churn(quiet_server, server, library: bytes) -> dict:
 
     events = server.events()
     span_waits = [e["span_wait_ms"] for e in events if e["event"] == "span_waited"]
-    measured = {"quiet_before": quiet_before, "busy": busy, "quiet_after": quiet_after,
-                "churn_requests": len(churned),
-                "contexts_created": sum(1 for e in events if e["event"] == "worker_ready") - ready_before,
-                "span_waits": len(span_waits),
-                "span_wait_ms_max": round(max(span_waits), 1) if span_waits else 0}
+    measured = {
+        "quiet_before": quiet_before,
+        "busy": busy,
+        "quiet_after": quiet_after,
+        "churn_requests": len(churned),
+        "contexts_created": sum(1 for e in events if e["event"] == "worker_ready") - ready_before,
+        "span_waits": len(span_waits),
+        "span_wait_ms_max": round(max(span_waits), 1) if span_waits else 0,
+    }
     assert all(churned) and measured["contexts_created"] >= 10, measured
     return measured
 
@@ -95,8 +101,7 @@ def test_house_keeping_outside_spans_leaves_the_median_and_p99_alone(gpu_server,
     assert busy["p99_us"] <= 1.05 * max(measured["quiet_before"]["p99_us"], measured["quiet_after"]["p99_us"]) + 0.1
 
 
-def test_house_keeping_beside_spans_is_reported_and_its_cost_measured(
-        gpu_server, beside_spans_server, add_one_library):  # noqa: F811
+def test_house_keeping_beside_spans_is_reported_and_its_cost_measured(gpu_server, beside_spans_server, add_one_library):  # noqa: F811
     # The quiet rounds run on the outside-spans server: under beside-spans even
     # a lone benchmark overlaps its own predecessor's replacement.
     measured = measure_with_churn(gpu_server, beside_spans_server, add_one_library)

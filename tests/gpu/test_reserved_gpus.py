@@ -45,8 +45,14 @@ def test_gpu_count_one_reserves_a_whole_gpu_and_reports_its_id(gpu_server):
     events = [e for e in gpu_server.events() if e.get("request_id") == result.request_id]
     kinds = [e["event"] for e in events]
     assert "gpus_reserved" in kinds and "gpus_released" in kinds
-    record("gpu_count_1", {"gpu_ids": list(result.gpu_ids), "elapsed_ms": round(result.elapsed_ms, 1),
-                           "lease_held_ms": round(result.lease_held_ms, 1)})
+    record(
+        "gpu_count_1",
+        {
+            "gpu_ids": list(result.gpu_ids),
+            "elapsed_ms": round(result.elapsed_ms, 1),
+            "lease_held_ms": round(result.lease_held_ms, 1),
+        },
+    )
 
 
 def test_single_gpu_requests_wait_for_a_reservation_and_never_share_it(gpu_server):
@@ -76,16 +82,22 @@ def test_single_gpu_requests_wait_for_a_reservation_and_never_share_it(gpu_serve
 def test_gpu_count_above_the_servers_gpus_is_a_parse_error(gpu_server):
     import httpx
 
-    program = {"instructions": [{"op": "upload", "id": "m", "kind": "module", "source": "def f():\n    return 1\n"},
-                                {"op": "get_function", "id": "f", "module": {"$ref": "m"}, "name": "f"},
-                                {"op": "run", "id": "r", "fn": {"$ref": "f"}, "args": []},
-                                {"op": "return", "key": "r", "value": {"$ref": "r"}}],
-               "options": {"gpu_count": 8}}
+    program = {
+        "instructions": [
+            {"op": "upload", "id": "m", "kind": "module", "source": "def f():\n    return 1\n"},
+            {"op": "get_function", "id": "f", "module": {"$ref": "m"}, "name": "f"},
+            {"op": "run", "id": "r", "fn": {"$ref": "f"}, "args": []},
+            {"op": "return", "key": "r", "value": {"$ref": "r"}},
+        ],
+        "options": {"gpu_count": 8},
+    }
     import json
 
     if gpu_total() >= 8:
         pytest.skip("this machine has eight GPUs")
-    response = httpx.post(f"{gpu_server.url}/execute", files={"program": (None, json.dumps(program), "application/json")})
+    response = httpx.post(
+        f"{gpu_server.url}/execute", files={"program": (None, json.dumps(program), "application/json")}
+    )
     assert response.status_code == 400
     assert "options.gpu_count: 8 exceeds this GPU server's configured capacity" in response.text
 

@@ -36,9 +36,7 @@ class MappedBlob:
         """A writable copy-on-write mapping of its own."""
         if self.size == 0:
             return memoryview(bytearray())
-        return memoryview(
-            mmap.mmap(self._fd, self.size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-        )
+        return memoryview(mmap.mmap(self._fd, self.size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE))
 
     def bytes_value(self):
         """A ``bytes`` upload's value: a copy when small, the mapping when large."""

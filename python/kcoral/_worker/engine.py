@@ -8,7 +8,6 @@ anything device-specific is delegated to the runtime (runtime.py).
 import hashlib
 import json
 import linecache
-import os
 import sys
 import types
 
@@ -260,9 +259,7 @@ class Engine:
             fn = fn.fn
         if not callable(fn):
             raise InstructionFailure("runtime", f"handle {ins['fn']['$ref']!r} is not callable")
-        args = [
-            request.resolve(a) if _is_ref(a) else a for a in ins.get("args", [])
-        ]
+        args = [request.resolve(a) if _is_ref(a) else a for a in ins.get("args", [])]
         if cpu_only:
             return self.runtime.call_cpu_only(fn, args, request)
         return fn(*args)
@@ -304,9 +301,4 @@ class Engine:
 
 
 def _is_ref(value) -> bool:
-    return (
-        isinstance(value, dict)
-        and len(value) == 1
-        and isinstance(value.get("$ref"), str)
-        and value["$ref"] != ""
-    )
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("$ref"), str) and value["$ref"] != ""

@@ -35,7 +35,17 @@ def bind(native, torch) -> None:
 
 
 # Every cfg key the GPU benchmark honours; a misspelt key is refused rather than ignored.
-_KEYS = ("warmup_ms", "repeat_ms", "warmup", "repeat", "flush_l2", "outputs", "rotate_inputs", "tolerance", "launch_gate")
+_KEYS = (
+    "warmup_ms",
+    "repeat_ms",
+    "warmup",
+    "repeat",
+    "flush_l2",
+    "outputs",
+    "rotate_inputs",
+    "tolerance",
+    "launch_gate",
+)
 
 
 def _tolerance(cfg: dict):

@@ -48,8 +48,13 @@ class GpuRuntime:
         versions = {"torch": str(self.torch.__version__)}
         if self.torch.version.cuda:
             versions["cuda"] = self.torch.version.cuda
-        for key, dist in (("tvm_ffi", "apache-tvm-ffi"), ("triton", "triton"), ("tvm", "apache-tvm"),
-                          ("cutlass", "nvidia-cutlass-dsl"), ("flashinfer", "flashinfer-python")):
+        for key, dist in (
+            ("tvm_ffi", "apache-tvm-ffi"),
+            ("triton", "triton"),
+            ("tvm", "apache-tvm"),
+            ("cutlass", "nvidia-cutlass-dsl"),
+            ("flashinfer", "flashinfer-python"),
+        ):
             version = _distribution_version(dist)
             if version:
                 versions[key] = version

@@ -7,8 +7,18 @@ are little-endian and C-contiguous.
 from kcoral._worker.errors import InstructionFailure
 
 WIRE_DTYPES = (
-    "bool", "uint8", "int8", "int16", "int32", "int64",
-    "float16", "float32", "float64", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+    "bool",
+    "uint8",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "float16",
+    "float32",
+    "float64",
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
 )
 
 

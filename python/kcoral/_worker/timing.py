@@ -36,4 +36,4 @@ def short(text: str, limit: int = 600) -> str:
         return text
     marker = " ... "
     head = (limit - len(marker)) // 2
-    return text[:head] + marker + text[-(limit - len(marker) - head):]
+    return text[:head] + marker + text[-(limit - len(marker) - head) :]

@@ -37,7 +37,7 @@ class SegmentBudget:
         return len(self.segments), self.used
 
     def rollback(self, mark: tuple[int, int]) -> None:
-        del self.segments[mark[0]:]
+        del self.segments[mark[0] :]
         self.used = mark[1]
 
     def add(self, data) -> int:

@@ -10,7 +10,6 @@ artifact is missing.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from typing import TextIO
 
@@ -83,8 +82,7 @@ def _save(folder, invocation: options.Invocation) -> bool:
     try:
         folder.save(invocation.out)
     except (OSError, ValueError) as exc:
-        print(f"kcoral run {invocation.tool}: cannot save the artifacts to {invocation.out}: {exc}",
-              file=sys.stderr)
+        print(f"kcoral run {invocation.tool}: cannot save the artifacts to {invocation.out}: {exc}", file=sys.stderr)
         return False
     print(f"kcoral: saved artifacts to {invocation.out}", file=sys.stderr)
     return True

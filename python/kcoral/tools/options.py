@@ -79,21 +79,47 @@ def build_parser(tool: str, definition: ModuleType) -> argparse.ArgumentParser:
     add("--url", help="server URL (default: $KCORAL_URL); not with --host/--port")
     add("--host", help=f"server host; builds http://HOST:PORT (default with --port: {DEFAULT_HOST})")
     add("--port", type=_int, help=f"server port (default with --host: {DEFAULT_PORT})")
-    add("--timeout", type=_int, default=DEFAULT_TIMEOUT_SECONDS, metavar="SECONDS",
-        help=f"execution deadline (default: {DEFAULT_TIMEOUT_SECONDS}; the server's cap applies)")
-    add("--output-limit-bytes", type=_int, default=DEFAULT_OUTPUT_LIMIT_BYTES, metavar="N",
-        help=f"stdout/stderr kept per stream (default: {DEFAULT_OUTPUT_LIMIT_BYTES}; the server's cap applies)")
-    add("--send", action="append", default=[], metavar="PATH",
-        help="upload a file or directory into the working directory, keeping its name; repeatable")
-    add("-e", "--env", action="append", default=[], metavar="NAME[=VALUE]",
-        help="set a remote environment variable; NAME alone copies the local value; repeatable")
+    add(
+        "--timeout",
+        type=_int,
+        default=DEFAULT_TIMEOUT_SECONDS,
+        metavar="SECONDS",
+        help=f"execution deadline (default: {DEFAULT_TIMEOUT_SECONDS}; the server's cap applies)",
+    )
+    add(
+        "--output-limit-bytes",
+        type=_int,
+        default=DEFAULT_OUTPUT_LIMIT_BYTES,
+        metavar="N",
+        help=f"stdout/stderr kept per stream (default: {DEFAULT_OUTPUT_LIMIT_BYTES}; the server's cap applies)",
+    )
+    add(
+        "--send",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="upload a file or directory into the working directory, keeping its name; repeatable",
+    )
+    add(
+        "-e",
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="set a remote environment variable; NAME alone copies the local value; repeatable",
+    )
     if out_required:
         add("--out", required=True, metavar="DIR", help="new local directory for the report (required)")
     else:
         add("--out", metavar="DIR", help="new local directory for the --fetch artifacts")
     if fetch:
-        add("--fetch", action="append", default=[], metavar="PATH",
-            help="file or directory (relative to the working directory) to bring back into --out; repeatable")
+        add(
+            "--fetch",
+            action="append",
+            default=[],
+            metavar="PATH",
+            help="file or directory (relative to the working directory) to bring back into --out; repeatable",
+        )
     else:  # accepted only to refuse it with a reason
         add("--fetch", action="append", default=[], help=argparse.SUPPRESS)
     return parser

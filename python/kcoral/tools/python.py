@@ -55,9 +55,7 @@ def check(args):
                     i += 1  # the value is the next argument
                 break
         i += 1
-    raise ValueError(
-        "python: a script, -c COMMAND or -m MODULE is required (there is no stdin remotely)"
-    )
+    raise ValueError("python: a script, -c COMMAND or -m MODULE is required (there is no stdin remotely)")
 
 
 def run(args, tool):

@@ -74,7 +74,7 @@ def _write_file(dir_fd, name, mode, read):
                 break
             view = memoryview(chunk)
             while view:
-                view = view[os.write(target, view):]
+                view = view[os.write(target, view) :]
     finally:
         os.close(target)
 
