@@ -6,6 +6,7 @@ import os
 import stat
 
 from kcoral._worker.errors import InstructionFailure
+from kcoral.artifacts import normalize_remote_path as normalize_path  # noqa: F401 - the client's rules, for the engine
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
