@@ -7,8 +7,9 @@ namespace kc::pool {
 
 GpuArbiter::GpuArbiter(const std::vector<int>& gpu_indices, HousekeepingPolicy policy)
     : policy_(policy) {
+  const int64_t now = NowNs();
   for (int index : gpu_indices)
-    gpus_[index];
+    gpus_.try_emplace(index, now);
 }
 
 const GpuArbiter::Gpu& GpuArbiter::At(int gpu) const {
@@ -124,6 +125,7 @@ GpuArbiter::SpanStart GpuArbiter::BeginSpan(const std::vector<int>& gpus, SpanKi
   SpanStart start;
   start.excludes_housekeeping =
       kind == SpanKind::kReservation || policy_ == HousekeepingPolicy::kOutsideSpans;
+  start.timing = kind == SpanKind::kTiming;
   if (start.excludes_housekeeping) {
     for (int index : gpus)
       ++gpus_.at(index).spans_waiting;
@@ -146,16 +148,23 @@ GpuArbiter::SpanStart GpuArbiter::BeginSpan(const std::vector<int>& gpus, SpanKi
     }
     start.housekeeping_mark += gpu.housekeeping_begun - gpu.housekeeping;  // running ones overlap
   }
-  start.waited = std::chrono::nanoseconds(NowNs() - asked);
+  const int64_t began = NowNs();
+  if (start.timing) {
+    for (int index : gpus)
+      gpus_.at(index).duty.SpanBegan(began);
+  }
+  start.waited = std::chrono::nanoseconds(began - asked);
   return start;
 }
 
 uint64_t GpuArbiter::EndSpan(const std::vector<int>& gpus, const SpanStart& start) {
   std::lock_guard lock(mu_);
+  const int64_t now = NowNs();
   uint64_t begun = 0;
   for (int index : gpus) {
     Gpu& gpu = gpus_.at(index);
     if (start.excludes_housekeeping && gpu.spans > 0) --gpu.spans;
+    if (start.timing) gpu.duty.SpanEnded(now);
     begun += gpu.housekeeping_begun;
   }
   cv_.notify_all();
@@ -178,6 +187,17 @@ void GpuArbiter::EndHousekeeping(int index) {
   Gpu& gpu = gpus_.at(index);
   if (gpu.housekeeping > 0) --gpu.housekeeping;
   cv_.notify_all();
+}
+
+std::vector<GpuArbiter::Activity> GpuArbiter::Activities() const {
+  std::lock_guard lock(mu_);
+  const int64_t now = NowNs();
+  std::vector<Activity> out;
+  for (const auto& [index, gpu] : gpus_) {
+    out.push_back({index, gpu.duty.Read(now), gpu.housekeeping,
+                   static_cast<int>(gpu.waiters.size()) + (gpu.held ? 1 : 0)});
+  }
+  return out;
 }
 
 int GpuArbiter::depth(int index) const {

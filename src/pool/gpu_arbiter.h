@@ -44,6 +44,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "pool/duty_meter.h"
 
 namespace kc::pool {
 
@@ -82,6 +83,7 @@ class GpuArbiter {
     std::chrono::nanoseconds waited{0};  // for house-keeping to end
     uint64_t housekeeping_mark = 0;      // jobs begun on its GPUs, less those still running
     bool excludes_housekeeping = true;
+    bool timing = true;  // counts toward the GPUs' duty (duty_meter.h)
   };
   SpanStart BeginSpan(const std::vector<int>& gpus, SpanKind kind = SpanKind::kTiming);
   uint64_t EndSpan(const std::vector<int>& gpus, const SpanStart& start);
@@ -91,12 +93,22 @@ class GpuArbiter {
 
   static constexpr std::chrono::milliseconds kHousekeepingPatience{250};
 
+  // What a GPU is doing, for /metrics and /health.
+  struct Activity {
+    int gpu = 0;
+    DutyMeter::Reading duty;    // timing spans' share of wall time
+    int housekeeping_running = 0;  // contexts being created or destroyed now
+    int depth = 0;                 // holder plus waiters
+  };
+  std::vector<Activity> Activities() const;
+
  private:
   struct Tenure {
     int64_t start_ns, end_ns;
     std::string holder;
   };
   struct Gpu {
+    explicit Gpu(int64_t started_ns) : duty(started_ns) {}
     std::deque<uint64_t> waiters;  // tickets, oldest first
     bool held = false;
     std::string holder;
@@ -106,6 +118,7 @@ class GpuArbiter {
     int housekeeping = 0;
     uint64_t housekeeping_begun = 0;
     std::multiset<int64_t> housekeeping_waits;  // since when each waiting job waits
+    DutyMeter duty;
   };
   static constexpr size_t kHistory = 256;
 

@@ -100,6 +100,7 @@ PoolLoad WorkerPool::Load() const {
   load.request_capacity = shutting_down_ ? 0 : seat_count_;
   load.requests_in_progress = running_.load();
   load.requests_waiting = static_cast<int>(queue_.size());
+  if (arbiter_) load.gpus = arbiter_->Activities();
   return load;
 }
 

@@ -76,6 +76,7 @@ struct PoolLoad {
   int request_capacity = 0;
   int requests_in_progress = 0;
   int requests_waiting = 0;
+  std::vector<GpuArbiter::Activity> gpus;  // empty on a CPU pool
 };
 
 class WorkerPool {

@@ -29,8 +29,19 @@ HttpReply App::HandleHealth() const {
   body["worker_cpu_threads"] = WorkerCpuThreads(config_);
   body["worker_heap_mbytes"] = WorkerHeapMbytes(config_);
   if (config_.device == Device::kGpu) {
+    // Duty (pool/duty_meter.h): the share of wall time inside benchmark timing spans.
+    nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
+    for (const auto& gpu : load.gpus) {
+      gpus.push_back({{"gpu", gpu.gpu},
+                      {"duty_last_60s", gpu.duty.last_window},
+                      {"duty_since_start", gpu.duty.since_start},
+                      {"timing_span_seconds", gpu.duty.inside_seconds},
+                      {"housekeeping_running", gpu.housekeeping_running},
+                      {"lease_depth", gpu.depth}});
+    }
     body["gpu_scheduling"] = {{"housekeeping", FlagText(config_.housekeeping)},
-                              {"cuda_max_connections", config_.cuda_max_connections}};
+                              {"cuda_max_connections", config_.cuda_max_connections},
+                              {"gpus", std::move(gpus)}};
   }
   return {200, "application/json", DumpJson(body), ""};
 }

@@ -76,6 +76,31 @@ void Metrics::RecordRun(const pool::JobResult& result) {
   housekeeping_beside_spans_ += result.run.housekeeping_beside_spans;
 }
 
+// Per GPU, read live from the arbiter (duty: pool/duty_meter.h).
+void Metrics::RenderGpus(std::string& out, const std::vector<pool::GpuArbiter::Activity>& gpus) {
+  if (gpus.empty()) return;
+  auto label = [](int gpu) { return "gpu=\"" + std::to_string(gpu) + "\""; };
+  Header(out, "kcoral_gpu_duty_ratio", "gauge",
+         "Duty: the fraction of wall time the GPU spent inside benchmark timing spans, over the "
+         "last 60 s (window=\"60s\"; less right after the start) and since the server started.");
+  for (const auto& gpu : gpus) {
+    Sample(out, "kcoral_gpu_duty_ratio", label(gpu.gpu) + ",window=\"60s\"", gpu.duty.last_window);
+    Sample(out, "kcoral_gpu_duty_ratio", label(gpu.gpu) + ",window=\"since_start\"",
+           gpu.duty.since_start);
+  }
+  Header(out, "kcoral_gpu_timing_span_seconds_total", "counter",
+         "Time the GPU spent inside benchmark timing spans, open spans included.");
+  for (const auto& gpu : gpus)
+    Sample(out, "kcoral_gpu_timing_span_seconds_total", label(gpu.gpu), gpu.duty.inside_seconds);
+  Header(out, "kcoral_gpu_housekeeping_running", "gauge",
+         "CUDA contexts being created or destroyed on the GPU now (stand-bys, retirements).");
+  for (const auto& gpu : gpus)
+    Sample(out, "kcoral_gpu_housekeeping_running", label(gpu.gpu), gpu.housekeeping_running);
+  Header(out, "kcoral_gpu_lease_depth", "gauge", "The GPU lease's holder plus its waiters.");
+  for (const auto& gpu : gpus)
+    Sample(out, "kcoral_gpu_lease_depth", label(gpu.gpu), gpu.depth);
+}
+
 std::string Metrics::Render(const pool::PoolLoad& load, bool shutting_down) const {
   std::lock_guard lock(mu_);
   std::string out;
@@ -120,6 +145,7 @@ std::string Metrics::Render(const pool::PoolLoad& load, bool shutting_down) cons
   Sample(out, "kcoral_requests_in_progress", "", load.requests_in_progress);
   Header(out, "kcoral_requests_waiting", "gauge", "Programs queued for a seat now.");
   Sample(out, "kcoral_requests_waiting", "", load.requests_waiting);
+  RenderGpus(out, load.gpus);
   Header(out, "kcoral_shutting_down", "gauge", "1 once SIGTERM or SIGINT has arrived.");
   Sample(out, "kcoral_shutting_down", "", shutting_down ? 1 : 0);
   return out;

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "pool/event_sink.h"
 #include "pool/worker_pool.h"
@@ -36,6 +37,8 @@ class Metrics : public pool::EventSink {
   // Upper bounds in seconds, from a trivial CPU round trip to a long benchmark.
   static constexpr std::array<double, 14> kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                                       1,     2.5,  5,     10,   30,  120,  600};
+  static void RenderGpus(std::string& out, const std::vector<pool::GpuArbiter::Activity>& gpus);
+
   struct Histogram {
     std::array<uint64_t, kBuckets.size()> at_most{};  // cumulative when rendered
     double sum = 0;
