@@ -118,7 +118,11 @@ class Stop:
 
 
 def hold_context(device: int) -> subprocess.Popen:
-    child = subprocess.Popen(child_command(device, True), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    # A session of its own: a SIGTERM to the churner's group must not kill it mid-start. It
+    # exits when its stdin closes, so it cannot outlive the churner either.
+    child = subprocess.Popen(
+        child_command(device, True), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
     if child.stdout.readline().strip() != "up":
         raise SystemExit("gpu_churn: a context-holding child did not start")
     return child

@@ -3,7 +3,7 @@
     python bench/housekeeping_perturbation.py [--patterns all|a,b,...] [--quiet-runs 3]
         [--churn-runs 2] [--parts contexts,create,...] [--part-patterns a,b,...] [--json OUT]
 
-Starts one GPU server (`--housekeeping beside-spans`, fresh process per request) and
+Starts one GPU server (its default --housekeeping unless given; fresh process per request) and
 times every pattern of the honest corpus (tests/gpu/honest_patterns.py; defences on,
 one benchmark per request) in rounds, in this order in one run:
 
@@ -219,7 +219,7 @@ def main() -> None:
     parser.add_argument("--part-patterns", default=",".join(PART_PATTERNS))
     parser.add_argument("--gpu", type=int, default=0)
     parser.add_argument("--sandbox", default="namespaces")
-    parser.add_argument("--housekeeping", default="beside-spans")
+    parser.add_argument("--housekeeping", default="", help="the server's --housekeeping (default: its default)")
     parser.add_argument("--json", default="", help="write every number here")
     args = parser.parse_args()
     if args.quiet_runs < 3:
@@ -230,7 +230,7 @@ def main() -> None:
         parser.error(f"unknown patterns {unknown}; known: {', '.join(hp.NAMES)}")
     patterns = [hp.BY_NAME[n] for n in names]
     flags = ["--device", "gpu", "--gpus", str(args.gpu), "--workers-per-gpu", "8", "--sandbox", args.sandbox]
-    flags += ["--housekeeping", args.housekeeping, "--max-timeout-seconds", "120"]
+    flags += ["--max-timeout-seconds", "120"] + (["--housekeeping", args.housekeeping] if args.housekeeping else [])
     server = Server(sys.executable, flags, label="ours")
     report = {"args": vars(args)}
     try:

@@ -6,13 +6,15 @@
 namespace kc::ipc {
 namespace {
 
-constexpr std::array<std::pair<MessageType, std::string_view>, 18> kWords = {{
+constexpr std::array<std::pair<MessageType, std::string_view>, 20> kWords = {{
     {MessageType::kStart, "start"},
     {MessageType::kReady, "ready"},
     {MessageType::kFailed, "failed"},
     {MessageType::kInitialize, "initialize"},
     {MessageType::kInitialized, "initialized"},
     {MessageType::kInitializeFailed, "initialize_failed"},
+    {MessageType::kWarmUp, "warm_up"},
+    {MessageType::kWarmedUp, "warmed_up"},
     {MessageType::kRun, "run"},
     {MessageType::kInstruction, "instruction"},
     {MessageType::kInstructionEnd, "instruction_end"},

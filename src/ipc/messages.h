@@ -15,8 +15,12 @@
 //                         worker's started without a zygote
 //   W->S ready            {pid, describe, seal_key}   once, after imports (the zygote: {pid})
 //   W->S failed           {error}                     instead of ready: it cannot serve
-//   S->W initialize       GPU workers, once, as house-keeping (pool/gpu_arbiter.h)
+//   S->W initialize       GPU workers, once, as house-keeping (pool/gpu_arbiter.h): the CUDA
+//                         context, its first allocation, the libraries
 //   W->S initialized | initialize_failed {error}
+//   S->W warm_up          then, as house-keeping that runs GPU kernels: CUPTI, the L2 flush
+//                         buffer, common kernels loaded
+//   W->S warmed_up | initialize_failed {error}
 //   S->W run              {request_id, workspace, output_limit_bytes, max_response_bytes,
 //                          blobs: [sha256...]}  fds: [program memfd, stdout, stderr, blobs...]
 //   W->S instruction / instruction_end  {index}
@@ -49,6 +53,8 @@ enum class MessageType {
   kInitialize,
   kInitialized,
   kInitializeFailed,
+  kWarmUp,
+  kWarmedUp,
   kRun,
   kInstruction,
   kInstructionEnd,
@@ -71,7 +77,7 @@ std::optional<MessageType> TypeOf(const Frame& frame);
 std::string QuotedWord(const Frame& frame);
 
 // Messages without fields: lease_acquire, lease_release, lease_granted, span_begin, span_end,
-// span_granted, initialize, initialized.
+// span_granted, initialize, initialized, warm_up, warmed_up.
 nlohmann::json Signal(MessageType type);
 
 struct StartMessage {

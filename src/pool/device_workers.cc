@@ -26,10 +26,10 @@ StatusOr<std::unique_ptr<WorkerProcess>> DeviceWorkers::Prepare(
     std::unique_ptr<WorkerProcess> worker, Clock::time_point deadline) {
   KC_RETURN_IF_ERROR(worker->AwaitReady(deadline));
   if (lease_) {
-    arbiter_.BeginHousekeeping(spec_.gpu_index);
-    Status initialized = worker->Initialize(deadline);
-    arbiter_.EndHousekeeping(spec_.gpu_index);
-    KC_RETURN_IF_ERROR(initialized);
+    KC_RETURN_IF_ERROR(Housekeeping(HousekeepingKind::kContext,
+                                    [&] { return worker->Initialize(deadline); }));
+    KC_RETURN_IF_ERROR(
+        Housekeeping(HousekeepingKind::kKernels, [&] { return worker->WarmUp(deadline); }));
   }
   events_.Emit(EventLevel::kInfo, "worker_ready", {{"device", spec_.name}, {"pid", worker->pid()}});
   return worker;
@@ -112,10 +112,20 @@ std::unique_ptr<WorkerProcess> DeviceWorkers::TakeReady() {
   }
 }
 
+Status DeviceWorkers::Housekeeping(HousekeepingKind kind, const std::function<Status()>& job) {
+  arbiter_.BeginHousekeeping(spec_.gpu_index, kind);
+  Status done = job();
+  arbiter_.EndHousekeeping(spec_.gpu_index, kind);
+  return done;
+}
+
 void DeviceWorkers::Retire(std::unique_ptr<WorkerProcess> worker) {
-  if (lease_) arbiter_.BeginHousekeeping(spec_.gpu_index);
-  worker.reset();  // kills the whole tree
-  if (lease_) arbiter_.EndHousekeeping(spec_.gpu_index);
+  if (!lease_) return;  // the tree dies with `worker`
+  // A context destroyed; SIGKILL, as fast as any gentler exit (bench/standby_steps.py).
+  Housekeeping(HousekeepingKind::kContext, [&] {
+    worker.reset();  // kills the whole tree
+    return Status::Ok();
+  });
 }
 
 void DeviceWorkers::SpawnLoop() {

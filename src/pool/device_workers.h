@@ -11,6 +11,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -49,8 +50,8 @@ class DeviceWorkers {
   // Blocks until a prepared worker is available; nullptr once stopping. A
   // stand-by that died while waiting is dropped (and replaced), never handed out.
   std::unique_ptr<WorkerProcess> TakeReady();
-  // Kills `worker`'s tree; on a GPU as house-keeping (context teardown must
-  // not overlap a neighbour's timing span).
+  // Kills `worker`'s tree; on a GPU as house-keeping of kind kContext (a
+  // context destroyed; gpu_arbiter.h says when that may overlap a timing span).
   void Retire(std::unique_ptr<WorkerProcess> worker);
   void Stop();
 
@@ -65,6 +66,8 @@ class DeviceWorkers {
   void RestartZygoteIfDue();
   StatusOr<std::unique_ptr<WorkerProcess>> Prepare(std::unique_ptr<WorkerProcess> worker,
                                                    Clock::time_point deadline);
+  // Runs `job` as house-keeping of `kind` on this device's GPU.
+  Status Housekeeping(HousekeepingKind kind, const std::function<Status()>& job);
   void SpawnLoop();
   // Takes started workers and prepares them (imports, CUDA context) until stopping.
   void PrepareLoop();

@@ -113,45 +113,63 @@ std::vector<std::string> GpuArbiter::HoldersBetween(int index, int64_t from_ns,
   return holders;
 }
 
-bool GpuArbiter::HousekeepingOverdue(const Gpu& gpu, int64_t now_ns) const {
-  return !gpu.housekeeping_waits.empty() &&
-         now_ns - *gpu.housekeeping_waits.begin() >=
-             std::chrono::nanoseconds(kHousekeepingPatience).count();
+bool GpuArbiter::HousekeepingOverdue(const Gpu& gpu, size_t kind, int64_t now_ns) const {
+  const auto& waits = gpu.housekeeping_waits[kind];
+  return !waits.empty() &&
+         now_ns - *waits.begin() >= std::chrono::nanoseconds(kHousekeepingPatience).count();
+}
+
+bool GpuArbiter::Excludes(SpanKind span, HousekeepingKind job) const {
+  if (span == SpanKind::kReservation) return true;  // its GPUs are its own
+  switch (policy_) {
+    case HousekeepingPolicy::kOutsideSpans:
+      return true;
+    case HousekeepingPolicy::kContextsBesideSpans:
+      return job == HousekeepingKind::kKernels;
+    case HousekeepingPolicy::kBesideSpans:
+      return false;
+  }
+  return true;
 }
 
 GpuArbiter::SpanStart GpuArbiter::BeginSpan(const std::vector<int>& gpus, SpanKind kind) {
   std::unique_lock lock(mu_);
   const int64_t asked = NowNs();
   SpanStart start;
-  start.excludes_housekeeping =
-      kind == SpanKind::kReservation || policy_ == HousekeepingPolicy::kOutsideSpans;
   start.timing = kind == SpanKind::kTiming;
-  if (start.excludes_housekeeping) {
-    for (int index : gpus)
-      ++gpus_.at(index).spans_waiting;
-    auto quiet = [&] {
-      const int64_t now = NowNs();
-      return std::all_of(gpus.begin(), gpus.end(), [&](int index) {
-        const Gpu& gpu = gpus_.at(index);
-        return gpu.housekeeping == 0 && !HousekeepingOverdue(gpu, now);
-      });
-    };
-    // Timed: house-keeping turns overdue with no one to notify.
-    while (!quiet())
-      cv_.wait_for(lock, std::chrono::milliseconds(10));
-  }
+  start.excludes = {Excludes(kind, HousekeepingKind::kContext),
+                    Excludes(kind, HousekeepingKind::kKernels)};
+  auto each_excluded = [&](auto&& apply) {
+    for (int index : gpus) {
+      for (size_t k = 0; k < kKinds; ++k) {
+        if (start.excludes[k]) apply(gpus_.at(index), k);
+      }
+    }
+  };
+  each_excluded([](Gpu& gpu, size_t k) { ++gpu.spans_waiting[k]; });
+  auto quiet = [&] {
+    const int64_t now = NowNs();
+    bool all = true;
+    each_excluded([&](Gpu& gpu, size_t k) {
+      all = all && gpu.housekeeping[k] == 0 && !HousekeepingOverdue(gpu, k, now);
+    });
+    return all;
+  };
+  // Timed: house-keeping turns overdue with no one to notify.
+  while (!quiet())
+    cv_.wait_for(lock, std::chrono::milliseconds(10));
+  each_excluded([](Gpu& gpu, size_t k) {
+    --gpu.spans_waiting[k];
+    ++gpu.spans[k];
+  });
+  const int64_t began = NowNs();
   for (int index : gpus) {
     Gpu& gpu = gpus_.at(index);
-    if (start.excludes_housekeeping) {
-      --gpu.spans_waiting;
-      ++gpu.spans;
-    }
-    start.housekeeping_mark += gpu.housekeeping_begun - gpu.housekeeping;  // running ones overlap
-  }
-  const int64_t began = NowNs();
-  if (start.timing) {
-    for (int index : gpus)
-      gpus_.at(index).duty.SpanBegan(began);
+    int running = 0;
+    for (int count : gpu.housekeeping)
+      running += count;
+    start.housekeeping_mark += gpu.housekeeping_begun - running;  // running ones overlap
+    if (start.timing) gpu.duty.SpanBegan(began);
   }
   start.waited = std::chrono::nanoseconds(began - asked);
   return start;
@@ -163,7 +181,9 @@ uint64_t GpuArbiter::EndSpan(const std::vector<int>& gpus, const SpanStart& star
   uint64_t begun = 0;
   for (int index : gpus) {
     Gpu& gpu = gpus_.at(index);
-    if (start.excludes_housekeeping && gpu.spans > 0) --gpu.spans;
+    for (size_t k = 0; k < kKinds; ++k) {
+      if (start.excludes[k] && gpu.spans[k] > 0) --gpu.spans[k];
+    }
     if (start.timing) gpu.duty.SpanEnded(now);
     begun += gpu.housekeeping_begun;
   }
@@ -171,21 +191,23 @@ uint64_t GpuArbiter::EndSpan(const std::vector<int>& gpus, const SpanStart& star
   return begun - start.housekeeping_mark;
 }
 
-void GpuArbiter::BeginHousekeeping(int index) {
+void GpuArbiter::BeginHousekeeping(int index, HousekeepingKind kind) {
+  const auto k = static_cast<size_t>(kind);
   std::unique_lock lock(mu_);
   Gpu& gpu = gpus_.at(index);
-  const auto waiting = gpu.housekeeping_waits.insert(NowNs());
-  while (gpu.spans > 0 || (gpu.spans_waiting > 0 && !HousekeepingOverdue(gpu, NowNs())))
+  const auto waiting = gpu.housekeeping_waits[k].insert(NowNs());
+  while (gpu.spans[k] > 0 || (gpu.spans_waiting[k] > 0 && !HousekeepingOverdue(gpu, k, NowNs())))
     cv_.wait_for(lock, std::chrono::milliseconds(10));
-  gpu.housekeeping_waits.erase(waiting);
-  ++gpu.housekeeping;
+  gpu.housekeeping_waits[k].erase(waiting);
+  ++gpu.housekeeping[k];
   ++gpu.housekeeping_begun;
 }
 
-void GpuArbiter::EndHousekeeping(int index) {
+void GpuArbiter::EndHousekeeping(int index, HousekeepingKind kind) {
+  const auto k = static_cast<size_t>(kind);
   std::lock_guard lock(mu_);
   Gpu& gpu = gpus_.at(index);
-  if (gpu.housekeeping > 0) --gpu.housekeeping;
+  if (gpu.housekeeping[k] > 0) --gpu.housekeeping[k];
   cv_.notify_all();
 }
 
@@ -194,7 +216,10 @@ std::vector<GpuArbiter::Activity> GpuArbiter::Activities() const {
   const int64_t now = NowNs();
   std::vector<Activity> out;
   for (const auto& [index, gpu] : gpus_) {
-    out.push_back({index, gpu.duty.Read(now), gpu.housekeeping,
+    int running = 0;
+    for (int count : gpu.housekeeping)
+      running += count;
+    out.push_back({index, gpu.duty.Read(now), running,
                    static_cast<int>(gpu.waiters.size()) + (gpu.held ? 1 : 0)});
   }
   return out;

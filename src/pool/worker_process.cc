@@ -67,14 +67,24 @@ Status WorkerProcess::AwaitReady(Clock::time_point deadline) {
   return Status::Ok();
 }
 
-Status WorkerProcess::Initialize(Clock::time_point deadline) {
-  KC_RETURN_IF_ERROR(ipc::SendFrame(socket_.get(), ipc::Signal(ipc::MessageType::kInitialize)));
+Status WorkerProcess::SetUpDevice(ipc::MessageType step, ipc::MessageType done,
+                                  Clock::time_point deadline) {
+  KC_RETURN_IF_ERROR(ipc::SendFrame(socket_.get(), ipc::Signal(step)));
   auto frame = ipc::ReceiveFrameBefore(socket_.get(), deadline);
-  if (!frame.ok()) return frame.status().WithContext("waiting for CUDA initialization");
-  if (ipc::TypeOf(*frame) == ipc::MessageType::kInitialized) return Status::Ok();
+  const std::string what(ipc::WordOf(step));
+  if (!frame.ok()) return frame.status().WithContext("waiting for the worker's " + what);
+  if (ipc::TypeOf(*frame) == done) return Status::Ok();
   StatusOr<ipc::FailedMessage> failed = ipc::DecodeFailed(*frame);
-  return InternalError("worker failed to initialize: " +
+  return InternalError("worker failed to " + what + ": " +
                        (failed.ok() ? failed->error : ipc::QuotedWord(*frame)));
+}
+
+Status WorkerProcess::Initialize(Clock::time_point deadline) {
+  return SetUpDevice(ipc::MessageType::kInitialize, ipc::MessageType::kInitialized, deadline);
+}
+
+Status WorkerProcess::WarmUp(Clock::time_point deadline) {
+  return SetUpDevice(ipc::MessageType::kWarmUp, ipc::MessageType::kWarmedUp, deadline);
 }
 
 RunResult WorkerProcess::Run(const RunRequest& request) {

@@ -20,6 +20,7 @@
 #include "base/shared_bytes.h"
 #include "base/status.h"
 #include "base/unique_fd.h"
+#include "ipc/messages.h"
 #include "ipc/sandbox_spec.h"
 #include "ipc/worker_settings.h"
 #include "pool/cancel_flag.h"
@@ -143,9 +144,11 @@ class WorkerProcess {
 
   RunResult Run(const RunRequest& request);
 
-  // Creates the CUDA context. GPU workers only; the caller keeps it out of a
-  // neighbour's timing span (house-keeping, gpu_arbiter.h).
+  // GPU workers only, in this order; both are house-keeping (gpu_arbiter.h), scheduled by the
+  // caller. Initialize creates the CUDA context, its first allocation and the libraries' state
+  // (no kernels); WarmUp runs the first kernels (CUPTI, the L2 flush buffer, common kernels).
   Status Initialize(Clock::time_point deadline);
+  Status WarmUp(Clock::time_point deadline);
 
   // Gives the worker its workspace and cgroup; they are removed after its tree.
   void Attach(WorkerResources resources) { resources_ = std::move(resources); }
@@ -163,6 +166,7 @@ class WorkerProcess {
  private:
   WorkerProcess(ChildProcess child, UniqueFd socket)
       : child_(std::move(child)), socket_(std::move(socket)) {}
+  Status SetUpDevice(ipc::MessageType step, ipc::MessageType done, Clock::time_point deadline);
 
   ChildProcess child_;
   UniqueFd socket_;

@@ -138,11 +138,15 @@ int main(int argc, char** argv) {
       ->envname("KCORAL_WORKER_HEAP_MBYTES")
       ->check(CLI::Range(-1, 65536));
   cli.add_option("--housekeeping", housekeeping,
-                 "GPU servers: when stand-by workers may create, and retired ones destroy, their\n"
-                 "CUDA contexts. outside-spans: never while a benchmark on that GPU is timing\n"
-                 "(a timing span waits for them, and they for it). beside-spans: at any time, so\n"
-                 "a GPU that times back to back keeps its stand-by workers; every result says how\n"
-                 "many ran beside its spans (timing_spans.housekeeping_beside)")
+                 "GPU servers: when stand-by workers may set up their CUDA context and run their\n"
+                 "first kernels, and retired ones destroy their context, against the timing spans\n"
+                 "of benchmarks on that GPU (docs/gpu-scheduling.md).\n"
+                 "contexts-beside-spans (default): contexts created and destroyed at any time;\n"
+                 "  first kernels never while a span times (kernels of another process move a\n"
+                 "  timed kernel; context work was measured not to)\n"
+                 "outside-spans: neither while a span times (a span waits for them, they for it)\n"
+                 "beside-spans: both at any time.\n"
+                 "Every result says how many ran beside its spans (timing_spans.housekeeping_beside)")
       ->envname("KCORAL_HOUSEKEEPING")
       ->check(CLI::IsMember(FlagTexts(kc::server::kHousekeepingFlag)));
   cli.add_option("--max-requests-per-worker", config.max_requests_per_worker,

@@ -43,6 +43,7 @@ struct FlagValue {
 inline constexpr FlagValue<Device> kDeviceFlag[] = {{"cpu", Device::kCpu}, {"gpu", Device::kGpu}};
 inline constexpr FlagValue<pool::HousekeepingPolicy> kHousekeepingFlag[] = {
     {"outside-spans", pool::HousekeepingPolicy::kOutsideSpans},
+    {"contexts-beside-spans", pool::HousekeepingPolicy::kContextsBesideSpans},
     {"beside-spans", pool::HousekeepingPolicy::kBesideSpans}};
 inline constexpr FlagValue<SandboxMode> kSandboxFlag[] = {{"namespaces", SandboxMode::kNamespaces},
                                                           {"bubblewrap", SandboxMode::kNamespaces},

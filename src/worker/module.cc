@@ -184,15 +184,16 @@ Status RunOne(ipc::Frame& frame, py::object& engine) {
   return sent;
 }
 
-// GPU workers create their CUDA context when the server says so (it holds the lease).
-Status Initialize(py::object& engine) {
+// GPU workers set up their device in two steps, each when the server says so (house-keeping,
+// pool/gpu_arbiter.h): `initialize` (the context) and `warm_up` (the first kernels).
+Status SetUpDevice(py::object& engine, const char* step, ipc::MessageType done) {
   try {
-    engine.attr("initialize")();
+    engine.attr(step)();
   } catch (const py::error_already_set& error) {
     return ipc::SendFrame(g_socket_fd, ipc::Encode(ipc::MessageType::kInitializeFailed,
                                                    ipc::FailedMessage{error.what()}));
   }
-  return ipc::SendFrame(g_socket_fd, ipc::Signal(ipc::MessageType::kInitialized));
+  return ipc::SendFrame(g_socket_fd, ipc::Signal(done));
 }
 
 // Sends `ask` and waits (without the GIL) for the server's `granted`.
@@ -337,7 +338,11 @@ void Serve(py::object engine, int socket_fd) {
       ThrowIfError(frame.status());
     }
     if (ipc::TypeOf(*frame) == ipc::MessageType::kInitialize) {
-      ThrowIfError(Initialize(engine));
+      ThrowIfError(SetUpDevice(engine, "initialize", ipc::MessageType::kInitialized));
+      continue;
+    }
+    if (ipc::TypeOf(*frame) == ipc::MessageType::kWarmUp) {
+      ThrowIfError(SetUpDevice(engine, "warm_up", ipc::MessageType::kWarmedUp));
       continue;
     }
     ThrowIfError(RunOne(*frame, engine));

@@ -96,10 +96,14 @@ class Engine:
         integrity.bind(self.runtime.device, Engine._run)
 
     def initialize(self) -> None:
-        """Device set-up the server schedules under the GPU lease (CUDA context)."""
+        """Device set-up the server schedules as house-keeping: the CUDA context."""
         self.runtime.initialize()
         if self.runtime.device == "gpu":
             self.bind_integrity()  # again: _native and torch's CUDA state exist only now
+
+    def warm_up(self) -> None:
+        """Then the device's first kernels, scheduled apart (they run on the GPU)."""
+        self.runtime.warm_up()
 
     def run(self, program_json: str, blob_fds: dict, limits: dict, workspace: str):
         """Runs a program; returns (outcome JSON bytes, binary segments, frame meta)."""

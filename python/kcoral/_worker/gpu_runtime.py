@@ -61,12 +61,12 @@ class GpuRuntime:
         return versions
 
     def initialize(self) -> None:
-        """Creates the CUDA context and pays first-use costs (house-keeping: the
-        server runs it outside any lease and, by default, outside timing spans)."""
+        """Creates the CUDA context, its first allocation and the libraries' state,
+        and launches no kernel (house-keeping outside any lease; the server may run
+        it beside a neighbour's timing span: docs/gpu-scheduling.md)."""
         torch = self.torch
         torch.cuda.init()
-        torch.empty(1, device="cuda")
-        torch.cuda.synchronize()
+        torch.empty(1, device="cuda")  # an allocation, no kernel
         try:
             # Not in the zygote (its import touches CUDA); here, once the context
             # exists, so library uploads don't pay for it inside a request.
@@ -81,15 +81,22 @@ class GpuRuntime:
             from kcoral._worker import gpu_benchmark
 
             gpu_benchmark.bind(_native, torch)  # before any upload is imported
-            try:  # CUPTI and the L2 flush buffer now, outside any timing span
-                _native.prepare_timer()
+            self._native = _native
+        # Engine.initialize then binds integrity again: _native and torch's CUDA state exist only now.
+
+    def warm_up(self) -> None:
+        """The first kernels, paid before a request arrives: CUPTI's first activity, the L2
+        flush buffer, torch's common kernels (house-keeping outside any lease, and always
+        outside timing spans but under --housekeeping beside-spans: kernels of another
+        process share the GPU with a timed one)."""
+        if self._native is not None:
+            try:
+                self._native.prepare_timer()
             except Exception:  # noqa: BLE001 - a benchmark then reports it as `unavailable`
                 pass
-            self._native = _native
         from kcoral._worker import warm_up
 
-        warm_up.device(torch)  # common kernels loaded now, not inside a request's lease
-        # Engine.initialize then binds integrity again: _native and torch's CUDA state exist only now.
+        warm_up.device(self.torch)
 
     def native(self):
         if self._native is None:

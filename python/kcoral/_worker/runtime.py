@@ -57,6 +57,9 @@ class CpuRuntime:
     def initialize(self) -> None:
         """Nothing to set up on a CPU."""
 
+    def warm_up(self) -> None:
+        """Nothing to warm up on a CPU."""
+
     def place(self, instruction: dict, request) -> None:
         """A CPU server has no GPU lease."""
 

@@ -32,6 +32,8 @@ TEST(Messages, SignalsCarryOnlyTheirWord) {
   EXPECT_EQ(Signal(MessageType::kSpanGranted).dump(), R"({"type":"span_granted"})");
   EXPECT_EQ(Signal(MessageType::kInitialize).dump(), R"({"type":"initialize"})");
   EXPECT_EQ(Signal(MessageType::kInitialized).dump(), R"({"type":"initialized"})");
+  EXPECT_EQ(Signal(MessageType::kWarmUp).dump(), R"({"type":"warm_up"})");
+  EXPECT_EQ(Signal(MessageType::kWarmedUp).dump(), R"({"type":"warmed_up"})");
 }
 
 TEST(Messages, StartOfTheZygoteAndOfAWorker) {

@@ -25,6 +25,8 @@ using namespace std::chrono_literals;
 using testing::WaitUntil;
 
 const std::vector<int> kEightGpus = {0, 1, 2, 3, 4, 5, 6, 7};
+constexpr auto kKernels = HousekeepingKind::kKernels;
+constexpr auto kContext = HousekeepingKind::kContext;
 
 // A thread that acquires `gpus` as `holder`, says when it got them, and holds
 // them until told to let go.
@@ -144,8 +146,8 @@ TEST(GpuArbiter, ReleaseRecordsTheSetOnEveryGpu) {
 
 TEST(GpuArbiter, HousekeepingRunsTogetherButNeverDuringASpan) {
   GpuArbiter arbiter(kEightGpus);
-  arbiter.BeginHousekeeping(0);
-  arbiter.BeginHousekeeping(0);  // several at once: contexts created side by side
+  arbiter.BeginHousekeeping(0, kKernels);
+  arbiter.BeginHousekeeping(0, kKernels);  // several at once: contexts created side by side
   std::atomic<bool> spanning{false};
   std::thread span([&] {
     const auto start = arbiter.BeginSpan({0});
@@ -154,10 +156,10 @@ TEST(GpuArbiter, HousekeepingRunsTogetherButNeverDuringASpan) {
   });
   std::this_thread::sleep_for(30ms);
   EXPECT_FALSE(spanning);  // the span waits for both to end
-  arbiter.EndHousekeeping(0);
+  arbiter.EndHousekeeping(0, kKernels);
   std::this_thread::sleep_for(20ms);
   EXPECT_FALSE(spanning);
-  arbiter.EndHousekeeping(0);
+  arbiter.EndHousekeeping(0, kKernels);
   ASSERT_TRUE(WaitUntil([&] { return spanning.load(); }));
   span.join();
 }
@@ -167,14 +169,14 @@ TEST(GpuArbiter, HousekeepingWaitsForASpanAndOnlyOnItsGpu) {
   const auto span = arbiter.BeginSpan({0});
   std::atomic<bool> on_0{false}, on_1{false};
   std::thread keeper_0([&] {
-    arbiter.BeginHousekeeping(0);
+    arbiter.BeginHousekeeping(0, kKernels);
     on_0 = true;
-    arbiter.EndHousekeeping(0);
+    arbiter.EndHousekeeping(0, kKernels);
   });
   std::thread keeper_1([&] {
-    arbiter.BeginHousekeeping(1);
+    arbiter.BeginHousekeeping(1, kKernels);
     on_1 = true;
-    arbiter.EndHousekeeping(1);
+    arbiter.EndHousekeeping(1, kKernels);
   });
   ASSERT_TRUE(WaitUntil([&] { return on_1.load(); }));  // another GPU: not held back
   std::this_thread::sleep_for(GpuArbiter::kHousekeepingPatience + 50ms);
@@ -196,9 +198,9 @@ TEST(GpuArbiter, WaitingSpansGoFirstUntilHousekeepingRunsOutOfPatience) {
   });
   std::atomic<bool> kept{false};
   std::thread keeper([&] {
-    arbiter.BeginHousekeeping(0);
+    arbiter.BeginHousekeeping(0, kKernels);
     kept = true;
-    arbiter.EndHousekeeping(0);
+    arbiter.EndHousekeeping(0, kKernels);
   });
   std::this_thread::sleep_for(20ms);
   arbiter.EndSpan({0}, first);  // a gap while a span waits: the span takes it
@@ -224,7 +226,7 @@ TEST(GpuArbiter, WaitingSpansGoFirstUntilHousekeepingRunsOutOfPatience) {
 
 TEST(GpuArbiter, ASpanOnASetWaitsForHousekeepingOnAnyOfItsGpus) {
   GpuArbiter arbiter(kEightGpus);
-  arbiter.BeginHousekeeping(3);
+  arbiter.BeginHousekeeping(3, kKernels);
   std::atomic<bool> spanning{false};
   std::thread job([&] {
     const auto start = arbiter.BeginSpan({2, 3});
@@ -234,26 +236,94 @@ TEST(GpuArbiter, ASpanOnASetWaitsForHousekeepingOnAnyOfItsGpus) {
   });
   std::this_thread::sleep_for(30ms);
   EXPECT_FALSE(spanning);
-  arbiter.EndHousekeeping(3);
+  arbiter.EndHousekeeping(3, kKernels);
   ASSERT_TRUE(WaitUntil([&] { return spanning.load(); }));
   job.join();
 }
 
 TEST(GpuArbiter, BesideSpansNothingWaitsAndEverySpanCountsWhatRanBesideIt) {
   GpuArbiter arbiter(kEightGpus, HousekeepingPolicy::kBesideSpans);
-  arbiter.BeginHousekeeping(0);
-  arbiter.EndHousekeeping(0);    // over before the span: not counted
-  arbiter.BeginHousekeeping(0);  // still running when the span begins: counted
+  arbiter.BeginHousekeeping(0, kKernels);
+  arbiter.EndHousekeeping(0, kKernels);    // over before the span: not counted
+  arbiter.BeginHousekeeping(0, kKernels);  // still running when the span begins: counted
   const auto start = arbiter.BeginSpan({0});
   EXPECT_LT(start.waited, 10ms);
-  arbiter.BeginHousekeeping(0);  // begun during the span: counted, and not held back
-  arbiter.EndHousekeeping(0);
-  arbiter.BeginHousekeeping(1);  // another GPU: not counted
-  arbiter.EndHousekeeping(1);
-  arbiter.EndHousekeeping(0);
+  arbiter.BeginHousekeeping(0, kKernels);  // begun during the span: counted, and not held back
+  arbiter.EndHousekeeping(0, kKernels);
+  arbiter.BeginHousekeeping(1, kKernels);  // another GPU: not counted
+  arbiter.EndHousekeeping(1, kKernels);
+  arbiter.EndHousekeeping(0, kKernels);
   EXPECT_EQ(arbiter.EndSpan({0}, start), 2u);
   const auto quiet = arbiter.BeginSpan({0});
   EXPECT_EQ(arbiter.EndSpan({0}, quiet), 0u);
+}
+
+TEST(GpuArbiter, ByDefaultContextsRunBesideSpansAndKernelsWait) {
+  GpuArbiter arbiter(kEightGpus);  // kContextsBesideSpans
+  arbiter.BeginHousekeeping(0, kContext);  // a context being created: the span does not wait
+  const auto start = arbiter.BeginSpan({0});
+  EXPECT_LT(start.waited, 10ms);
+  arbiter.BeginHousekeeping(0, kContext);  // a retirement during the span: not held back
+  arbiter.EndHousekeeping(0, kContext);
+  std::atomic<bool> warmed{false};
+  std::thread warm_up([&] {
+    arbiter.BeginHousekeeping(0, kKernels);  // first kernels: wait for the span
+    warmed = true;
+    arbiter.EndHousekeeping(0, kKernels);
+  });
+  std::this_thread::sleep_for(GpuArbiter::kHousekeepingPatience + 50ms);
+  EXPECT_FALSE(warmed);
+  arbiter.EndHousekeeping(0, kContext);
+  EXPECT_EQ(arbiter.EndSpan({0}, start), 2u);  // both context jobs ran beside it, and say so
+  ASSERT_TRUE(WaitUntil([&] { return warmed.load(); }));
+  warm_up.join();
+  // A span waits for running kernels, never for a running context.
+  arbiter.BeginHousekeeping(0, kKernels);
+  std::atomic<bool> spanning{false};
+  std::thread span([&] {
+    const auto next = arbiter.BeginSpan({0});
+    spanning = true;
+    arbiter.EndSpan({0}, next);
+  });
+  std::this_thread::sleep_for(30ms);
+  EXPECT_FALSE(spanning);
+  arbiter.EndHousekeeping(0, kKernels);
+  ASSERT_TRUE(WaitUntil([&] { return spanning.load(); }));
+  span.join();
+}
+
+TEST(GpuArbiter, OutsideSpansKeepsContextsOutToo) {
+  GpuArbiter arbiter(kEightGpus, HousekeepingPolicy::kOutsideSpans);
+  const auto start = arbiter.BeginSpan({0});
+  std::atomic<bool> created{false};
+  std::thread keeper([&] {
+    arbiter.BeginHousekeeping(0, kContext);
+    created = true;
+    arbiter.EndHousekeeping(0, kContext);
+  });
+  std::this_thread::sleep_for(GpuArbiter::kHousekeepingPatience + 50ms);
+  EXPECT_FALSE(created);
+  EXPECT_EQ(arbiter.EndSpan({0}, start), 0u);
+  ASSERT_TRUE(WaitUntil([&] { return created.load(); }));
+  keeper.join();
+}
+
+TEST(GpuArbiter, ActivitiesReportDutyAndRunningHousekeeping) {
+  GpuArbiter arbiter({0, 1});
+  arbiter.BeginHousekeeping(1, kContext);
+  const auto start = arbiter.BeginSpan({0});
+  std::this_thread::sleep_for(20ms);
+  const auto during = arbiter.Activities();
+  ASSERT_EQ(during.size(), 2u);
+  EXPECT_GT(during[0].duty.inside_seconds, 0.015);
+  EXPECT_EQ(during[1].duty.inside_seconds, 0);
+  EXPECT_EQ(during[1].housekeeping_running, 1);
+  arbiter.EndSpan({0}, start);
+  arbiter.EndHousekeeping(1, kContext);
+  const auto after = arbiter.Activities();
+  EXPECT_GT(after[0].duty.since_start, 0);
+  EXPECT_LE(after[0].duty.since_start, 1);
+  EXPECT_EQ(after[1].housekeeping_running, 0);
 }
 
 TEST(GpuArbiter, AReservationKeepsHousekeepingOutEvenBesideSpans) {
@@ -261,9 +331,9 @@ TEST(GpuArbiter, AReservationKeepsHousekeepingOutEvenBesideSpans) {
   const auto job = arbiter.BeginSpan({0, 1}, GpuArbiter::SpanKind::kReservation);
   std::atomic<bool> kept{false};
   std::thread keeper([&] {
-    arbiter.BeginHousekeeping(1);
+    arbiter.BeginHousekeeping(1, kKernels);
     kept = true;
-    arbiter.EndHousekeeping(1);
+    arbiter.EndHousekeeping(1, kKernels);
   });
   std::this_thread::sleep_for(GpuArbiter::kHousekeepingPatience + 50ms);
   EXPECT_FALSE(kept);  // its GPUs are its own for its whole life

@@ -29,7 +29,7 @@ TEST(ServerModes, TextsAreTheFlagsOwn) {
   // --help lists these, in this order; /health and the worker's environment show them.
   EXPECT_EQ(FlagTexts(kDeviceFlag), (std::vector<std::string>{"cpu", "gpu"}));
   EXPECT_EQ(FlagTexts(kHousekeepingFlag),
-            (std::vector<std::string>{"outside-spans", "beside-spans"}));
+            (std::vector<std::string>{"outside-spans", "contexts-beside-spans", "beside-spans"}));
   EXPECT_EQ(FlagTexts(kSandboxFlag),
             (std::vector<std::string>{"namespaces", "bubblewrap", "none"}));
   EXPECT_EQ(FlagTexts(kSandboxNetworkFlag), (std::vector<std::string>{"none", "host"}));
