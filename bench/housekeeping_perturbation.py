@@ -9,9 +9,9 @@ one benchmark per request) in rounds, in this order in one run:
 
   quiet, churn, quiet, churn, quiet ...   (--quiet-runs quiet rounds, --churn-runs churn rounds)
 
-- quiet: nothing else on the server. Each request sleeps --settle-s after its setup so its
-  own replacement stand-by is ready before it times; a result whose span still overlapped
-  house-keeping (timing_spans.housekeeping_beside > 0) is retried.
+- quiet: nothing else on the server. Each request sleeps --settle-s after its setup (without
+  the GPU lease) so its own replacement stand-by is ready before it times; a result whose
+  span still overlapped house-keeping (timing_spans.housekeeping_beside > 0) is retried.
 - churn: --churners clients send trivial requests on fresh workers all the time, so stand-bys
   create contexts and retired workers destroy theirs beside the spans (the result counts them).
 
@@ -59,7 +59,9 @@ def timed_program(pattern: hp.Pattern, settle_s: float) -> Program:
     program = Program()
     kernel, arguments, helpers = hp.add_pattern(program, pattern)
     pause = program.upload(id="settle_module", kind="module", source=SETTLE)
-    program.run(id="settled", fn=program.get_function(id="settle", module=pause, name="settle"), args=[settle_s])
+    # cpu_only: the settle holds no GPU lease, so churning requests get the GPU meanwhile.
+    settle = program.get_function(id="settle", module=pause, name="settle", cpu_only=True)
+    program.run(id="settled", fn=settle, args=[settle_s])
     benchmark = program.get_function(id="benchmark", module=helpers, name="benchmark")
     timing = program.run(id="on", fn=benchmark, args=[kernel, *arguments, hp.cfg_for(pattern, "on")])
     program.return_(key="on", value=timing)
