@@ -2,7 +2,7 @@
 
     python bench/eval_mix.py [--candidates 100] [--concurrency 16] [--modes fresh,reused]
                              [--mix eval|seed] [--reference PYTHON] [--sandbox none|namespaces]
-                             [--housekeeping outside-spans|beside-spans] [--seed 0]
+                             [--housekeeping outside-spans|contexts-beside-spans|beside-spans] [--seed 0]
 
 Starts its own servers on free loopback ports, a CPU server and a GPU server per
 side and mode (ours; the reference kcoral==0.1.1 when --reference names a Python
@@ -430,9 +430,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--housekeeping",
-        choices=["outside-spans", "beside-spans"],
-        default="outside-spans",
-        help="ours: when stand-by workers may create and retire CUDA contexts",
+        choices=["outside-spans", "contexts-beside-spans", "beside-spans"],
+        default="contexts-beside-spans",
+        help="ours: when stand-by house-keeping may overlap timing spans (the server's default: contexts-beside-spans)",
     )
     args = parser.parse_args()
 

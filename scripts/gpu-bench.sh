@@ -6,8 +6,8 @@
 #   bash scripts/gpu-bench.sh roundtrip seed mix
 #
 #   roundtrip  trivial requests on fresh workers, concurrency 1 and 16 (35)
-#   seed       a saturating stream of the seed's benchmark request, under both
-#              house-keeping policies: evaluations per GPU-hour, duty cycle (120)
+#   seed       a saturating stream of the seed's benchmark request, under each
+#              house-keeping policy: evaluations per GPU-hour, duty cycle (180)
 #   mix        the evaluation mix, ours fresh and reused, and the reference
 #              fresh when .refwhl was carried (see gpu-env.sh) (about 300)
 #   blob       float32 tensors of 256 MiB and 1 GiB uploaded to the GPU, checked
@@ -29,7 +29,7 @@ for bench in "$@"; do
   case $bench in
     roundtrip) "$PY" bench/roundtrip.py --device gpu --sandbox namespaces --workers 8 --requests 100 --rounds 1 \
                  --concurrency 1,16 ;;
-    seed) for policy in outside-spans beside-spans; do
+    seed) for policy in outside-spans contexts-beside-spans beside-spans; do
             "$PY" bench/eval_mix.py --mix seed --candidates 64 --modes fresh --reference '' --sandbox namespaces \
               --housekeeping "$policy"
           done ;;
