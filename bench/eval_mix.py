@@ -431,8 +431,8 @@ def main() -> None:
     parser.add_argument(
         "--housekeeping",
         choices=["outside-spans", "contexts-beside-spans", "beside-spans"],
-        default="contexts-beside-spans",
-        help="ours: when stand-by house-keeping may overlap timing spans (the server's default: contexts-beside-spans)",
+        default="outside-spans",
+        help="ours: when stand-by house-keeping may overlap timing spans (the server's default: outside-spans)",
     )
     args = parser.parse_args()
 

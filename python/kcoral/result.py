@@ -50,7 +50,8 @@ class ProgramResult:
     error: dict[str, Any] | None = None
     gpu_ids: tuple[int, ...] = field(default=())
     # Its benchmarks' timing spans on a KCoral GPU server (docs/gpu-scheduling.md):
-    # {count, held_ms, waited_ms, housekeeping_beside}; None when nothing was timed.
+    # {count, held_ms, waited_ms, housekeeping_beside, foreign_processes: [{pid, name}]};
+    # None when nothing was timed.
     timing_spans: dict[str, Any] | None = None
 
     @property
@@ -501,14 +502,21 @@ def _parse_error(error: Any) -> dict[str, Any]:
 def _parse_timing_spans(spans: Any) -> dict[str, Any] | None:
     if spans is None:
         return None
-    if not isinstance(spans, dict) or set(spans) != {"count", "held_ms", "waited_ms", "housekeeping_beside"}:
-        raise ProtocolError("timing_spans must be an object of count, held_ms, waited_ms, housekeeping_beside")
+    keys = {"count", "held_ms", "waited_ms", "housekeeping_beside", "foreign_processes"}
+    if not isinstance(spans, dict) or set(spans) != keys:
+        raise ProtocolError("timing_spans must be an object of " + ", ".join(sorted(keys)))
     for key in ("count", "housekeeping_beside"):
         if not _is_int(spans[key]) or spans[key] < 0:
             raise ProtocolError(f"timing_spans.{key} must be a non-negative int")
     for key in ("held_ms", "waited_ms"):
         if _finite_number(spans, key) < 0:
             raise ProtocolError(f"timing_spans.{key} must not be negative")
+    foreign = spans["foreign_processes"]
+    if not isinstance(foreign, list) or not all(
+        isinstance(p, dict) and set(p) == {"pid", "name"} and _is_int(p["pid"]) and isinstance(p["name"], str)
+        for p in foreign
+    ):
+        raise ProtocolError("timing_spans.foreign_processes must be a list of {pid: int, name: str}")
     return dict(spans)
 
 

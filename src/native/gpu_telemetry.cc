@@ -5,7 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "native/cuda_status.h"
-#include "native/nvml_library.h"
+#include "base/nvml_library.h"
 #include "native/nvml_snapshot.h"
 
 namespace kc::native {

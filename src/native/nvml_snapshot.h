@@ -6,7 +6,7 @@
 
 #include "base/status.h"
 #include "native/gpu_snapshot.h"
-#include "native/nvml_library.h"
+#include "base/nvml_library.h"
 
 namespace kc::native {
 

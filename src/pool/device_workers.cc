@@ -76,6 +76,17 @@ void DeviceWorkers::RestartZygoteIfDue() {
 }
 
 StatusOr<nlohmann::json> DeviceWorkers::Start() {
+  if (lease_) {
+    // Without NVML's process list every result says so (a condition); the GPU still serves.
+    auto census = GpuCensus::ForGpu(spec_.gpu_uuid);
+    if (census.ok()) {
+      census_.emplace(std::move(*census));
+    } else {
+      census_unavailable_ = "the GPU's processes cannot be listed: " + census.status().message();
+      events_.Emit(EventLevel::kWarning, "gpu_census_unavailable",
+                   {{"device", spec_.name}, {"error", census.status().message()}});
+    }
+  }
   const auto deadline = Clock::now() + spawn_timeout_;
   auto started = StartWorker();
   if (!started.ok()) return started.status();

@@ -14,12 +14,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "base/clock.h"
 #include "pool/event_sink.h"
+#include "pool/gpu_census.h"
 #include "pool/gpu_lease.h"
 #include "pool/worker_process.h"
 #include "pool/zygote.h"
@@ -57,6 +59,10 @@ class DeviceWorkers {
 
   const DeviceSpec& spec() const { return spec_; }
   GpuLease* lease() { return lease_.get(); }
+  // Who holds this device's GPU (gpu_census.h); null on a CPU, or where NVML cannot say why:
+  // census_unavailable().
+  const GpuCensus* census() const { return census_ ? &*census_ : nullptr; }
+  const std::string& census_unavailable() const { return census_unavailable_; }
 
  private:
   // Forks from the zygote, or starts an interpreter where there is none.
@@ -80,6 +86,8 @@ class DeviceWorkers {
   EventSink& events_;
   GpuArbiter& arbiter_;
   std::unique_ptr<GpuLease> lease_;
+  std::optional<GpuCensus> census_;
+  std::string census_unavailable_;
   std::unique_ptr<Zygote> zygote_;  // spawner thread only (after Start), as are the two below
   std::chrono::seconds zygote_backoff_{1};
   Clock::time_point next_zygote_start_{};

@@ -15,12 +15,14 @@
 //   - kContext: a stand-by creating its CUDA context, first allocation and
 //     libraries' state, or a retired worker's context destroyed; no kernel;
 //   - kKernels: a stand-by's first kernels (CUPTI, the L2 flush buffer, warm-ups).
-// Kernels of another process share the GPU's time slices with a timed kernel
-// and move it (bench/housekeeping_perturbation.py: up to +12% on an L2-resident
-// kernel), so kKernels never runs beside a timing span but under kBesideSpans.
-// Context work was measured not to move timed medians over the honest corpus,
-// so the default (kContextsBesideSpans) lets it run beside spans; kOutsideSpans
-// keeps it out too. Excluded kinds and spans wait for each other: a span waits
+// What each does to a timed kernel was measured over the honest corpus on an
+// H200 (docs/gpu-scheduling.md, bench/housekeeping_perturbation.py): kernels of
+// another process share the GPU's time slices and move medians (up to +12% on an
+// L2-resident kernel); context work beside spans left medians within about 1%
+// but moved tails (an L2-resident kernel's p99 +11%). So the default,
+// kOutsideSpans, keeps both out; kContextsBesideSpans lets contexts through
+// (82% duty against 51% on a saturating stream), kBesideSpans both (91%): an
+// operator's choice, never hidden. Excluded kinds and spans wait for each other: a span waits
 // for running excluded house-keeping to end, and new house-keeping waits while
 // a span that excludes it runs or waits, unless it has waited
 // kHousekeepingPatience; then spans wait for it, and every job of that kind
@@ -58,7 +60,7 @@ enum class HousekeepingKind { kContext, kKernels };
 class GpuArbiter {
  public:
   GpuArbiter(const std::vector<int>& gpu_indices,
-             HousekeepingPolicy policy = HousekeepingPolicy::kContextsBesideSpans);
+             HousekeepingPolicy policy = HousekeepingPolicy::kOutsideSpans);
 
   // Blocks until `holder` holds every GPU of `gpus` (distinct, known). Returns
   // false, holding nothing and queued nowhere, if `give_up` (checked every

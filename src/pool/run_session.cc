@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -183,12 +184,30 @@ RunSession::Step RunSession::OnSpanBegin() {
     span_since_ = Clock::now();
     result_.span_wait_ms += ToMilliseconds(span_->waited);
     ++result_.spans;
+    TakeCensus();
   }
   return Grant(ipc::MessageType::kSpanGranted);
 }
 
+// Who else holds the GPU, at each end of a span (gpu_census.h).
+void RunSession::TakeCensus() {
+  if (request_.census == nullptr) {
+    result_.census_unavailable = request_.census_unavailable;
+    return;
+  }
+  CensusReading reading = request_.census->Take(worker_.child.pid());
+  if (!reading.meaningful) result_.census_unavailable = reading.reason_if_not;
+  for (GpuHolder& holder : reading.foreign) {
+    auto& seen = result_.foreign_gpu_holders;
+    const bool known = std::any_of(seen.begin(), seen.end(),
+                                   [&](const GpuHolder& h) { return h.pid == holder.pid; });
+    if (!known) seen.push_back(std::move(holder));
+  }
+}
+
 void RunSession::OnSpanEnd() {
   if (!span_) return;
+  TakeCensus();
   result_.housekeeping_beside_spans += lease_->lease().EndSpan(*span_);
   result_.span_held_ms += ToMilliseconds(Clock::now() - span_since_);
   span_.reset();

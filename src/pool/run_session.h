@@ -60,6 +60,7 @@ class RunSession {
   Step OnLeaseRelease();
   Step OnSpanBegin();
   void OnSpanEnd();
+  void TakeCensus();
   void OnInstruction(const ipc::Frame& frame);
   void OnInstructionEnd();
   Step OnOutcome(ipc::Frame& frame, Pipes& pipes);

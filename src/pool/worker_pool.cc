@@ -124,6 +124,8 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
   const auto started = Clock::now();
   if (job.gpu_count > 0) return RunReservedJob(seat, job, started);
   job.run.lease = device.lease();
+  job.run.census = device.census();
+  job.run.census_unavailable = device.census_unavailable();
   job.run.lease_mode = job.run.lease != nullptr ? LeaseMode::kShared : LeaseMode::kNone;
   JobResult result;
   // A worker that died before it took the request (killed in stand-by, its

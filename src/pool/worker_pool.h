@@ -46,7 +46,7 @@ struct PoolOptions {
   std::chrono::seconds spawn_timeout{60};
   WorkerLaunch launch;
   bool use_zygote = true;  // fork workers from a prepared process (zygote.h)
-  HousekeepingPolicy housekeeping = HousekeepingPolicy::kContextsBesideSpans;  // gpu_arbiter.h
+  HousekeepingPolicy housekeeping = HousekeepingPolicy::kOutsideSpans;  // gpu_arbiter.h
   SandboxOptions sandbox;                                               // worker_setup.h
   WorkspaceHooks* hooks = nullptr;  // optional; outlives the pool
 };

@@ -25,6 +25,7 @@
 #include "ipc/worker_settings.h"
 #include "pool/cancel_flag.h"
 #include "pool/child_process.h"
+#include "pool/gpu_census.h"
 #include "pool/gpu_lease.h"
 #include "pool/worker_setup.h"
 
@@ -69,6 +70,10 @@ struct RunRequest {
   std::chrono::nanoseconds timeout{0};
   LeaseMode lease_mode = LeaseMode::kNone;
   GpuLease* lease = nullptr;                 // kShared: the seat's lease
+  // kShared: who holds the lease's GPU at each span's ends; null where NVML cannot say (the
+  // reason is in census_unavailable).
+  const GpuCensus* census = nullptr;
+  std::string census_unavailable;
   std::shared_ptr<const CancelFlag> cancel;  // raised: kill the worker, end kCancelled
 };
 
@@ -104,6 +109,10 @@ struct RunResult {
   double span_held_ms = 0;
   double span_wait_ms = 0;
   uint64_t housekeeping_beside_spans = 0;
+  // Processes outside this server that held the GPU at a span's start or end (gpu_census.h),
+  // each once; and why the census could not tell processes apart, if it could not.
+  std::vector<GpuHolder> foreign_gpu_holders;
+  std::string census_unavailable;
   // Each instruction's wall time as the server saw it (its instruction to its
   // instruction_end frame), the part of it spent waiting for the GPU lease, and
   // whether the run held the lease when it ended: where a run's time and its

@@ -141,11 +141,11 @@ int main(int argc, char** argv) {
                  "GPU servers: when stand-by workers may set up their CUDA context and run their\n"
                  "first kernels, and retired ones destroy their context, against the timing spans\n"
                  "of benchmarks on that GPU (docs/gpu-scheduling.md).\n"
-                 "contexts-beside-spans (default): contexts created and destroyed at any time;\n"
-                 "  first kernels never while a span times (kernels of another process move a\n"
-                 "  timed kernel; context work was measured not to)\n"
-                 "outside-spans: neither while a span times (a span waits for them, they for it)\n"
-                 "beside-spans: both at any time.\n"
+                 "outside-spans (default): neither while a span times (a span waits for them,\n"
+                 "  they for it): timed medians and tails as on a quiet GPU\n"
+                 "contexts-beside-spans: contexts created and destroyed at any time, first\n"
+                 "  kernels never while a span times; busier GPU, tails of tiny kernels move\n"
+                 "beside-spans: both at any time; busiest GPU, medians of tiny kernels move.\n"
                  "Every result says how many ran beside its spans (timing_spans.housekeeping_beside)")
       ->envname("KCORAL_HOUSEKEEPING")
       ->check(CLI::IsMember(FlagTexts(kc::server::kHousekeepingFlag)));

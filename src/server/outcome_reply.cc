@@ -18,6 +18,30 @@ namespace {
 using protocol::JsonValue;
 using protocol::JsonWriter;
 
+// What the server saw around the request's timing spans, for every verified benchmark record
+// (docs/benchmark-integrity.md "Flags and conditions"). A request's spans are one account:
+// a finding of any span is reported on each of its benchmarks.
+std::vector<std::string> SpanFlags(const pool::RunResult& run) {
+  std::vector<std::string> flags;
+  for (const auto& holder : run.foreign_gpu_holders) {
+    flags.push_back("gpu: a process outside this server held the GPU during a timing span: pid " +
+                    std::to_string(holder.pid) + " (" + holder.name + ")");
+  }
+  return flags;
+}
+
+std::vector<std::string> SpanConditions(const pool::RunResult& run) {
+  std::vector<std::string> conditions;
+  if (run.housekeeping_beside_spans > 0) {
+    conditions.push_back("gpu: this server's own house-keeping ran beside the timing spans (" +
+                         std::to_string(run.housekeeping_beside_spans) +
+                         " stand-by or retired workers' CUDA contexts created or destroyed; "
+                         "timing_spans.housekeeping_beside)");
+  }
+  if (!run.census_unavailable.empty()) conditions.push_back("gpu: " + run.census_unavailable);
+  return conditions;
+}
+
 const char* OpName(protocol::Op op) {
   switch (op) {
     case protocol::Op::kUpload:
@@ -69,7 +93,11 @@ void BeginOutcomeBody(JsonWriter& writer, std::string_view status, const std::st
         .Double(result.run.span_wait_ms)
         .Key("housekeeping_beside")
         .Int(static_cast<int64_t>(result.run.housekeeping_beside_spans))
-        .EndObject();
+        .Key("foreign_processes")
+        .BeginArray();
+    for (const auto& holder : result.run.foreign_gpu_holders)
+      writer.BeginObject().Key("pid").Int(holder.pid).Key("name").String(protocol::ToValidUtf8(holder.name)).EndObject();
+    writer.EndArray().EndObject();
   }
   if (!result.gpu_ids.empty()) {  // only for options.gpu_count, and always together
     writer.Key("gpu_ids").BeginArray();
@@ -187,7 +215,8 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
   }
   // Sealed benchmark results are checked here, with the key of the worker that ran this request.
   if (MayHoldIntegrity(result.run.outcome_json)) {
-    VerifySealedResults(*results, {context.request_id, result.run.seal_key, context.program});
+    VerifySealedResults(*results, {context.request_id, result.run.seal_key, context.program,
+                                   SpanFlags(result.run), SpanConditions(result.run)});
   }
 
   std::string json;

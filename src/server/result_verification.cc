@@ -162,6 +162,9 @@ class Verifier {
     Remove(fields, "verified");
     const bool altered = !SameValue(node, *record);
 
+    // altered_after_timing compares what the worker sealed, before the server's additions.
+    Append(record_integrity, "flags", check_.flags);
+    Append(record_integrity, "conditions", check_.conditions);
     const JsonValue* flags = record_integrity.Find("flags");
     const JsonValue* flag_items = flags != nullptr ? flags->Find("value") : nullptr;
     const bool trusted = flag_items != nullptr && flag_items->is_array() && flag_items->size() == 0;
@@ -197,6 +200,17 @@ class Verifier {
       return std::nullopt;
     }
     return record;
+  }
+
+  // Adds `texts` as string nodes to the array node `key` of `fields` (made if missing; left
+  // alone if it is not an array: the flags check then finds it untrusted anyway).
+  static void Append(JsonValue& fields, std::string_view key, const std::vector<std::string>& texts) {
+    if (texts.empty()) return;
+    if (fields.Find(key) == nullptr) Set(fields, key, Node("array", JsonValue::Array()));
+    JsonValue* items = fields.Find(key)->Find("value");
+    if (items == nullptr || !items->is_array()) return;
+    for (const std::string& text : texts)
+      items->array().push_back(StringNode(text));
   }
 
   bool Refuse(JsonValue& integrity, std::string reason) {

@@ -8,7 +8,8 @@
 //   - verified: integrity is an object with string record and seal, the seal is the record's
 //     MAC under this worker's key (constant-time compare), the record reads as a value tree and
 //     its integrity.request_id is this request's id. The node is replaced by the record, whose
-//     integrity gains verified: true, trusted: (its flags are empty), altered_after_timing: (the
+//     integrity.flags and .conditions gain the server's (SealCheck), and which gains
+//     verified: true, trusted: (its flags are empty), altered_after_timing: (the
 //     returned node, less record/seal/verified, differs from the record) and provenance:
 //     {instruction_id, uploads: {upload id: sha256 of its blob or module source}}, taken from
 //     the server's own view of the program. record and seal do not reach the client.
@@ -18,7 +19,9 @@
 // So no object a program makes reaches the client with integrity.verified true.
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "protocol/json_value.h"
 #include "protocol/program.h"
@@ -29,6 +32,10 @@ struct SealCheck {
   std::string_view request_id;
   std::string_view seal_key;  // 32 raw bytes; empty: no seal verifies
   const protocol::Program* program;
+  // The server's own findings about the request's timing spans (pool/gpu_census.h), added to
+  // every verified record's integrity.flags and integrity.conditions before trusted is set.
+  std::vector<std::string> flags = {};
+  std::vector<std::string> conditions = {};
 };
 
 // False when `outcome_json` cannot hold an object key "integrity": the word is absent and so is

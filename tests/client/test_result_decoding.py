@@ -152,8 +152,10 @@ def test_gpu_ids_and_gpu_count():
 
 
 def test_timing_spans():
-    spans = {"count": 1, "held_ms": 131.5, "waited_ms": 0.0, "housekeeping_beside": 2}
+    spans = {"count": 1, "held_ms": 131.5, "waited_ms": 0.0, "housekeeping_beside": 2, "foreign_processes": []}
     assert decode_json(outcome(timing_spans=spans)).timing_spans == spans
+    foreign = {**spans, "foreign_processes": [{"pid": 4242, "name": "python3"}]}
+    assert decode_json(outcome(timing_spans=foreign)).timing_spans == foreign
     assert decode_json(outcome()).timing_spans is None
     for bad in (
         {**spans, "count": -1},
@@ -161,6 +163,8 @@ def test_timing_spans():
         {**spans, "housekeeping_beside": 1.5},
         {"count": 1},
         {**spans, "extra": 0},
+        {**spans, "foreign_processes": [{"pid": "4242", "name": "python3"}]},
+        {**spans, "foreign_processes": {}},
         [1],
     ):
         with pytest.raises(ProtocolError):

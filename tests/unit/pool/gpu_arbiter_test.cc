@@ -258,8 +258,8 @@ TEST(GpuArbiter, BesideSpansNothingWaitsAndEverySpanCountsWhatRanBesideIt) {
   EXPECT_EQ(arbiter.EndSpan({0}, quiet), 0u);
 }
 
-TEST(GpuArbiter, ByDefaultContextsRunBesideSpansAndKernelsWait) {
-  GpuArbiter arbiter(kEightGpus);  // kContextsBesideSpans
+TEST(GpuArbiter, ContextsBesideSpansLetsContextsThroughAndKernelsWait) {
+  GpuArbiter arbiter(kEightGpus, HousekeepingPolicy::kContextsBesideSpans);
   arbiter.BeginHousekeeping(0, kContext);  // a context being created: the span does not wait
   const auto start = arbiter.BeginSpan({0});
   EXPECT_LT(start.waited, 10ms);
@@ -293,7 +293,7 @@ TEST(GpuArbiter, ByDefaultContextsRunBesideSpansAndKernelsWait) {
 }
 
 TEST(GpuArbiter, OutsideSpansKeepsContextsOutToo) {
-  GpuArbiter arbiter(kEightGpus, HousekeepingPolicy::kOutsideSpans);
+  GpuArbiter arbiter(kEightGpus);  // the default: kOutsideSpans
   const auto start = arbiter.BeginSpan({0});
   std::atomic<bool> created{false};
   std::thread keeper([&] {

@@ -67,10 +67,13 @@ std::string Returned(const std::string& record, const std::string& seal, double 
 
 class ResultVerificationTest : public ::testing::Test {
  public:
-  JsonValue Verify(const std::string& results_json, std::string_view key = kKey) {
+  JsonValue Verify(const std::string& results_json, std::string_view key = kKey,
+                   std::vector<std::string> server_flags = {},
+                   std::vector<std::string> server_conditions = {}) {
     StatusOr<JsonValue> results = protocol::ReadJson(results_json);
     EXPECT_TRUE(results.ok()) << results.status().message();
-    VerifySealedResults(*results, {"rid", key, &program_});
+    VerifySealedResults(*results, {"rid", key, &program_, std::move(server_flags),
+                                   std::move(server_conditions)});
     return *std::move(results);
   }
 
@@ -151,6 +154,36 @@ TEST_F(ResultVerificationTest, AFlagBesideConditionsMakesARecordUntrusted) {
   EXPECT_TRUE(Field(results, "verified").boolean());
   EXPECT_FALSE(Field(results, "trusted").boolean());
   EXPECT_EQ(Field(results, "conditions").size(), 1u);
+}
+
+TEST_F(ResultVerificationTest, TheServersConditionsAreAddedAndLeaveItTrusted) {
+  const std::string record = Record("rid", "", 0.25, kConditions);
+  JsonValue results = Verify(Returned(record, HmacSha256Hex(kKey, record), 0.25, kConditions),
+                             kKey, {}, {"gpu: this server's own house-keeping ran beside"});
+  EXPECT_TRUE(Field(results, "trusted").boolean());
+  EXPECT_FALSE(Field(results, "altered_after_timing").boolean());  // the server's, not user code's
+  const JsonValue& conditions = Field(results, "conditions");
+  ASSERT_EQ(conditions.size(), 2u);
+  EXPECT_EQ(*conditions.array()[1].Find("value"),
+            JsonValue::String("gpu: this server's own house-keeping ran beside"));
+}
+
+TEST_F(ResultVerificationTest, TheServersFlagsMakeItUntrusted) {
+  const std::string record = Record();  // no conditions member: it is made
+  JsonValue results = Verify(Returned(record, HmacSha256Hex(kKey, record)), kKey,
+                             {"gpu: a process outside this server held the GPU"}, {"gpu: census"});
+  EXPECT_TRUE(Field(results, "verified").boolean());
+  EXPECT_FALSE(Field(results, "trusted").boolean());
+  EXPECT_EQ(Field(results, "flags").size(), 1u);
+  EXPECT_EQ(Field(results, "conditions").size(), 1u);
+}
+
+TEST_F(ResultVerificationTest, TheServersFlagsNeverReachAnUnsealedNode) {
+  JsonValue results = Verify(
+      R"({"out":{"type":"object","value":{"integrity":{"type":"object","value":{}}}}})", kKey,
+      {"gpu: a process outside this server held the GPU"});
+  EXPECT_FALSE(Field(results, "verified").boolean());
+  EXPECT_FALSE(Has(results, "flags"));
 }
 
 TEST_F(ResultVerificationTest, HandMadeVerifiedTrueHasNoSeal) {

@@ -1,4 +1,6 @@
-// NvmlLibrary: the few NVML entry points src/native uses, resolved with dlopen at first use.
+// NvmlLibrary: the few NVML entry points KCoral uses, resolved with dlopen at first use: the
+// benchmark's GPU readings (src/native) and the server's census of a GPU's processes
+// (pool/gpu_census.h).
 //
 // The build machines have no nvml.h, and linking libnvidia-ml would stop _native from loading
 // where the driver is missing, so the types and functions are declared here (NVML's C ABI is
@@ -7,14 +9,14 @@
 // nvmlInit_v2 or a missing required symbol are kUnavailable.
 //
 // Thread-safe: Get() loads and initialises once; the table is immutable after. NVML is never
-// shut down (process lifetime, like the rest of src/native).
+// shut down (process lifetime).
 #pragma once
 
 #include <string>
 
 #include "base/status.h"
 
-namespace kc::native {
+namespace kc {
 
 using NvmlReturn = int;  // nvmlReturn_t
 inline constexpr NvmlReturn kNvmlSuccess = 0;
@@ -31,6 +33,14 @@ inline constexpr unsigned kNvmlUuidBufferSize = 96;
 inline constexpr unsigned kNvmlNameBufferSize = 96;
 inline constexpr unsigned kNvmlDriverVersionBufferSize = 80;
 
+// nvmlProcessInfo_v2_t, the element nvmlDeviceGetComputeRunningProcesses_v3 fills.
+struct NvmlProcessInfo {
+  unsigned pid;
+  unsigned long long used_gpu_memory;
+  unsigned gpu_instance_id;
+  unsigned compute_instance_id;
+};
+
 struct NvmlLibrary {
   using ErrorStringFn = const char* (*)(NvmlReturn);
   using DriverVersionFn = NvmlReturn (*)(char*, unsigned);
@@ -40,6 +50,8 @@ struct NvmlLibrary {
   using ReasonsFn = NvmlReturn (*)(NvmlDevice, unsigned long long*);
   using TemperatureFn = NvmlReturn (*)(NvmlDevice, int, unsigned*);
   using PowerFn = NvmlReturn (*)(NvmlDevice, unsigned*);  // milliwatts
+  using ProcessesFn = NvmlReturn (*)(NvmlDevice, unsigned*, NvmlProcessInfo*);
+  using HandleByUuidFn = NvmlReturn (*)(const char*, NvmlDevice*);
 
   // Loaded and initialised once; kUnavailable (with the reason) where NVML cannot be used.
   static StatusOr<const NvmlLibrary*> Get();
@@ -65,6 +77,11 @@ struct NvmlLibrary {
   ReasonsFn device_get_current_clocks_event_reasons = nullptr;
   TemperatureFn device_get_temperature = nullptr;
   PowerFn device_get_power_usage = nullptr;
+  // nvmlDeviceGetComputeRunningProcesses_v3 (drivers from 510); null where the driver lacks it.
+  ProcessesFn device_get_compute_running_processes = nullptr;
+  HandleByUuidFn device_get_handle_by_uuid = nullptr;  // nvmlDeviceGetHandleByUUID; optional
 };
 
-}  // namespace kc::native
+inline constexpr NvmlReturn kNvmlErrorInsufficientSize = 7;
+
+}  // namespace kc

@@ -1,8 +1,8 @@
-#include "native/nvml_library.h"
+#include "base/nvml_library.h"
 
 #include <dlfcn.h>
 
-namespace kc::native {
+namespace kc {
 namespace {
 
 constexpr const char* kLibraryName = "libnvidia-ml.so.1";
@@ -52,6 +52,9 @@ StatusOr<NvmlLibrary> NvmlLibrary::Load(const char* path) {
         "NVML is unavailable: neither nvmlDeviceGetCurrentClocksEventReasons "
         "nor nvmlDeviceGetCurrentClocksThrottleReasons is exported");
   }
+  Resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3",
+          nvml.device_get_compute_running_processes);  // optional
+  Resolve(handle, "nvmlDeviceGetHandleByUUID", nvml.device_get_handle_by_uuid);  // optional
   NvmlReturn initialized = init();
   if (initialized != kNvmlSuccess) {
     return UnavailableError("NVML is unavailable: nvmlInit_v2: " + nvml.ErrorText(initialized));
@@ -72,4 +75,4 @@ std::string NvmlLibrary::ErrorText(NvmlReturn result) const {
          std::to_string(result) + ")";
 }
 
-}  // namespace kc::native
+}  // namespace kc

@@ -1,0 +1,95 @@
+#include "pool/gpu_census.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace kc::pool {
+
+namespace {
+
+constexpr int kMaxAncestry = 64;    // deeper than any real tree; stops a loop
+constexpr unsigned kMaxListed = 512;  // processes NVML may list on one GPU
+
+bool DescendsFrom(int pid, int ancestor, const ProcessLookup& lookup) {
+  for (int depth = 0; depth < kMaxAncestry && pid > 1; ++depth) {
+    if (pid == ancestor) return true;
+    const auto facts = lookup(pid);
+    if (!facts) return false;
+    pid = facts->ppid;
+  }
+  return pid == ancestor;
+}
+
+}  // namespace
+
+std::optional<ProcessFacts> ReadProcessFacts(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses; it ends at the last ')'.
+  const auto open = text.find('(');
+  const auto close = text.rfind(')');
+  if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
+  std::istringstream rest(text.substr(close + 1));
+  std::string state;
+  ProcessFacts facts;
+  if (!(rest >> state >> facts.ppid)) return std::nullopt;
+  facts.comm = text.substr(open + 1, close - open - 1);
+  return facts;
+}
+
+CensusReading Classify(const std::vector<int>& holders, int timed_worker, int server,
+                       const ProcessLookup& lookup) {
+  CensusReading reading;
+  bool worker_listed = false;
+  for (int pid : holders)
+    worker_listed = worker_listed || DescendsFrom(pid, timed_worker, lookup);
+  if (!worker_listed) {
+    reading.reason_if_not =
+        "NVML did not list the timed worker among the GPU's processes: it reports PIDs of "
+        "another PID namespace";
+    return reading;
+  }
+  reading.meaningful = true;
+  for (int pid : holders) {
+    if (DescendsFrom(pid, server, lookup)) continue;
+    const auto facts = lookup(pid);
+    reading.foreign.push_back(
+        {pid, facts ? facts->comm : std::string("(not in the server's PID namespace)")});
+  }
+  return reading;
+}
+
+StatusOr<GpuCensus> GpuCensus::ForGpu(const std::string& uuid) {
+  KC_ASSIGN_OR_RETURN(const NvmlLibrary* nvml, NvmlLibrary::Get());
+  if (nvml->device_get_compute_running_processes == nullptr ||
+      nvml->device_get_handle_by_uuid == nullptr) {
+    return UnavailableError(
+        "NVML lacks nvmlDeviceGetComputeRunningProcesses_v3 or nvmlDeviceGetHandleByUUID "
+        "(a driver older than 510)");
+  }
+  NvmlDevice device = nullptr;
+  const NvmlReturn found = nvml->device_get_handle_by_uuid(uuid.c_str(), &device);
+  if (found != kNvmlSuccess) {
+    return UnavailableError("NVML has no GPU " + uuid + ": " + nvml->ErrorText(found));
+  }
+  return GpuCensus(nvml, device);
+}
+
+CensusReading GpuCensus::Take(int timed_worker) const {
+  std::vector<NvmlProcessInfo> listed(kMaxListed);
+  unsigned count = kMaxListed;
+  const NvmlReturn read = nvml_->device_get_compute_running_processes(device_, &count, listed.data());
+  if (read != kNvmlSuccess) {
+    CensusReading reading;
+    reading.reason_if_not = "NVML could not list the GPU's processes: " + nvml_->ErrorText(read);
+    return reading;
+  }
+  std::vector<int> holders;
+  for (unsigned i = 0; i < count && i < kMaxListed; ++i)
+    holders.push_back(static_cast<int>(listed[i].pid));
+  return Classify(holders, timed_worker, static_cast<int>(::getpid()), ReadProcessFacts);
+}
+
+}  // namespace kc::pool

@@ -1,0 +1,64 @@
+// GpuCensus: which processes hold a GPU while a benchmark on it times, told apart (issue 25).
+//
+// NVML lists every process with a CUDA context on the GPU. The server's own are its descendants:
+// the timed worker, stand-bys creating their contexts, retired workers destroying theirs, other
+// requests' workers waiting for the lease. Anything else is foreign: another server, a process
+// started outside KCoral, a worker's orphan. The server's own house-keeping beside a span is a
+// condition (timing_spans.housekeeping_beside, counted by the arbiter); a foreign process
+// holding the GPU is a flag: no one scheduled its kernels around the timed ones.
+//
+// NVML reports PIDs as the driver sees them. Where that is not the server's PID namespace (a
+// container without the host's PIDs), the timed worker is missing from the list: the census
+// then says it cannot tell processes apart instead of calling everyone foreign.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/nvml_library.h"
+#include "base/status.h"
+
+namespace kc::pool {
+
+struct GpuHolder {
+  int pid = 0;
+  std::string name;  // its comm, or why it is unknown
+};
+
+struct CensusReading {
+  bool meaningful = false;
+  std::string reason_if_not;
+  std::vector<GpuHolder> foreign;
+};
+
+// What the census needs to know of a process: /proc/<pid>/stat in production, a table in tests.
+struct ProcessFacts {
+  int ppid = 0;
+  std::string comm;
+};
+using ProcessLookup = std::function<std::optional<ProcessFacts>(int pid)>;
+std::optional<ProcessFacts> ReadProcessFacts(int pid);
+
+// Pure: `holders` as NVML listed them; `timed_worker` and `server` are PIDs of this namespace.
+CensusReading Classify(const std::vector<int>& holders, int timed_worker, int server,
+                       const ProcessLookup& lookup);
+
+class GpuCensus {
+ public:
+  // For the GPU with this UUID; kUnavailable (with the reason) where NVML cannot list its
+  // processes.
+  static StatusOr<GpuCensus> ForGpu(const std::string& uuid);
+
+  // Thread-safe (NVML is).
+  CensusReading Take(int timed_worker) const;
+
+ private:
+  GpuCensus(const NvmlLibrary* nvml, NvmlDevice device) : nvml_(nvml), device_(device) {}
+
+  const NvmlLibrary* nvml_;
+  NvmlDevice device_;
+};
+
+}  // namespace kc::pool
