@@ -55,6 +55,7 @@ def settle(seconds):
     return 0
 """
 
+
 def timed_program(pattern: hp.Pattern, settle_s: float) -> Program:
     program = Program()
     kernel, arguments, helpers = hp.add_pattern(program, pattern)
@@ -66,6 +67,7 @@ def timed_program(pattern: hp.Pattern, settle_s: float) -> Program:
     timing = program.run(id="on", fn=benchmark, args=[kernel, *arguments, hp.cfg_for(pattern, "on")])
     program.return_(key="on", value=timing)
     return program
+
 
 def time_pattern(client: Client, pattern: hp.Pattern, settle_s: float, quiet: bool) -> dict:
     """One request; quiet ones are retried (up to 3 times) while house-keeping overlapped the span."""
@@ -87,6 +89,7 @@ def time_pattern(client: Client, pattern: hp.Pattern, settle_s: float, quiet: bo
                 "retries": attempt,
             }
     raise AssertionError("unreachable")
+
 
 class ServerChurn:
     """--churners clients sending trivial fresh requests until stopped."""
@@ -111,6 +114,7 @@ class ServerChurn:
         self.stop.set()
         for thread in self.threads:
             thread.join()
+
 
 class PartChurn:
     """bench/gpu_churn.py PART in its own process group, stopped by SIGTERM."""
@@ -142,6 +146,7 @@ class PartChurn:
         done = [line for line in out.splitlines() if line.startswith("done ")]
         self.count = int(done[-1].split()[1]) if done else None
 
+
 def run_round(client: Client, patterns: list, settle_s: float, quiet: bool, label: str) -> dict:
     out = {}
     started = time.monotonic()
@@ -149,6 +154,7 @@ def run_round(client: Client, patterns: list, settle_s: float, quiet: bool, labe
         out[pattern.name] = time_pattern(client, pattern, settle_s, quiet)
     print(f">> {label}: {len(patterns)} patterns in {time.monotonic() - started:.0f} s", flush=True)
     return out
+
 
 def judge(quiet: list, busy: list) -> dict:
     """quiet, busy: one dict per round for one pattern. Issue 25's criteria."""
@@ -178,6 +184,7 @@ def judge(quiet: list, busy: list) -> dict:
         "trusted": all(r["trusted"] for r in quiet + busy),
     }
 
+
 def print_table(title: str, verdicts: dict) -> None:
     print(f"\n{title}")
     header = (
@@ -201,6 +208,7 @@ def print_table(title: str, verdicts: dict) -> None:
     held = sum(1 for v in verdicts.values() if "error" not in v and v["median_ok"] and v["p99_ok"])
     print(f"{held}/{len(verdicts)} patterns within the criteria")
 
+
 def verdicts_of(rounds: list, patterns: list) -> dict:
     out = {}
     for pattern in patterns:
@@ -209,6 +217,7 @@ def verdicts_of(rounds: list, patterns: list) -> dict:
         failed = [x for x in quiet + busy if "error" in x]
         out[pattern.name] = {"error": failed[0]["error"]} if failed else judge(quiet, busy)
     return out
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -256,12 +265,16 @@ def main() -> None:
             report["rounds"] = rounds
             if rounds:
                 report["verdicts"] = verdicts_of(rounds, patterns)
-                print_table("Fresh workers churning beside the spans (the server's own house-keeping)", report["verdicts"])
+                print_table(
+                    "Fresh workers churning beside the spans (the server's own house-keeping)", report["verdicts"]
+                )
 
             parts = [p for p in args.parts.split(",") if p]
             report["parts"] = {}
             for part in parts:
-                part_rounds = [{"kind": "quiet", "results": run_round(client, part_patterns, args.settle_s, True, "quiet")}]
+                part_rounds = [
+                    {"kind": "quiet", "results": run_round(client, part_patterns, args.settle_s, True, "quiet")}
+                ]
                 with PartChurn(part, args.gpu) as churn:
                     busy = run_round(client, part_patterns, args.settle_s, True, f"part {part}")
                 part_rounds.append({"kind": part, "results": busy})
@@ -273,11 +286,14 @@ def main() -> None:
                 )
                 report["parts"][part] = {"rounds": part_rounds, "operations": churn.count}
                 report["parts"][part]["verdicts"] = verdicts_of(part_rounds, part_patterns)
-                print_table(f"{part} alone beside the spans ({churn.count} operations)", report["parts"][part]["verdicts"])
+                print_table(
+                    f"{part} alone beside the spans ({churn.count} operations)", report["parts"][part]["verdicts"]
+                )
     finally:
         server.stop()
         if args.json:
             Path(args.json).write_text(json.dumps(report, indent=1))
+
 
 if __name__ == "__main__":
     main()

@@ -161,8 +161,10 @@ def main() -> None:
         print(f"{'step (ms)':18} {'together p50':>12} {'max':>8} {'alone p50':>12} {'max':>8}")
         for name in STEPS:
             print(f"{name:18} {describe([r[name] for r in together]):>21} {describe([r[name] for r in alone]):>21}")
-        print(f"{'total':18} {describe([sum(r.values()) for r in together]):>21} "
-              f"{describe([sum(r.values()) for r in alone]):>21}")
+        print(
+            f"{'total':18} {describe([sum(r.values()) for r in together]):>21} "
+            f"{describe([sum(r.values()) for r in alone]):>21}"
+        )
         print(f"{'retirement':18} {describe(retired_together):>21} {describe(retired_alone):>21}")
     if args.json:
         with open(args.json, "w") as out:

@@ -53,7 +53,7 @@ StatusOr<NvmlLibrary> NvmlLibrary::Load(const char* path) {
         "nor nvmlDeviceGetCurrentClocksThrottleReasons is exported");
   }
   Resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3",
-          nvml.device_get_compute_running_processes);  // optional
+          nvml.device_get_compute_running_processes);                            // optional
   Resolve(handle, "nvmlDeviceGetHandleByUUID", nvml.device_get_handle_by_uuid);  // optional
   NvmlReturn initialized = init();
   if (initialized != kNvmlSuccess) {

@@ -4,8 +4,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "native/cuda_status.h"
 #include "base/nvml_library.h"
+#include "native/cuda_status.h"
 #include "native/nvml_snapshot.h"
 
 namespace kc::native {

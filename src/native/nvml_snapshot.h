@@ -4,9 +4,9 @@
 
 #include <string>
 
+#include "base/nvml_library.h"
 #include "base/status.h"
 #include "native/gpu_snapshot.h"
-#include "base/nvml_library.h"
 
 namespace kc::native {
 

@@ -26,8 +26,8 @@ StatusOr<std::unique_ptr<WorkerProcess>> DeviceWorkers::Prepare(
     std::unique_ptr<WorkerProcess> worker, Clock::time_point deadline) {
   KC_RETURN_IF_ERROR(worker->AwaitReady(deadline));
   if (lease_) {
-    KC_RETURN_IF_ERROR(Housekeeping(HousekeepingKind::kContext,
-                                    [&] { return worker->Initialize(deadline); }));
+    KC_RETURN_IF_ERROR(
+        Housekeeping(HousekeepingKind::kContext, [&] { return worker->Initialize(deadline); }));
     KC_RETURN_IF_ERROR(
         Housekeeping(HousekeepingKind::kKernels, [&] { return worker->WarmUp(deadline); }));
   }

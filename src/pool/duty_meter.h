@@ -28,10 +28,10 @@ class DutyMeter {
   void SpanEnded(int64_t now_ns);
 
   struct Reading {
-    double inside_seconds = 0;   // since the start
-    double since_start = 0;      // inside_seconds / the time since the start, in [0, 1]
-    double last_window = 0;      // the fraction of the last kWindow (or less, early on)
-    double window_seconds = 0;   // that window's length
+    double inside_seconds = 0;  // since the start
+    double since_start = 0;     // inside_seconds / the time since the start, in [0, 1]
+    double last_window = 0;     // the fraction of the last kWindow (or less, early on)
+    double window_seconds = 0;  // that window's length
   };
   Reading Read(int64_t now_ns) const;
 
@@ -43,9 +43,9 @@ class DutyMeter {
 
   const int64_t started_ns_;
   int depth_ = 0;
-  int64_t open_since_ns_ = 0;       // valid while depth_ > 0
-  int64_t closed_inside_ns_ = 0;    // every closed interval, since the start
-  std::deque<Interval> recent_;     // closed intervals that may reach into the window
+  int64_t open_since_ns_ = 0;     // valid while depth_ > 0
+  int64_t closed_inside_ns_ = 0;  // every closed interval, since the start
+  std::deque<Interval> recent_;   // closed intervals that may reach into the window
 };
 
 }  // namespace kc::pool

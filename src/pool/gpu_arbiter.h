@@ -88,8 +88,8 @@ class GpuArbiter {
   enum class SpanKind { kTiming, kReservation };
   static constexpr size_t kKinds = 2;  // HousekeepingKind's values
   struct SpanStart {
-    std::chrono::nanoseconds waited{0};  // for house-keeping to end
-    uint64_t housekeeping_mark = 0;      // jobs begun on its GPUs, less those still running
+    std::chrono::nanoseconds waited{0};   // for house-keeping to end
+    uint64_t housekeeping_mark = 0;       // jobs begun on its GPUs, less those still running
     std::array<bool, kKinds> excludes{};  // by HousekeepingKind
     bool timing = true;                   // counts toward the GPUs' duty (duty_meter.h)
   };
@@ -104,7 +104,7 @@ class GpuArbiter {
   // What a GPU is doing, for /metrics and /health.
   struct Activity {
     int gpu = 0;
-    DutyMeter::Reading duty;    // timing spans' share of wall time
+    DutyMeter::Reading duty;       // timing spans' share of wall time
     int housekeeping_running = 0;  // contexts being created or destroyed now
     int depth = 0;                 // holder plus waiters
   };
@@ -132,10 +132,10 @@ class GpuArbiter {
   };
   static constexpr size_t kHistory = 256;
 
-  bool Grantable(const std::vector<int>& gpus, uint64_t ticket) const;  // mu_ held
+  bool Grantable(const std::vector<int>& gpus, uint64_t ticket) const;          // mu_ held
   bool HousekeepingOverdue(const Gpu& gpu, size_t kind, int64_t now_ns) const;  // mu_ held
   bool Excludes(SpanKind span, HousekeepingKind job) const;
-  const Gpu& At(int gpu) const;                                         // mu_ held
+  const Gpu& At(int gpu) const;  // mu_ held
 
   const HousekeepingPolicy policy_;
   mutable std::mutex mu_;

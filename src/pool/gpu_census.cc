@@ -9,7 +9,7 @@ namespace kc::pool {
 
 namespace {
 
-constexpr int kMaxAncestry = 64;    // deeper than any real tree; stops a loop
+constexpr int kMaxAncestry = 64;      // deeper than any real tree; stops a loop
 constexpr unsigned kMaxListed = 512;  // processes NVML may list on one GPU
 
 bool DescendsFrom(int pid, int ancestor, const ProcessLookup& lookup) {
@@ -80,7 +80,8 @@ StatusOr<GpuCensus> GpuCensus::ForGpu(const std::string& uuid) {
 CensusReading GpuCensus::Take(int timed_worker) const {
   std::vector<NvmlProcessInfo> listed(kMaxListed);
   unsigned count = kMaxListed;
-  const NvmlReturn read = nvml_->device_get_compute_running_processes(device_, &count, listed.data());
+  const NvmlReturn read =
+      nvml_->device_get_compute_running_processes(device_, &count, listed.data());
   if (read != kNvmlSuccess) {
     CensusReading reading;
     reading.reason_if_not = "NVML could not list the GPU's processes: " + nvml_->ErrorText(read);

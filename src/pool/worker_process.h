@@ -69,7 +69,7 @@ struct RunRequest {
   // Excludes time spent waiting for the GPU lease (spec/protocol.md §2.2).
   std::chrono::nanoseconds timeout{0};
   LeaseMode lease_mode = LeaseMode::kNone;
-  GpuLease* lease = nullptr;                 // kShared: the seat's lease
+  GpuLease* lease = nullptr;  // kShared: the seat's lease
   // kShared: who holds the lease's GPU at each span's ends; null where NVML cannot say (the
   // reason is in census_unavailable).
   const GpuCensus* census = nullptr;

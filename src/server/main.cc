@@ -137,16 +137,17 @@ int main(int argc, char** argv) {
                  "--worker-memory-limit-mbytes. -1: 64 on GPU servers, 0 on CPU")
       ->envname("KCORAL_WORKER_HEAP_MBYTES")
       ->check(CLI::Range(-1, 65536));
-  cli.add_option("--housekeeping", housekeeping,
-                 "GPU servers: when stand-by workers may set up their CUDA context and run their\n"
-                 "first kernels, and retired ones destroy their context, against the timing spans\n"
-                 "of benchmarks on that GPU (docs/gpu-scheduling.md).\n"
-                 "outside-spans (default): neither while a span times (a span waits for them,\n"
-                 "  they for it): timed medians and tails as on a quiet GPU\n"
-                 "contexts-beside-spans: contexts created and destroyed at any time, first\n"
-                 "  kernels never while a span times; busier GPU, tails of tiny kernels move\n"
-                 "beside-spans: both at any time; busiest GPU, medians of tiny kernels move.\n"
-                 "Every result says how many ran beside its spans (timing_spans.housekeeping_beside)")
+  cli.add_option(
+         "--housekeeping", housekeeping,
+         "GPU servers: when stand-by workers may set up their CUDA context and run their\n"
+         "first kernels, and retired ones destroy their context, against the timing spans\n"
+         "of benchmarks on that GPU (docs/gpu-scheduling.md).\n"
+         "outside-spans (default): neither while a span times (a span waits for them,\n"
+         "  they for it): timed medians and tails as on a quiet GPU\n"
+         "contexts-beside-spans: contexts created and destroyed at any time, first\n"
+         "  kernels never while a span times; busier GPU, tails of tiny kernels move\n"
+         "beside-spans: both at any time; busiest GPU, medians of tiny kernels move.\n"
+         "Every result says how many ran beside its spans (timing_spans.housekeeping_beside)")
       ->envname("KCORAL_HOUSEKEEPING")
       ->check(CLI::IsMember(FlagTexts(kc::server::kHousekeepingFlag)));
   cli.add_option("--max-requests-per-worker", config.max_requests_per_worker,

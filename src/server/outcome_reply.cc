@@ -96,7 +96,12 @@ void BeginOutcomeBody(JsonWriter& writer, std::string_view status, const std::st
         .Key("foreign_processes")
         .BeginArray();
     for (const auto& holder : result.run.foreign_gpu_holders)
-      writer.BeginObject().Key("pid").Int(holder.pid).Key("name").String(protocol::ToValidUtf8(holder.name)).EndObject();
+      writer.BeginObject()
+          .Key("pid")
+          .Int(holder.pid)
+          .Key("name")
+          .String(protocol::ToValidUtf8(holder.name))
+          .EndObject();
     writer.EndArray().EndObject();
   }
   if (!result.gpu_ids.empty()) {  // only for options.gpu_count, and always together

@@ -204,7 +204,8 @@ class Verifier {
 
   // Adds `texts` as string nodes to the array node `key` of `fields` (made if missing; left
   // alone if it is not an array: the flags check then finds it untrusted anyway).
-  static void Append(JsonValue& fields, std::string_view key, const std::vector<std::string>& texts) {
+  static void Append(JsonValue& fields, std::string_view key,
+                     const std::vector<std::string>& texts) {
     if (texts.empty()) return;
     if (fields.Find(key) == nullptr) Set(fields, key, Node("array", JsonValue::Array()));
     JsonValue* items = fields.Find(key)->Find("value");

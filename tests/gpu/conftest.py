@@ -62,11 +62,19 @@ def two_gpu_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def beside_spans_server(gpu_server, tmp_path_factory):
-    """A second server on GPU 0 whose house-keeping may run beside timing spans."""
-    server = _gpu_server(tmp_path_factory, "0", "--housekeeping", "beside-spans")
-    yield server
-    server.stop()
+def policy_server(gpu_server, tmp_path_factory):
+    """policy_server(policy): a second server on GPU 0 with --housekeeping `policy`, one at a time."""
+    running = {}
+
+    def start(policy: str):
+        for other in list(running):
+            running.pop(other).stop()
+        running[policy] = _gpu_server(tmp_path_factory, "0", "--housekeeping", policy)
+        return running[policy]
+
+    yield start
+    for server in running.values():
+        server.stop()
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ namespace {
 
 // server 100 -> zygote 110 -> sandbox init 120 -> worker 121 (timed); 130 -> 131 (a stand-by);
 // 500 and 600: someone else's; 700 is listed by NVML but not in /proc.
-const std::map<int, ProcessFacts> kTree = {
-    {100, {1, "kcoral-server"}}, {110, {100, "python3"}}, {120, {110, "kcoral-init"}},
-    {121, {120, "python3"}},     {130, {110, "kcoral-init"}}, {131, {130, "python3"}},
-    {500, {1, "python3"}},       {600, {500, "bench"}}};
+const std::map<int, ProcessFacts> kTree = {{100, {1, "kcoral-server"}}, {110, {100, "python3"}},
+                                           {120, {110, "kcoral-init"}}, {121, {120, "python3"}},
+                                           {130, {110, "kcoral-init"}}, {131, {130, "python3"}},
+                                           {500, {1, "python3"}},       {600, {500, "bench"}}};
 
 std::optional<ProcessFacts> Lookup(int pid) {
   auto it = kTree.find(pid);

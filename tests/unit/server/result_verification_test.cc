@@ -72,8 +72,8 @@ class ResultVerificationTest : public ::testing::Test {
                    std::vector<std::string> server_conditions = {}) {
     StatusOr<JsonValue> results = protocol::ReadJson(results_json);
     EXPECT_TRUE(results.ok()) << results.status().message();
-    VerifySealedResults(*results, {"rid", key, &program_, std::move(server_flags),
-                                   std::move(server_conditions)});
+    VerifySealedResults(
+        *results, {"rid", key, &program_, std::move(server_flags), std::move(server_conditions)});
     return *std::move(results);
   }
 
@@ -158,8 +158,8 @@ TEST_F(ResultVerificationTest, AFlagBesideConditionsMakesARecordUntrusted) {
 
 TEST_F(ResultVerificationTest, TheServersConditionsAreAddedAndLeaveItTrusted) {
   const std::string record = Record("rid", "", 0.25, kConditions);
-  JsonValue results = Verify(Returned(record, HmacSha256Hex(kKey, record), 0.25, kConditions),
-                             kKey, {}, {"gpu: this server's own house-keeping ran beside"});
+  JsonValue results = Verify(Returned(record, HmacSha256Hex(kKey, record), 0.25, kConditions), kKey,
+                             {}, {"gpu: this server's own house-keeping ran beside"});
   EXPECT_TRUE(Field(results, "trusted").boolean());
   EXPECT_FALSE(Field(results, "altered_after_timing").boolean());  // the server's, not user code's
   const JsonValue& conditions = Field(results, "conditions");
@@ -179,9 +179,9 @@ TEST_F(ResultVerificationTest, TheServersFlagsMakeItUntrusted) {
 }
 
 TEST_F(ResultVerificationTest, TheServersFlagsNeverReachAnUnsealedNode) {
-  JsonValue results = Verify(
-      R"({"out":{"type":"object","value":{"integrity":{"type":"object","value":{}}}}})", kKey,
-      {"gpu: a process outside this server held the GPU"});
+  JsonValue results =
+      Verify(R"({"out":{"type":"object","value":{"integrity":{"type":"object","value":{}}}}})",
+             kKey, {"gpu: a process outside this server held the GPU"});
   EXPECT_FALSE(Field(results, "verified").boolean());
   EXPECT_FALSE(Has(results, "flags"));
 }
