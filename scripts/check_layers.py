@@ -40,7 +40,8 @@ LAYERS: dict[str, frozenset[str]] = {
     "store": frozenset({"base", "protocol"}),
     "ipc": frozenset({"base"}),
     "pool": frozenset({"base", "ipc", "protocol"}),
-    "server": frozenset({"base", "protocol", "store", "pool"}),
+    "cluster": frozenset({"base", "protocol", "store", "pool"}),
+    "server": frozenset({"base", "protocol", "store", "pool", "cluster"}),
     "native": frozenset({"base"}),
     "worker": frozenset({"base", "ipc", "protocol", "native"}),
 }

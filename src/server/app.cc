@@ -1,5 +1,7 @@
 #include "server/app.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <csignal>
 #include <ctime>
@@ -157,6 +159,50 @@ net::awaitable<void> App::Listen(tcp::acceptor acceptor) {
   }
 }
 
+nlohmann::json App::DescribeNode(const std::string& url) const {
+  const pool::PoolLoad load = pool_->Load();
+  const nlohmann::json& describe = pool_->describe();
+  const nlohmann::json target = describe.value("target", nlohmann::json::object());
+  const std::string name = config_.device == Device::kCpu
+                               ? std::string("cpu")
+                               : "gpu/" + target.value("arch", std::string("unknown"));
+  return {{"url", url},
+          {"instance_id", instance_id_},
+          {"started_at", started_at_},
+          {"shutting_down", shutting_down_.load()},
+          {"pools",
+           {{{"pool", name},
+             {"device", FlagText(config_.device)},
+             {"target", target},
+             {"versions", describe.value("versions", nlohmann::json::object())},
+             {"request_capacity", load.request_capacity},
+             {"requests_in_progress", load.requests_in_progress},
+             {"requests_waiting", load.requests_waiting}}}}};
+}
+
+Status App::JoinCluster(int port) {
+  if (config_.cluster.servers.empty()) return Status::Ok();
+  std::string host = config_.host;
+  if (host == "0.0.0.0" || host == "::") {
+    char name[256] = {};
+    ::gethostname(name, sizeof(name) - 1);
+    host = name;
+  }
+  const std::string url =
+      config_.node_url.empty() ? "http://" + host + ":" + std::to_string(port) : config_.node_url;
+  const std::string node_id = host + "-" + std::to_string(port);
+  auto node = cluster::ClusterNode::Join(config_.cluster, node_id,
+                                         [this, url] { return DescribeNode(url); });
+  if (!node.ok()) return node.status().WithContext("--cluster");
+  cluster_ = std::move(*node);
+  events_.Emit(pool::EventLevel::kInfo, "cluster_joined",
+               {{"servers", config_.cluster.servers},
+                {"node_id", node_id},
+                {"url", url},
+                {"pools", DescribeNode(url)["pools"]}});
+  return Status::Ok();
+}
+
 void App::BeginShutdown() {
   if (shutting_down_.exchange(true)) return;
   events_.Emit(pool::EventLevel::kInfo, "shutdown_started", {{"remaining", in_flight_.load()}});
@@ -204,6 +250,11 @@ int App::Run() {
                                 std::to_string(config_.port) + ": " + ec.message()}});
     return 2;
   }
+  if (Status joined = JoinCluster(acceptor.local_endpoint().port()); !joined.ok()) {
+    events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", joined.message()}});
+    std::cerr << "kcoral server: " << joined.message() << "\n";
+    return 1;
+  }
   events_.Emit(pool::EventLevel::kInfo, "pool_ready",
                {{"mode", FlagText(config_.device)},
                 {"workers", pool_->Load().request_capacity},
@@ -244,6 +295,7 @@ int App::Run() {
   io_.run();
 
   pool_->Join();
+  cluster_.reset();  // leaves the cluster: its record goes at once
   events_.Emit(pool::EventLevel::kInfo, "shutdown_complete", {});
   events_.Emit(pool::EventLevel::kInfo, "server_stopped", {});
   return 0;

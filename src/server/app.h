@@ -15,6 +15,7 @@
 #include <boost/beast/http.hpp>
 
 #include "base/clock.h"
+#include "cluster/cluster_node.h"
 #include "pool/worker_pool.h"
 #include "server/build_cache_hooks.h"
 #include "server/event_log.h"
@@ -70,6 +71,10 @@ class App {
 
  private:
   net::awaitable<void> Listen(net::ip::tcp::acceptor acceptor);
+  // With --cluster: joins as node `<host>-<port>`, announcing this node's pool (docs/cluster.md).
+  Status JoinCluster(int port);
+  // This node's record in the cluster's registry: its URL, pool and load.
+  nlohmann::json DescribeNode(const std::string& url) const;
   void BeginShutdown();
 
   const ServerConfig config_;
@@ -79,6 +84,7 @@ class App {
   store::BuildCache build_cache_;
   BuildCacheHooks build_cache_hooks_{build_cache_};
   std::unique_ptr<pool::WorkerPool> pool_;
+  std::unique_ptr<cluster::ClusterNode> cluster_;  // null: a single node
   net::io_context io_{1};
   net::thread_pool cpu_pool_;
   std::string instance_id_;

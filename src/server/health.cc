@@ -43,6 +43,7 @@ HttpReply App::HandleHealth() const {
                               {"cuda_max_connections", config_.cuda_max_connections},
                               {"gpus", std::move(gpus)}};
   }
+  if (cluster_) body["cluster"] = cluster_->Describe();  // the whole cluster's view
   return {200, "application/json", DumpJson(body), ""};
 }
 

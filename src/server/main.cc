@@ -2,7 +2,9 @@
 // CLI (`kcoral server ...`), which passes the interpreter that runs workers.
 #include <malloc.h>
 
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -225,11 +227,53 @@ int main(int argc, char** argv) {
                  "is a MemoryError (the interpreter itself takes ~200). 0: no limit");
   cli.add_option("--parse-threads", config.parse_threads, "Threads for parsing, hashing, responses")
       ->check(CLI::PositiveNumber);
+  std::string cluster_servers;
+  int heartbeat_seconds = static_cast<int>(config.cluster.heartbeat.count());
+  auto* cluster_flag =
+      cli.add_option(
+             "--cluster", cluster_servers,
+             "Join a KCoral cluster through these NATS JetStream servers, comma separated\n"
+             "(nats://h1:4222,nats://h2:4222; docs/cluster.md). Without it the server is a\n"
+             "single node, as always")
+          ->envname("KCORAL_CLUSTER");
+  cli.add_option("--cluster-user", config.cluster.user,
+                 "NATS user name; its password comes from KCORAL_CLUSTER_PASSWORD, never argv")
+      ->needs(cluster_flag);
+  cli.add_option("--cluster-tls-ca", config.cluster.tls_ca,
+                 "Connect to NATS over TLS, checking the servers against this CA file")
+      ->needs(cluster_flag)
+      ->check(CLI::ExistingFile);
+  cli.add_option("--cluster-replicas", config.cluster.replicas,
+                 "Replicas of the cluster's JetStream buckets (at most the JetStream servers)")
+      ->needs(cluster_flag)
+      ->check(CLI::Range(1, 5));
+  cli.add_option("--cluster-heartbeat-seconds", heartbeat_seconds,
+                 "How often this node tells the cluster it is alive; it is forgotten after\n"
+                 "three missed beats")
+      ->needs(cluster_flag)
+      ->check(CLI::Range(1, 300));
+  cli.add_option("--node-url", config.node_url,
+                 "How other nodes and clients reach this node (default http://HOST:PORT, with\n"
+                 "this machine's name for a wildcard --host)")
+      ->needs(cluster_flag);
 
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     return cli.exit(error);
+  }
+  config.cluster.heartbeat = std::chrono::seconds(heartbeat_seconds);
+  for (size_t begin = 0; begin <= cluster_servers.size() && !cluster_servers.empty();) {
+    const size_t end = std::min(cluster_servers.find(',', begin), cluster_servers.size());
+    if (end > begin) config.cluster.servers.push_back(cluster_servers.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  if (const char* password = std::getenv("KCORAL_CLUSTER_PASSWORD")) {
+    config.cluster.password = password;
+  }
+  if (!config.cluster.password.empty() && config.cluster.user.empty()) {
+    std::cerr << "kcoral server: KCORAL_CLUSTER_PASSWORD is set but --cluster-user is not\n";
+    return 2;
   }
   // IsMember admitted only texts of the tables, so each parse has a value.
   config.device = *ParseFlag(kc::server::kDeviceFlag, device);

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "cluster/cluster_options.h"
 #include "server/server_modes.h"
 
 namespace kc::server {
@@ -57,6 +58,9 @@ struct ServerConfig {
   // the zygote's imports (KCORAL_PRELOAD, comma-separated; unset: its device's default) and the
   // uploaded libraries a reused worker may hold (KCORAL_MAX_LIBRARIES_PER_WORKER).
   std::optional<std::vector<std::string>> worker_preload;
+  // --cluster and its options (docs/cluster.md); no servers: a single node, as before.
+  cluster::ClusterOptions cluster;
+  std::string node_url;  // how other nodes and clients reach this one; '' derives it
   uint64_t max_libraries_per_worker = 256;
   int io_threads = 1;
   int parse_threads = 2;

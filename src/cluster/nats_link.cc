@@ -1,0 +1,111 @@
+#include "cluster/nats_link.h"
+
+#include <array>
+#include <string_view>
+
+namespace kc::cluster {
+
+namespace {
+
+// cnats's options, freed on every path.
+struct OptionsHolder {
+  natsOptions* options = nullptr;
+  ~OptionsHolder() { natsOptions_Destroy(options); }
+};
+
+Status Failed(const std::string& what, natsStatus status) {
+  return UnavailableError(what + ": " + NatsError(status));
+}
+
+}  // namespace
+
+std::string NatsError(natsStatus status) {
+  std::string text = natsStatus_GetText(status);
+  natsStatus last = NATS_OK;
+  const char* detail = nats_GetLastError(&last);
+  // cnats's detail reads "(conn.c:2088): No server available ...": only a new fact is kept.
+  if (detail != nullptr && std::string_view(detail).find(text) == std::string_view::npos) {
+    text += " (" + std::string(detail) + ")";
+  }
+  return text;
+}
+
+StatusOr<std::unique_ptr<NatsLink>> NatsLink::Connect(const ClusterOptions& options,
+                                                      const std::string& name) {
+  if (options.servers.empty()) return InvalidArgumentError("--cluster names no NATS server");
+  OptionsHolder holder;
+  natsStatus s = natsOptions_Create(&holder.options);
+  std::vector<const char*> urls;
+  for (const auto& url : options.servers)
+    urls.push_back(url.c_str());
+  if (s == NATS_OK)
+    s = natsOptions_SetServers(holder.options, urls.data(), static_cast<int>(urls.size()));
+  if (s == NATS_OK) s = natsOptions_SetName(holder.options, name.c_str());
+  if (s == NATS_OK) s = natsOptions_SetTimeout(holder.options, 5000);
+  if (s == NATS_OK)
+    s = natsOptions_SetMaxReconnect(holder.options, -1);  // forever: the cluster outlives a server
+  if (s == NATS_OK && !options.user.empty()) {
+    s = natsOptions_SetUserInfo(holder.options, options.user.c_str(), options.password.c_str());
+  }
+  if (s == NATS_OK && !options.tls_ca.empty()) {
+    s = natsOptions_SetSecure(holder.options, true);
+    if (s == NATS_OK)
+      s = natsOptions_LoadCATrustedCertificates(holder.options, options.tls_ca.c_str());
+  }
+  if (s != NATS_OK) return Failed("NATS options", s);
+
+  std::unique_ptr<NatsLink> link(new NatsLink());
+  link->replicas_ = options.replicas;
+  s = natsConnection_Connect(&link->connection_, holder.options);
+  if (s != NATS_OK) return Failed("connecting to the cluster's NATS servers", s);
+  s = natsConnection_JetStream(&link->jetstream_, link->connection_, nullptr);
+  if (s != NATS_OK) return Failed("opening JetStream", s);
+  return link;
+}
+
+NatsLink::~NatsLink() {
+  for (kvStore* bucket : buckets_)
+    kvStore_Destroy(bucket);
+  jsCtx_Destroy(jetstream_);
+  if (connection_ != nullptr) {
+    natsConnection_Close(connection_);
+    natsConnection_Destroy(connection_);
+  }
+}
+
+StatusOr<kvStore*> NatsLink::Bucket(const std::string& name, std::chrono::milliseconds ttl) {
+  kvStore* bucket = nullptr;
+  natsStatus s = js_KeyValue(&bucket, jetstream_, name.c_str());
+  if (s == NATS_NOT_FOUND) {
+    kvConfig config;
+    kvConfig_Init(&config);
+    config.Bucket = name.c_str();
+    config.History = 1;
+    config.Replicas = replicas_;
+    config.TTL = std::chrono::duration_cast<std::chrono::nanoseconds>(ttl).count();
+    s = js_CreateKeyValue(&bucket, jetstream_, &config);
+    if (s != NATS_OK) {
+      return Failed(
+          "creating the key-value bucket " + name + " with " + std::to_string(replicas_) +
+              " replicas (--cluster-replicas: at most the JetStream servers of the cluster)",
+          s);
+    }
+  } else if (s != NATS_OK) {
+    return Failed("opening the key-value bucket " + name, s);
+  }
+  std::lock_guard lock(mu_);
+  buckets_.push_back(bucket);
+  return bucket;
+}
+
+std::string NatsLink::ConnectedUrl() const {
+  std::array<char, 256> url{};
+  if (natsConnection_GetConnectedUrl(connection_, url.data(), url.size()) != NATS_OK) return "";
+  return url.data();
+}
+
+bool NatsLink::connected() const {
+  return natsConnection_Status(connection_) == NATS_CONN_STATUS_CONNECTED;
+}
+
+}  // namespace kc::cluster

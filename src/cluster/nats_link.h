@@ -1,0 +1,53 @@
+// NatsLink: one node's connection to the cluster's NATS servers and their JetStream, through
+// the C client (cnats). It reconnects by itself (any server of the list) and owns the
+// connection, the JetStream context and the key-value buckets it opened.
+//
+//   KC_ASSIGN_OR_RETURN(auto link, NatsLink::Connect(options, "kcoral node-1"));
+//   KC_ASSIGN_OR_RETURN(kvStore* nodes, link->Bucket("kcoral_nodes", ttl));
+//
+// Errors are kUnavailable with cnats's words and what was being done. Thread-safe (cnats is).
+#pragma once
+
+#include <nats/nats.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "cluster/cluster_options.h"
+
+namespace kc::cluster {
+
+class NatsLink {
+ public:
+  static StatusOr<std::unique_ptr<NatsLink>> Connect(const ClusterOptions& options,
+                                                     const std::string& name);
+  ~NatsLink();
+  NatsLink(const NatsLink&) = delete;
+  NatsLink& operator=(const NatsLink&) = delete;
+
+  // The bucket, created where it does not exist yet (with the options' replicas and `ttl` as
+  // the age at which a key is forgotten; zero: never). Owned by the link.
+  StatusOr<kvStore*> Bucket(const std::string& name, std::chrono::milliseconds ttl);
+
+  // The server the connection is on now ("nats://127.0.0.1:4222"), empty while reconnecting.
+  std::string ConnectedUrl() const;
+  bool connected() const;
+
+ private:
+  NatsLink() = default;
+
+  int replicas_ = 1;
+  natsConnection* connection_ = nullptr;
+  jsCtx* jetstream_ = nullptr;
+  std::mutex mu_;
+  std::vector<kvStore*> buckets_;  // mu_
+};
+
+// cnats's words for `status`, with its last error's detail where it has one.
+std::string NatsError(natsStatus status);
+
+}  // namespace kc::cluster

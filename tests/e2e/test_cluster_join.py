@@ -1,0 +1,129 @@
+"""Issue 26, joining (docs/cluster.md): `--cluster nats://...` makes a server a node of a KCoral
+cluster on a real 3-server NATS JetStream cluster. Every node's /health shows the whole
+cluster's view (node ids, URLs, pools with target and load); a node that stops leaves the view
+at once, one that is killed leaves it after three missed heartbeats; without NATS the server
+refuses to start and says why."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from conftest import Server, free_port
+from nats_cluster import NATS_SERVER, NatsCluster
+
+pytestmark = pytest.mark.skipif(NATS_SERVER is None, reason="nats-server is not installed (make deps installs it)")
+
+
+@pytest.fixture(scope="module")
+def nats(tmp_path_factory):
+    cluster = NatsCluster(tmp_path_factory.mktemp("nats"))
+    yield cluster
+    cluster.stop()
+
+
+def node(tmp_path_factory, nats, *flags):
+    return Server(
+        tmp_path_factory.mktemp("node"),
+        "--cluster",
+        nats.flag,
+        "--cluster-heartbeat-seconds",
+        "1",
+        *flags,
+    )
+
+
+def cluster_view(server) -> dict:
+    return httpx.get(server.url + "/health", timeout=10).json()["cluster"]
+
+
+def wait_for(predicate, timeout: float = 15):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    return predicate()
+
+
+def test_every_node_sees_the_whole_cluster(tmp_path_factory, nats):
+    a = node(tmp_path_factory, nats)
+    b = node(tmp_path_factory, nats)
+    try:
+        for server in (a, b):
+            view = cluster_view(server)
+            assert view["connected"] is True
+            assert view["servers"] == nats.urls
+            assert view["node_id"] == f"127.0.0.1-{server.port}"
+            ids = wait_for(lambda s=server: {n["node_id"] for n in cluster_view(s)["nodes"]} >= {
+                f"127.0.0.1-{a.port}", f"127.0.0.1-{b.port}"})  # fmt: skip
+            assert ids, cluster_view(server)
+        record = next(n for n in cluster_view(a)["nodes"] if n["node_id"] == f"127.0.0.1-{b.port}")
+        assert record["url"] == b.url
+        assert record["age_s"] < 5
+        pool = record["pools"][0]
+        assert pool["pool"] == "cpu" and pool["device"] == "cpu"
+        assert pool["request_capacity"] >= 1 and "versions" in pool
+        joined = [e for e in a.events() if e["event"] == "cluster_joined"]
+        assert joined and joined[0]["node_id"] == f"127.0.0.1-{a.port}"
+    finally:
+        b.stop()
+    # A node that stops takes itself out at once.
+    gone = wait_for(lambda: f"127.0.0.1-{b.port}" not in {n["node_id"] for n in cluster_view(a)["nodes"]}, 5)
+    a.stop()
+    assert gone
+
+
+def test_a_killed_node_leaves_the_view_after_missed_heartbeats(tmp_path_factory, nats):
+    a = node(tmp_path_factory, nats)
+    b = node(tmp_path_factory, nats)
+    try:
+        b_id = f"127.0.0.1-{b.port}"
+        assert wait_for(lambda: b_id in {n["node_id"] for n in cluster_view(a)["nodes"]})
+        os.killpg(b.process.pid, signal.SIGKILL)
+        b.process.wait()
+        started = time.monotonic()
+        assert wait_for(lambda: b_id not in {n["node_id"] for n in cluster_view(a)["nodes"]}, 15)
+        assert time.monotonic() - started < 10  # three 1 s beats, plus the bucket's expiry sweep
+    finally:
+        b.stop()
+        a.stop()
+
+
+def test_a_node_survives_losing_one_nats_server(tmp_path_factory, nats):
+    a = node(tmp_path_factory, nats)
+    try:
+        index = next(i for i, url in enumerate(nats.urls) if url == cluster_view(a)["connected_url"])
+        nats.processes[index].send_signal(signal.SIGKILL)
+        nats.processes[index].wait()
+        nats.processes[index] = None
+        # It reconnects to another server, and the R3 bucket still answers.
+        view = wait_for(lambda: (v := cluster_view(a))["connected"] and v["nodes"] and v, 20)
+        assert view and view["connected_url"] != nats.urls[index], view
+        assert f"127.0.0.1-{a.port}" in {n["node_id"] for n in view["nodes"]}
+    finally:
+        a.stop()
+
+
+def test_without_nats_the_server_refuses_to_start(tmp_path):
+    dead = f"nats://127.0.0.1:{free_port()}"  # nobody listens there
+    done = subprocess.run(
+        [sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--port", str(free_port()), "--log-dir", "",
+         "--cluster", dead],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "--cluster" in done.stderr and "NATS" in done.stderr, done.stderr
+
+
+def test_cluster_options_need_cluster(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--cluster-user", "kc"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode != 0 and "--cluster" in done.stderr, done.stderr
