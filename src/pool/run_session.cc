@@ -180,16 +180,16 @@ RunSession::Step RunSession::OnLeaseRelease() {
 // Gated only under a lease of this run (a reserved job's span is its whole life).
 RunSession::Step RunSession::OnSpanBegin() {
   if (lease_ && lease_->held() && !span_) {
+    TakeCensus();  // outside the span: NVML's time is not the span's, nor the GPU's duty
     span_ = lease_->lease().BeginSpan();
     span_since_ = Clock::now();
     result_.span_wait_ms += ToMilliseconds(span_->waited);
     ++result_.spans;
-    TakeCensus();
   }
   return Grant(ipc::MessageType::kSpanGranted);
 }
 
-// Who else holds the GPU, at each end of a span (gpu_census.h).
+// Who else holds the GPU, just before and just after each span (gpu_census.h).
 void RunSession::TakeCensus() {
   if (request_.census == nullptr) {
     result_.census_unavailable = request_.census_unavailable;
@@ -207,10 +207,10 @@ void RunSession::TakeCensus() {
 
 void RunSession::OnSpanEnd() {
   if (!span_) return;
-  TakeCensus();
   result_.housekeeping_beside_spans += lease_->lease().EndSpan(*span_);
   result_.span_held_ms += ToMilliseconds(Clock::now() - span_since_);
   span_.reset();
+  TakeCensus();
 }
 
 void RunSession::OnInstruction(const ipc::Frame& frame) {

@@ -11,7 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
-NATS_SERVER = shutil.which("nats-server")
+# Debian installs it in /usr/sbin, which a user's PATH may lack.
+NATS_SERVER = shutil.which("nats-server") or shutil.which("nats-server", path="/usr/sbin:/usr/local/sbin")
 
 
 def _free_port() -> int:
