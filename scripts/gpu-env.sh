@@ -6,6 +6,8 @@
 #   .refwhl/*.whl  the reference kcoral==0.1.1 with its server's dependencies
 #                  and cupti-python (optional) -> /tmp/refsite, for the benches
 #   .debs/libseccomp-dev_*.deb   its header (the runtime library is the machine's)
+#   .debs/libnats*.deb, libprotobuf-c1_*.deb, nats-server_*.deb   the NATS client and
+#                  server for the cluster (docs/cluster.md) -> /tmp/nats
 PY=${PYTHON:-python3}
 if compgen -G ".whl/*.whl" >/dev/null; then
   echo ">> installing carried wheels"
@@ -22,11 +24,26 @@ if compgen -G ".debs/libseccomp-dev_*.deb" >/dev/null && [ ! -f /usr/include/sec
   export KCORAL_SECCOMP_ROOT=/tmp/seccomp-dev
 fi
 
+if compgen -G ".debs/libnats-dev_*.deb" >/dev/null && [ ! -f /usr/include/nats/nats.h ]; then
+  echo ">> unpacking the carried NATS client and server"
+  for deb in .debs/libnats*.deb .debs/libprotobuf-c1_*.deb .debs/nats-server_*.deb; do
+    [ -f "$deb" ] && dpkg -x "$deb" /tmp/nats
+  done
+  export KCORAL_NATS_ROOT=/tmp/nats
+  export LD_LIBRARY_PATH=/tmp/nats/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PATH=$PATH:/tmp/nats/usr/sbin
+fi
+
 # build_kcoral LOG [ON|OFF]: builds into build/gpu (unit tests with ON) and
 # installs the package for $PY; the log goes to LOG.
 build_kcoral() {
   local log=$1 tests=${2:-ON}
-  cmake -S . -B build/gpu -G Ninja -DKCORAL_BUILD_TESTS="$tests" -DKCORAL_DEBUG_INFO=OFF \
+  local nats=()
+  if [ -n "${KCORAL_NATS_ROOT:-}" ]; then
+    nats=(-DKC_NATS_INCLUDE="$KCORAL_NATS_ROOT/usr/include"
+          -DKC_NATS_LIBRARY="$KCORAL_NATS_ROOT/usr/lib/x86_64-linux-gnu/libnats.so")
+  fi
+  cmake -S . -B build/gpu -G Ninja -DKCORAL_BUILD_TESTS="$tests" -DKCORAL_DEBUG_INFO=OFF "${nats[@]}" \
     -DPython_EXECUTABLE="$(command -v "$PY")" >"$log" 2>&1 &&
     cmake --build build/gpu -j "$(nproc)" >>"$log" 2>&1 && "$PY" scripts/dev_install.py >>"$log" 2>&1
 }
