@@ -3,6 +3,7 @@
 #if KCORAL_WITH_CLUSTER
 #include "cluster/nats_link.h"
 #include "cluster/node_registry.h"
+#include "cluster/pool_view.h"
 #endif
 
 namespace kc::cluster {
@@ -33,8 +34,10 @@ nlohmann::json ClusterNode::Describe() const {
                         {"node_id", parts_->registry->node_id()}};
   auto nodes = parts_->registry->View();
   if (nodes.ok()) {
+    out["pools"] = PoolsOf(*nodes);
     out["nodes"] = std::move(*nodes);
   } else {
+    out["pools"] = nullptr;
     out["nodes"] = nullptr;
     out["nodes_error"] = nodes.status().message();
   }

@@ -26,7 +26,8 @@ class ClusterNode {
                                                      std::function<nlohmann::json()> describe);
   ~ClusterNode();  // leaves: its record is deleted, the connection closed
 
-  // For /health: {"servers", "connected_url", "connected", "node_id", "nodes": [records]}.
+  // For /health: {"servers", "connected_url", "connected", "node_id", "pools": [PoolsOf],
+  // "nodes": [records]}.
   nlohmann::json Describe() const;
 
  private:

@@ -67,6 +67,11 @@ def test_every_node_sees_the_whole_cluster(tmp_path_factory, nats):
         pool = record["pools"][0]
         assert pool["pool"] == "cpu" and pool["device"] == "cpu"
         assert pool["request_capacity"] >= 1 and "versions" in pool
+        # Both CPU nodes run the same toolchain: one pool of two nodes, their seats summed.
+        pools = cluster_view(a)["pools"]
+        assert [p["pool"] for p in pools] == ["cpu"], pools
+        assert sorted(pools[0]["nodes"]) == sorted([f"127.0.0.1-{a.port}", f"127.0.0.1-{b.port}"])
+        assert pools[0]["request_capacity"] == sum(n["pools"][0]["request_capacity"] for n in cluster_view(a)["nodes"])
         joined = [e for e in a.events() if e["event"] == "cluster_joined"]
         assert joined and joined[0]["node_id"] == f"127.0.0.1-{a.port}"
     finally:
