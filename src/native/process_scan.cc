@@ -1,44 +1,21 @@
 #include "native/process_scan.h"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 
-#include "base/unique_fd.h"
+#include "base/proc_stat.h"
 
 namespace kc::native {
 namespace {
 
-// A whole decimal number >= 0 ("0" is the parent id of processes the kernel starts).
-std::optional<int> ParseId(std::string_view text) {
-  int value = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
-  return value;
-}
-
 std::optional<int> ParsePid(std::string_view text) {
-  std::optional<int> id = ParseId(text);
+  std::optional<int> id = ParseProcId(text);
   return id && *id > 0 ? id : std::nullopt;
-}
-
-// The file's first 4 KiB (a stat line is far shorter).
-std::optional<std::string> ReadSmallFile(const std::string& path) {
-  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd.valid()) return std::nullopt;
-  char buffer[4096];
-  ssize_t n;
-  do {
-    n = read(fd.get(), buffer, sizeof buffer);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return std::nullopt;
-  return std::string(buffer, static_cast<size_t>(n));
 }
 
 std::optional<std::string> ReadLink(const std::string& path) {
@@ -101,25 +78,6 @@ bool ReadDescriptors(const std::string& proc_dir, OtherProcess& process) {
 
 }  // namespace
 
-StatusOr<ProcStat> ParseProcStat(std::string_view text) {
-  size_t open = text.find(" (");
-  size_t close = text.rfind(')');
-  if (open == std::string_view::npos || close == std::string_view::npos || close < open + 2 ||
-      close + 4 > text.size() || text[close + 1] != ' ' || text[close + 3] != ' ') {
-    return InvalidArgumentError("malformed /proc/<pid>/stat line");
-  }
-  std::optional<int> pid = ParsePid(text.substr(0, open));
-  std::string_view rest = text.substr(close + 4);
-  std::optional<int> ppid = ParseId(rest.substr(0, rest.find(' ')));
-  if (!pid || !ppid) return InvalidArgumentError("malformed /proc/<pid>/stat ids");
-  ProcStat stat;
-  stat.pid = *pid;
-  stat.comm = std::string(text.substr(open + 2, close - open - 2));
-  stat.state = text[close + 2];
-  stat.ppid = *ppid;
-  return stat;
-}
-
 bool IsNvidiaDevicePath(std::string_view link_target) {
   return link_target.starts_with("/dev/nvidia");
 }
@@ -148,9 +106,8 @@ std::vector<OtherProcess> ListOtherProcesses(const std::string& proc_root, int s
     std::optional<int> pid = ParsePid(entry->d_name);
     if (!pid || *pid == 1 || *pid == self_pid) continue;
     std::string proc_dir = proc_root + "/" + entry->d_name;
-    std::optional<std::string> text = ReadSmallFile(proc_dir + "/stat");
-    if (!text) continue;  // exited since readdir
-    StatusOr<ProcStat> stat = ParseProcStat(*text);
+    StatusOr<ProcStat> stat = ReadProcStat(proc_dir);
+    if (stat.status().code() == StatusCode::kNotFound) continue;  // exited since readdir
     OtherProcess process;
     process.pid = *pid;
     if (stat.ok()) {

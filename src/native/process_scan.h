@@ -49,17 +49,6 @@ nlohmann::json ToJson(const ProcessScan& scan);
 
 // The pieces, for tests.
 
-struct ProcStat {
-  int pid = 0;
-  std::string comm;
-  char state = '?';
-  int ppid = 0;
-};
-
-// Parses /proc/<pid>/stat: "pid (comm) state ppid ...". The comm may hold spaces and ')',
-// so it ends at the last ')'.
-StatusOr<ProcStat> ParseProcStat(std::string_view text);
-
 // /dev/nvidia0, /dev/nvidiactl, /dev/nvidia-uvm, /dev/nvidia-caps/...: what CUDA opens.
 bool IsNvidiaDevicePath(std::string_view link_target);
 

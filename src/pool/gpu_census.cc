@@ -2,9 +2,6 @@
 
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
-
 namespace kc::pool {
 
 namespace {
@@ -15,29 +12,14 @@ constexpr unsigned kMaxListed = 512;  // processes NVML may list on one GPU
 bool DescendsFrom(int pid, int ancestor, const ProcessLookup& lookup) {
   for (int depth = 0; depth < kMaxAncestry && pid > 1; ++depth) {
     if (pid == ancestor) return true;
-    const auto facts = lookup(pid);
-    if (!facts) return false;
-    pid = facts->ppid;
+    const auto stat = lookup(pid);
+    if (!stat) return false;
+    pid = stat->ppid;
   }
   return pid == ancestor;
 }
 
 }  // namespace
-
-std::optional<ProcessFacts> ReadProcessFacts(int pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  // "pid (comm) state ppid ...": comm may hold spaces and parentheses; it ends at the last ')'.
-  const auto open = text.find('(');
-  const auto close = text.rfind(')');
-  if (open == std::string::npos || close == std::string::npos || close < open) return std::nullopt;
-  std::istringstream rest(text.substr(close + 1));
-  std::string state;
-  ProcessFacts facts;
-  if (!(rest >> state >> facts.ppid)) return std::nullopt;
-  facts.comm = text.substr(open + 1, close - open - 1);
-  return facts;
-}
 
 CensusReading Classify(const std::vector<int>& holders, int timed_worker, int server,
                        const ProcessLookup& lookup) {
@@ -54,9 +36,9 @@ CensusReading Classify(const std::vector<int>& holders, int timed_worker, int se
   reading.meaningful = true;
   for (int pid : holders) {
     if (DescendsFrom(pid, server, lookup)) continue;
-    const auto facts = lookup(pid);
+    const auto stat = lookup(pid);
     reading.foreign.push_back(
-        {pid, facts ? facts->comm : std::string("(not in the server's PID namespace)")});
+        {pid, stat ? stat->comm : std::string("(not in the server's PID namespace)")});
   }
   return reading;
 }
@@ -90,7 +72,12 @@ CensusReading GpuCensus::Take(int timed_worker) const {
   std::vector<int> holders;
   for (unsigned i = 0; i < count && i < kMaxListed; ++i)
     holders.push_back(static_cast<int>(listed[i].pid));
-  return Classify(holders, timed_worker, static_cast<int>(::getpid()), ReadProcessFacts);
+  return Classify(holders, timed_worker, static_cast<int>(::getpid()),
+                  [](int pid) -> std::optional<ProcStat> {
+                    StatusOr<ProcStat> stat = ReadProcStat("/proc/" + std::to_string(pid));
+                    if (!stat.ok()) return std::nullopt;
+                    return *std::move(stat);
+                  });
 }
 
 }  // namespace kc::pool

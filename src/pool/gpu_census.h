@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/nvml_library.h"
+#include "base/proc_stat.h"
 #include "base/status.h"
 
 namespace kc::pool {
@@ -33,13 +34,9 @@ struct CensusReading {
   std::vector<GpuHolder> foreign;
 };
 
-// What the census needs to know of a process: /proc/<pid>/stat in production, a table in tests.
-struct ProcessFacts {
-  int ppid = 0;
-  std::string comm;
-};
-using ProcessLookup = std::function<std::optional<ProcessFacts>(int pid)>;
-std::optional<ProcessFacts> ReadProcessFacts(int pid);
+// A process's parent and name: /proc/<pid>/stat in production (ReadProcStat), a table in tests;
+// nullopt for a process this namespace does not have.
+using ProcessLookup = std::function<std::optional<ProcStat>(int pid)>;
 
 // Pure: `holders` as NVML listed them; `timed_worker` and `server` are PIDs of this namespace.
 CensusReading Classify(const std::vector<int>& holders, int timed_worker, int server,
