@@ -119,6 +119,13 @@ bool GpuArbiter::HousekeepingOverdue(const Gpu& gpu, size_t kind, int64_t now_ns
          now_ns - *waits.begin() >= std::chrono::nanoseconds(kHousekeepingPatience).count();
 }
 
+int GpuArbiter::RunningHousekeeping(const Gpu& gpu) {
+  int running = 0;
+  for (int count : gpu.housekeeping)
+    running += count;
+  return running;
+}
+
 bool GpuArbiter::Excludes(SpanKind span, HousekeepingKind job) const {
   if (span == SpanKind::kReservation) return true;  // its GPUs are its own
   switch (policy_) {
@@ -165,10 +172,7 @@ GpuArbiter::SpanStart GpuArbiter::BeginSpan(const std::vector<int>& gpus, SpanKi
   const int64_t began = NowNs();
   for (int index : gpus) {
     Gpu& gpu = gpus_.at(index);
-    int running = 0;
-    for (int count : gpu.housekeeping)
-      running += count;
-    start.housekeeping_mark += gpu.housekeeping_begun - running;  // running ones overlap
+    start.housekeeping_mark += gpu.housekeeping_begun - RunningHousekeeping(gpu);  // they overlap
     if (start.timing) gpu.duty.SpanBegan(began);
   }
   start.waited = std::chrono::nanoseconds(began - asked);
@@ -216,10 +220,7 @@ std::vector<GpuArbiter::Activity> GpuArbiter::Activities() const {
   const int64_t now = NowNs();
   std::vector<Activity> out;
   for (const auto& [index, gpu] : gpus_) {
-    int running = 0;
-    for (int count : gpu.housekeeping)
-      running += count;
-    out.push_back({index, gpu.duty.Read(now), running,
+    out.push_back({index, gpu.duty.Read(now), RunningHousekeeping(gpu),
                    static_cast<int>(gpu.waiters.size()) + (gpu.held ? 1 : 0)});
   }
   return out;

@@ -22,7 +22,7 @@
 // but moved tails (an L2-resident kernel's p99 +11%). So the default,
 // kOutsideSpans, keeps both out; kContextsBesideSpans lets contexts through
 // (82% duty against 51% on a saturating stream), kBesideSpans both (91%): an
-// operator's choice, never hidden. Excluded kinds and spans wait for each other: a span waits
+// operator's choice. Excluded kinds and spans wait for each other: a span waits
 // for running excluded house-keeping to end, and new house-keeping waits while
 // a span that excludes it runs or waits, unless it has waited
 // kHousekeepingPatience; then spans wait for it, and every job of that kind
@@ -84,7 +84,7 @@ class GpuArbiter {
   // A span on every GPU of `gpus`: a benchmark's timing span, or a reserved
   // job's whole life, which keeps house-keeping out under either policy (its
   // GPUs are its own). EndSpan returns the house-keeping jobs on those GPUs that
-  // overlapped it: always 0 for a span that keeps house-keeping out.
+  // overlapped it: always 0 for a span that keeps both kinds out.
   enum class SpanKind { kTiming, kReservation };
   static constexpr size_t kKinds = 2;  // HousekeepingKind's values
   struct SpanStart {
@@ -135,7 +135,8 @@ class GpuArbiter {
   bool Grantable(const std::vector<int>& gpus, uint64_t ticket) const;          // mu_ held
   bool HousekeepingOverdue(const Gpu& gpu, size_t kind, int64_t now_ns) const;  // mu_ held
   bool Excludes(SpanKind span, HousekeepingKind job) const;
-  const Gpu& At(int gpu) const;  // mu_ held
+  static int RunningHousekeeping(const Gpu& gpu);  // of either kind; mu_ held
+  const Gpu& At(int gpu) const;                    // mu_ held
 
   const HousekeepingPolicy policy_;
   mutable std::mutex mu_;

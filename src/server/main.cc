@@ -2,7 +2,6 @@
 // CLI (`kcoral server ...`), which passes the interpreter that runs workers.
 #include <malloc.h>
 
-#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
@@ -227,15 +226,15 @@ int main(int argc, char** argv) {
                  "is a MemoryError (the interpreter itself takes ~200). 0: no limit");
   cli.add_option("--parse-threads", config.parse_threads, "Threads for parsing, hashing, responses")
       ->check(CLI::PositiveNumber);
-  std::string cluster_servers;
   int heartbeat_seconds = static_cast<int>(config.cluster.heartbeat.count());
   auto* cluster_flag =
       cli.add_option(
-             "--cluster", cluster_servers,
+             "--cluster", config.cluster.servers,
              "Join a KCoral cluster through these NATS JetStream servers, comma separated\n"
              "(nats://h1:4222,nats://h2:4222; docs/cluster.md). Without it the server is a\n"
              "single node, as always")
-          ->envname("KCORAL_CLUSTER");
+          ->envname("KCORAL_CLUSTER")
+          ->delimiter(',');
   cli.add_option("--cluster-user", config.cluster.user,
                  "NATS user name; its password comes from KCORAL_CLUSTER_PASSWORD, never argv")
       ->needs(cluster_flag);
@@ -263,11 +262,6 @@ int main(int argc, char** argv) {
     return cli.exit(error);
   }
   config.cluster.heartbeat = std::chrono::seconds(heartbeat_seconds);
-  for (size_t begin = 0; begin <= cluster_servers.size() && !cluster_servers.empty();) {
-    const size_t end = std::min(cluster_servers.find(',', begin), cluster_servers.size());
-    if (end > begin) config.cluster.servers.push_back(cluster_servers.substr(begin, end - begin));
-    begin = end + 1;
-  }
   if (const char* password = std::getenv("KCORAL_CLUSTER_PASSWORD")) {
     config.cluster.password = password;
   }

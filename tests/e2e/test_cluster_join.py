@@ -13,7 +13,7 @@ import time
 import httpx
 import pytest
 
-from conftest import Server, free_port
+from conftest import Server, free_port, wait_for
 from nats_cluster import NatsCluster  # never skipped: make deps installs nats-server
 
 
@@ -39,14 +39,8 @@ def cluster_view(server) -> dict:
     return httpx.get(server.url + "/health", timeout=10).json()["cluster"]
 
 
-def wait_for(predicate, timeout: float = 15):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    return predicate()
+def node_ids(server) -> set[str]:
+    return {n["node_id"] for n in cluster_view(server)["nodes"]}
 
 
 def test_every_node_sees_the_whole_cluster(tmp_path_factory, nats):
@@ -58,9 +52,8 @@ def test_every_node_sees_the_whole_cluster(tmp_path_factory, nats):
             assert view["connected"] is True
             assert view["servers"] == nats.urls
             assert view["node_id"] == f"127.0.0.1-{server.port}"
-            ids = wait_for(lambda s=server: {n["node_id"] for n in cluster_view(s)["nodes"]} >= {
-                f"127.0.0.1-{a.port}", f"127.0.0.1-{b.port}"})  # fmt: skip
-            assert ids, cluster_view(server)
+            both = {f"127.0.0.1-{a.port}", f"127.0.0.1-{b.port}"}
+            wait_for(lambda s=server: node_ids(s) >= both, 15, f"both nodes in {server.url}'s view")
         record = next(n for n in cluster_view(a)["nodes"] if n["node_id"] == f"127.0.0.1-{b.port}")
         assert record["url"] == b.url
         assert record["age_s"] < 5
@@ -76,10 +69,10 @@ def test_every_node_sees_the_whole_cluster(tmp_path_factory, nats):
         assert joined and joined[0]["node_id"] == f"127.0.0.1-{a.port}"
     finally:
         b.stop()
-    # A node that stops takes itself out at once.
-    gone = wait_for(lambda: f"127.0.0.1-{b.port}" not in {n["node_id"] for n in cluster_view(a)["nodes"]}, 5)
-    a.stop()
-    assert gone
+    try:  # a node that stops takes itself out at once
+        wait_for(lambda: f"127.0.0.1-{b.port}" not in node_ids(a), 5, "the stopped node to leave the view")
+    finally:
+        a.stop()
 
 
 def test_a_killed_node_leaves_the_view_after_missed_heartbeats(tmp_path_factory, nats):
@@ -87,11 +80,11 @@ def test_a_killed_node_leaves_the_view_after_missed_heartbeats(tmp_path_factory,
     b = node(tmp_path_factory, nats)
     try:
         b_id = f"127.0.0.1-{b.port}"
-        assert wait_for(lambda: b_id in {n["node_id"] for n in cluster_view(a)["nodes"]})
+        wait_for(lambda: b_id in node_ids(a), 15, "the second node in the view")
         os.killpg(b.process.pid, signal.SIGKILL)
         b.process.wait()
         started = time.monotonic()
-        assert wait_for(lambda: b_id not in {n["node_id"] for n in cluster_view(a)["nodes"]}, 15)
+        wait_for(lambda: b_id not in node_ids(a), 15, "the killed node to leave the view")
         assert time.monotonic() - started < 10  # three 1 s beats, plus the bucket's expiry sweep
     finally:
         b.stop()
@@ -106,8 +99,8 @@ def test_a_node_survives_losing_one_nats_server(tmp_path_factory, nats):
         nats.processes[index].wait()
         nats.processes[index] = None
         # It reconnects to another server, and the R3 bucket still answers.
-        view = wait_for(lambda: (v := cluster_view(a))["connected"] and v["nodes"] and v, 20)
-        assert view and view["connected_url"] != nats.urls[index], view
+        view = wait_for(lambda: (v := cluster_view(a))["connected"] and v["nodes"] and v, 20, "a reconnection")
+        assert view["connected_url"] != nats.urls[index], view
         assert f"127.0.0.1-{a.port}" in {n["node_id"] for n in view["nodes"]}
     finally:
         a.stop()

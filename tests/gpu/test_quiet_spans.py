@@ -7,7 +7,6 @@ measured in the same run. Under beside-spans (and contexts-beside-spans, for
 contexts) they may overlap: every result says so, as a condition and never as a
 flag, and the test measures what that costs the timed numbers."""
 
-import os
 import statistics
 import sys
 import threading
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 from kcoral import Client
 
+from conftest import servers
 from programs import TENSORS, single_call
 from test_gpu_server import add_one_library, record  # noqa: F401 - the fixture
 
@@ -104,28 +104,10 @@ def test_house_keeping_outside_spans_leaves_the_median_and_p99_alone(gpu_server,
     assert busy["p99_us"] <= 1.05 * max(measured["quiet_before"]["p99_us"], measured["quiet_after"]["p99_us"]) + 0.1
 
 
-def descendants(root: int) -> set[int]:
-    """root and every process below it, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = open(f"/proc/{entry}/stat").read()
-            except OSError:
-                continue
-            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
-    found, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        found.add(pid)
-        todo += children.get(pid, [])
-    return found
-
-
 def assert_own_house_keeping_is_a_condition(runs: list, other_server) -> None:
     """The server's own stand-bys and retirements beside a span are a condition, never a flag;
     the only flags name processes of the other server on this GPU (the quiet one): foreign here."""
-    others = descendants(other_server.process.pid)
+    others = servers.tree_of(other_server.process.pid) | {other_server.process.pid}
     for run in runs:
         integrity = run.results["timing"]["integrity"]
         own = [c for c in integrity.get("conditions", []) if "own house-keeping" in c]
