@@ -186,14 +186,15 @@ def call(source: str, args: list | None = None, name: str = "main"):
     return program
 
 
-def wait_for(predicate, timeout: float, what: str, error: type = AssertionError):
-    """The predicate's first truthy value within `timeout` seconds; else raises `error`."""
+def wait_for(predicate, timeout: float, what: str, error: type = AssertionError, every: float = 0.02):
+    """The predicate's first truthy value within `timeout` seconds, asked every `every` seconds;
+    else raises `error`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
-        time.sleep(0.02)
+        time.sleep(every)
     raise error(f"timed out waiting for {what}")
 
 
