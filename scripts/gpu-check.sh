@@ -77,7 +77,7 @@ result "metrics" "lease held ${held:-missing} s in total on the GPU server"
 cleanup; PIDS=()
 note "GPU tests"
 KCORAL_GPU_REPORT="$OUT/gpu-figures.json" timeout 900 "$PY" -m pytest -v -s -rfE --tb=line ${GPU_TESTS:-tests/gpu} 2>&1 \
-  | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|passed|failed" | cut -c1-400 | head -80
+  | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|passed|failed" | cut -c1-400 | tail -n 120  # tail, not head: a closed pipe would kill pytest mid-run
 result "GPU tests" "$(tail -1 "$OUT/pytest-gpu.log")"
 grep -E "^FAILED|^ERROR" "$OUT/pytest-gpu.log" | cut -c1-300 | while read -r line; do result "  " "$line"; done
 
