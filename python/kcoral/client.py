@@ -56,7 +56,7 @@ class Client:
 
     @property
     def base_url(self) -> str:
-        """The URL in use: the last one that did not fail."""
+        """The URL in use, where the next call starts: the first, or the one after the last that failed."""
         return self._failover.url
 
     @property
