@@ -23,7 +23,7 @@ enum class StatusCode {
   kNotFound,
   kFailedPrecondition,
   kPermissionDenied,  // the caller may not do this
-  kInternal,  // our bug
+  kInternal,          // our bug
 };
 
 class [[nodiscard]] Status {

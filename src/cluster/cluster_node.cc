@@ -136,9 +136,15 @@ Status NoCluster() {
   return FailedPreconditionError("built without the NATS client");
 }
 }  // namespace
-nlohmann::json ClusterNode::Describe() const { return nullptr; }
-nlohmann::json ClusterNode::Nodes() const { return nlohmann::json::array(); }
-const std::string& ClusterNode::node_id() const { return parts_->node_id; }
+nlohmann::json ClusterNode::Describe() const {
+  return nullptr;
+}
+nlohmann::json ClusterNode::Nodes() const {
+  return nlohmann::json::array();
+}
+const std::string& ClusterNode::node_id() const {
+  return parts_->node_id;
+}
 StatusOr<std::string> ClusterNode::ChoosePool(bool, const nlohmann::json&) const {
   return NoCluster();
 }
@@ -156,7 +162,9 @@ StatusOr<std::unique_ptr<Listening>> ClusterNode::Await(const std::string&,
                                                         std::function<void(std::string)>) {
   return NoCluster();
 }
-Status ClusterNode::Serve(const std::string&) { return NoCluster(); }
+Status ClusterNode::Serve(const std::string&) {
+  return NoCluster();
+}
 StatusOr<std::unique_ptr<WorkItem>> ClusterNode::NextWork(std::chrono::milliseconds) {
   return NoCluster();
 }
@@ -164,7 +172,9 @@ StatusOr<bool> ClusterNode::StoreOutcome(const std::string&, const std::string&)
   return NoCluster();
 }
 void ClusterNode::AnswerOnce(const std::string&, const std::string&) {}
-int ClusterNode::max_runs() const { return 0; }
+int ClusterNode::max_runs() const {
+  return 0;
+}
 void ClusterNode::Tell(const std::string&, const std::string&) {}
 StatusOr<std::unique_ptr<Listening>> ClusterNode::Hear(const std::string&,
                                                        std::function<void(std::string)>) {

@@ -76,7 +76,8 @@ StatusOr<store::BlobPtr> PeerClient::Fetch(const std::string& node_url,
   request.set(kPeerHeader, SignPeerRequest(secret_, "GET", target, UnixSecondsNow()));
   boost::system::error_code ec;
   http::write(*socket, request, ec);
-  if (ec) return UnavailableError("asking " + node_url + " for blob " + sha256 + ": " + ec.message());
+  if (ec)
+    return UnavailableError("asking " + node_url + " for blob " + sha256 + ": " + ec.message());
 
   beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
@@ -96,7 +97,8 @@ StatusOr<store::BlobPtr> PeerClient::Fetch(const std::string& node_url,
     parser.get().body().size = chunk.size();
     http::read(*socket, buffer, parser, ec);
     if (ec == http::error::need_buffer) ec = {};
-    if (ec) return UnavailableError("reading blob " + sha256 + " from " + node_url + ": " + ec.message());
+    if (ec)
+      return UnavailableError("reading blob " + sha256 + " from " + node_url + ": " + ec.message());
     const std::string_view got(chunk.data(), chunk.size() - parser.get().body().size);
     builder.Hash(got);
     KC_RETURN_IF_ERROR(builder.Write(got));
@@ -135,8 +137,9 @@ Status PeerClient::Push(const std::string& node_url, const store::BlobPtr& blob)
   http::read(*socket, buffer, response, ec);
   if (ec) return UnavailableError("reading " + node_url + "'s answer: " + ec.message());
   if (response.result_int() != 200) {
-    return UnavailableError(node_url + " refused a result: " + std::to_string(response.result_int()) +
-                            " " + response.body().substr(0, 300));
+    return UnavailableError(node_url +
+                            " refused a result: " + std::to_string(response.result_int()) + " " +
+                            response.body().substr(0, 300));
   }
   return Status::Ok();
 }

@@ -1,11 +1,12 @@
 #include "cluster/pool_view.h"
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <set>
-#include <vector>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/sha256.h"
 
@@ -61,6 +62,8 @@ StatusOr<std::string> ChoosePool(const nlohmann::json& pools, bool needs_gpu,
   auto is_gpu = [](const nlohmann::json& pool) {
     return pool.value("pool", "").starts_with("gpu/");
   };
+  // A cluster without GPUs runs everything on CPUs, as a CPU server does.
+  needs_gpu = needs_gpu && std::any_of(pools.begin(), pools.end(), is_gpu);
   std::vector<const nlohmann::json*> candidates;
   for (const auto& pool : pools) {
     if (needs_gpu && !is_gpu(pool)) continue;
@@ -77,18 +80,15 @@ StatusOr<std::string> ChoosePool(const nlohmann::json& pools, bool needs_gpu,
   for (const auto& pool : pools)
     names += (names.empty() ? "" : ", ") + pool.value("pool_id", PoolIdOf(pool));
   if (candidates.empty()) {
-    return UnavailableError(std::string(needs_gpu ? "the program needs a GPU, and no GPU node"
-                                                   : "no node") +
-                            " of the cluster can run it now (pools: " +
-                            (names.empty() ? "none" : names) + ")");
+    return UnavailableError(
+        "no node of the cluster can run it now (pools: " + (names.empty() ? "none" : names) + ")");
   }
   std::set<std::string> kinds;
   for (const auto* pool : candidates)
     kinds.insert(pool->value("pool", ""));
   if (needs_gpu && kinds.size() > 1) {
-    return InvalidArgumentError(
-        "the cluster has GPU pools of several architectures (" + names +
-        "); send the program to a node of the one it was built for");
+    return InvalidArgumentError("the cluster has GPU pools of several architectures (" + names +
+                                "); send the program to a node of the one it was built for");
   }
   const nlohmann::json* best = candidates.front();
   auto rank = [&](const nlohmann::json* pool) {

@@ -26,10 +26,10 @@ std::string PoolIdOf(const nlohmann::json& pool);
 
 // Where a request goes (docs/cluster.md "Pools by capability"), from PoolsOf's list: a
 // program that needs no GPU goes to a CPU pool where there is one, else to any pool; one that
-// needs a GPU goes to the cluster's only GPU architecture, and several are refused
-// (kInvalidArgument naming them). Among pools of one kind and arch, the one with
-// `own_versions` (the entry node's toolchain) is preferred, then the one with the most seats.
-// kUnavailable when no pool can run it.
+// may touch a GPU goes to the cluster's only GPU architecture, and several are refused
+// (kInvalidArgument naming them); a cluster without GPUs runs it on CPUs, as a CPU server does.
+// Among pools of one kind and arch, the one with `own_versions` (the entry node's toolchain) is
+// preferred, then the one with the most seats. kUnavailable when no pool can run it.
 StatusOr<std::string> ChoosePool(const nlohmann::json& pools, bool needs_gpu,
                                  const nlohmann::json& own_versions);
 

@@ -100,8 +100,8 @@ Status WorkQueue::Serve(const std::string& pool) {
   options.Config.MaxDeliver = options_.max_runs + 1;  // the last delivery only says "failed"
   options.Config.MaxAckPending = -1;
   jsErrCode code = static_cast<jsErrCode>(0);
-  const natsStatus s = js_PullSubscribe(&pull_, link_.jetstream(), subject.c_str(),
-                                        durable.c_str(), nullptr, &options, &code);
+  const natsStatus s = js_PullSubscribe(&pull_, link_.jetstream(), subject.c_str(), durable.c_str(),
+                                        nullptr, &options, &code);
   if (s != NATS_OK) {
     return UnavailableError("pulling work for pool " + pool + ": " + NatsError(s));
   }

@@ -201,9 +201,10 @@ Status App::JoinCluster(int port) {
   auto attach = cluster_->Hear("attach", [this](std::string key) {
     std::lock_guard lock(attached_mu_);
     const auto now = std::chrono::steady_clock::now();
-    if (attached_.size() > 10000) std::erase_if(attached_, [&](const auto& entry) {
-      return now - entry.second > std::chrono::minutes(1);
-    });
+    if (attached_.size() > 10000)
+      std::erase_if(attached_, [&](const auto& entry) {
+        return now - entry.second > std::chrono::minutes(1);
+      });
     attached_[key] = now;
   });
   if (!attach.ok()) return attach.status().WithContext("--cluster");

@@ -11,8 +11,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 #include <string>
+#include <unordered_map>
 
 #include <boost/asio.hpp>
 #include <boost/beast/http.hpp>

@@ -43,10 +43,10 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
                                                    std::optional<std::string> idempotency_key,
                                                    std::shared_ptr<pool::CancelFlag> cancel) {
   const std::string key = ClusterKey(idempotency_key);
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(
-                            admitted->timeout_seconds * 1000)) +
-                        kDeadlineGrace;
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(admitted->timeout_seconds * 1000)) +
+      kDeadlineGrace;
 
   // The announcement may come on a NATS thread at any time from here on.
   struct Waiting {
@@ -101,14 +101,14 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
         co_return out;
       }
     }
-    nlohmann::json work = {{"key", key},
-                           {"request_id", request_id},
-                           {"entry_node", cluster_->node_id()},
-                           {"entry_url", node_url_},
-                           {"deadline_unix_ms",
-                            UnixMs() + static_cast<int64_t>(admitted->timeout_seconds * 1000)},
-                           {"timeout_seconds", admitted->timeout_seconds},
-                           {"output_limit_bytes", admitted->output_limit_bytes}};
+    nlohmann::json work = {
+        {"key", key},
+        {"request_id", request_id},
+        {"entry_node", cluster_->node_id()},
+        {"entry_url", node_url_},
+        {"deadline_unix_ms", UnixMs() + static_cast<int64_t>(admitted->timeout_seconds * 1000)},
+        {"timeout_seconds", admitted->timeout_seconds},
+        {"output_limit_bytes", admitted->output_limit_bytes}};
     const std::string& program_json = admitted->request.program_json;
     if (program_json.size() <= kInlineProgramBytes) {
       work["program"] = program_json;
@@ -118,7 +118,8 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
       blobs_.Add(*blob);
       work["program_sha256"] = program_hash;
     }
-    if (Status queued = cluster_->Queue(*pool, "anonymous", key, *claim, work.dump()); !queued.ok()) {
+    if (Status queued = cluster_->Queue(*pool, "anonymous", key, *claim, work.dump());
+        !queued.ok()) {
       co_return fail(queued);
     }
     events_.Emit(pool::EventLevel::kInfo, "cluster_request_queued",

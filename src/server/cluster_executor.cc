@@ -92,6 +92,11 @@ void ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
     (void)item->Ack();
     return;
   }
+  app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_started",
+                    {{"request_id", request_id},
+                     {"key", key},
+                     {"entry_node", work.value("entry_node", "")},
+                     {"delivered", item->delivered()}});
   HttpReply reply = Run(work, *item, key);
   Finish(key, work.value("entry_url", ""), request_id, reply, *item);
 }
@@ -125,12 +130,19 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
     for (const auto& url : sources) {
       if (url.empty() || url == app_.node_url_) continue;
       auto blob = peers.Fetch(url, sha);
-      if (blob.ok()) return blob;
+      if (blob.ok()) {
+        app_.events_.Emit(pool::EventLevel::kInfo, "cluster_blob_fetched",
+                          {{"request_id", request_id},
+                           {"sha256", sha},
+                           {"from", url},
+                           {"bytes", (*blob)->size()}});
+        return blob;
+      }
       last = blob.status();
     }
     // A 503, never kept: the client's retry sends the blob again.
-    return UnavailableError("blob " + sha + " could not be fetched from any node: " +
-                            last.message());
+    return UnavailableError("blob " + sha +
+                            " could not be fetched from any node: " + last.message());
   };
 
   AdmittedRequest admitted;
@@ -181,8 +193,8 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
     cancels_.erase(key);
     return EndingReply(RequestEnding::kSaturated, "the node's seats are full", request_id);
   }
-  const auto tick = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        node_.options().ack_wait) / 3;
+  const auto tick =
+      std::chrono::duration_cast<std::chrono::milliseconds>(node_.options().ack_wait) / 3;
   while (result.wait_for(tick) != std::future_status::ready)
     item.InProgress();
   pool::JobResult ran = result.get();

@@ -50,7 +50,7 @@ class ClusterExecutor {
   std::unique_ptr<cluster::Listening> hear_cancel_;
   std::mutex mu_;
   std::condition_variable freed_;
-  int running_ = 0;                                                      // mu_
+  int running_ = 0;                                                             // mu_
   std::unordered_map<std::string, std::shared_ptr<pool::CancelFlag>> cancels_;  // mu_
   std::thread puller_;
 };

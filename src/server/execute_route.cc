@@ -193,8 +193,7 @@ std::shared_ptr<pool::Job> JobFor(const AdmittedRequest& admitted, const std::st
   job->gpu_count = static_cast<int>(admitted.request.program.options.gpu_count.value_or(0));
   job->run.output_limit_bytes = admitted.output_limit_bytes;
   job->run.max_response_bytes = max_response_bytes;
-  job->run.timeout =
-      std::chrono::nanoseconds(static_cast<int64_t>(admitted.timeout_seconds * 1e9));
+  job->run.timeout = std::chrono::nanoseconds(static_cast<int64_t>(admitted.timeout_seconds * 1e9));
   return job;
 }
 

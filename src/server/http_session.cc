@@ -134,7 +134,8 @@ void PlanIntake(const App& app, Route route, const http::fields& head, BodyIntak
     if (intake.ingest.ok()) intake.consumer = intake.ingest->get();
   } else if (route == Route::kUploadBlob || route == Route::kPeerBlobPush) {
     // A push from outside the cluster is refused before its body is read.
-    if (route == Route::kPeerBlobPush) intake.refused = app.CheckPeer(PeerHeader(head), "POST", "/cluster/blobs");
+    if (route == Route::kPeerBlobPush)
+      intake.refused = app.CheckPeer(PeerHeader(head), "POST", "/cluster/blobs");
     if (intake.refused.ok()) intake.refused = CheckBlobUpload(head);
     if (intake.refused.ok()) intake.consumer = &intake.blob_upload.emplace(ClaimedBlobHash(head));
   }
@@ -208,8 +209,8 @@ net::awaitable<void> ServeConnection(App& app, tcp::socket socket) {
     const unsigned version = head.version();
     bool keep_alive = head.keep_alive();
     const uint64_t limit = app.config().max_request_bytes;
-    const bool upload = route == Route::kExecute || route == Route::kUploadBlob ||
-                        route == Route::kPeerBlobPush;
+    const bool upload =
+        route == Route::kExecute || route == Route::kUploadBlob || route == Route::kPeerBlobPush;
     if (upload && parser.content_length() && *parser.content_length() > limit) {
       // 413 without reading the body (spec §1.5); the connection cannot be reused.
       HttpReply reply =

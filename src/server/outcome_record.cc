@@ -82,6 +82,8 @@ StatusOr<HttpReply> ReplyOf(const nlohmann::json& record, const store::BlobPtr& 
   }
   reply.error_kind = record.value("error_kind", "");
   reply.error_message = record.value("error_message", "");
+  // Which node ran it: for operators and tests; clients may ignore it.
+  reply.headers.emplace_back("X-KCoral-Executed-By", record.value("executed_by", ""));
   if (record.contains("body_base64")) {
     KC_ASSIGN_OR_RETURN(reply.body, FromBase64(record.value("body_base64", "")));
   } else {

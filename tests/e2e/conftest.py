@@ -30,7 +30,7 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, tmp: Path, *args: str, device: str = "cpu", ready_timeout: float = 60):
+    def __init__(self, tmp: Path, *args: str, device: str = "cpu", ready_timeout: float = 60, env: dict | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_dir = tmp / "logs"
@@ -61,7 +61,7 @@ class Server:
             stdout=subprocess.DEVNULL,
             stderr=self.stderr,
             start_new_session=True,
-            env={**os.environ, LEAK_TAG: self.tag},
+            env={**os.environ, **(env or {}), LEAK_TAG: self.tag},
         )
         self._wait_ready(ready_timeout)
 

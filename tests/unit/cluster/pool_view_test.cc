@@ -49,12 +49,14 @@ TEST(ChoosePool, WorkWithoutAGpuGoesToTheCpuPoolAndGpuWorkToTheGpuPool) {
 }
 
 TEST(ChoosePool, WorkWithoutAGpuMayGoToAGpuPoolWhenThereIsNoCpuPool) {
-  const auto pools = PoolsOf({Node("a", "gpu/sm_90a", "2.9", 8, 0), Node("b", "gpu/sm_80", "2.9", 8, 0)});
+  const auto pools =
+      PoolsOf({Node("a", "gpu/sm_90a", "2.9", 8, 0), Node("b", "gpu/sm_80", "2.9", 8, 0)});
   EXPECT_TRUE(ChoosePool(pools, false, {}).ok());
 }
 
 TEST(ChoosePool, SeveralGpuArchitecturesAreRefusedByName) {
-  const auto pools = PoolsOf({Node("a", "gpu/sm_90a", "2.9", 8, 0), Node("b", "gpu/sm_80", "2.9", 8, 0)});
+  const auto pools =
+      PoolsOf({Node("a", "gpu/sm_90a", "2.9", 8, 0), Node("b", "gpu/sm_80", "2.9", 8, 0)});
   auto chosen = ChoosePool(pools, true, {});
   ASSERT_FALSE(chosen.ok());
   EXPECT_EQ(chosen.status().code(), StatusCode::kInvalidArgument);
@@ -63,15 +65,21 @@ TEST(ChoosePool, SeveralGpuArchitecturesAreRefusedByName) {
 }
 
 TEST(ChoosePool, TheEntryNodesVersionsArePreferredThenTheMostSeats) {
-  const auto pools = PoolsOf({Node("a", "gpu/sm_90a", "2.9", 8, 0), Node("b", "gpu/sm_90a", "2.10", 2, 0)});
+  const auto pools =
+      PoolsOf({Node("a", "gpu/sm_90a", "2.9", 8, 0), Node("b", "gpu/sm_90a", "2.10", 2, 0)});
   const std::string mine = *ChoosePool(pools, true, {{"torch", "2.10"}});
   EXPECT_EQ(mine, PoolIdOf({{"pool", "gpu/sm_90a"}, {"versions", {{"torch", "2.10"}}}}));
   EXPECT_EQ(*ChoosePool(pools, true, {{"torch", "other"}}),
             PoolIdOf({{"pool", "gpu/sm_90a"}, {"versions", {{"torch", "2.9"}}}}));
 }
 
-TEST(ChoosePool, NoPoolThatCanRunItIsUnavailable) {
-  auto chosen = ChoosePool(PoolsOf({Node("c", "cpu", "", 4, 0)}), true, {});
+TEST(ChoosePool, AClusterWithoutGpusRunsEverythingOnCpus) {
+  EXPECT_TRUE(ChoosePool(PoolsOf(nlohmann::json::array({Node("c", "cpu", "", 4, 0)})), true, {})
+                  ->starts_with("cpu-"));
+}
+
+TEST(ChoosePool, NoPoolAtAllIsUnavailable) {
+  auto chosen = ChoosePool(nlohmann::json::array(), false, {});
   ASSERT_FALSE(chosen.ok());
   EXPECT_EQ(chosen.status().code(), StatusCode::kUnavailable);
 }
