@@ -243,3 +243,46 @@ def test_a_node_killed_mid_request_loses_nothing(tmp_path_factory):
         for n in fresh:
             n.stop()
         own_nats.stop()
+
+
+def test_when_the_entry_node_dies_our_client_gets_the_answer_from_another(tmp_path_factory):
+    """The entry node is SIGKILLed while its request runs: our client retries on the other node
+    with the same Idempotency-Key and gets the one run's outcome (the reference client, which
+    never retries, would get a transport error: docs/cluster.md)."""
+    from kcoral import Client
+
+    own_nats = NatsCluster(tmp_path_factory.mktemp("nats-entry"))
+    fresh = []
+    try:
+        fresh = [start_node(tmp_path_factory, own_nats) for _ in range(2)]
+        wait_for_view(fresh)
+        entry, other = fresh
+        box = {}
+
+        def send():
+            with Client(urls=[entry.url, other.url]) as client:
+                box["result"] = client.execute(
+                    call("import time\ndef main():\n    time.sleep(3)\n    return 'done'\n"), timeout_seconds=120
+                )
+                box["retries"] = client.retries
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        wait_for(
+            lambda: any(e["event"] == "cluster_request_started" for n in fresh for e in n.events()),
+            30,
+            "the request to start",
+        )
+        os.killpg(entry.process.pid, signal.SIGKILL)
+        entry.process.wait()
+        sender.join(timeout=90)
+        assert not sender.is_alive()
+        assert box["result"].completed, box["result"].error
+        assert box["result"].results["out"] == "done"
+        assert box["retries"] >= 1
+        firsts = [e for e in other.events() if e["event"] == "cluster_request_executed" and e["first_outcome"]]
+        assert len(firsts) <= 1
+    finally:
+        for n in fresh:
+            n.stop()
+        own_nats.stop()
