@@ -2,6 +2,7 @@
 // loop, answer CACHE_MISS or 400 early, queue the program for a seat, then
 // build the outcome reply off the event loop too.
 #include <chrono>
+#include <unordered_map>
 
 #include "protocol/execute_request.h"
 #include "server/admitted_request.h"
@@ -199,8 +200,14 @@ std::shared_ptr<pool::Job> JobFor(const AdmittedRequest& admitted, const std::st
 
 bool NeedsGpu(const protocol::Program& program) {
   if (program.options.gpu_count.value_or(0) > 0) return true;
-  for (const auto& ins : program.instructions)
-    if (ins.op == protocol::Op::kRun && !ins.cpu_only) return true;
+  // cpu_only is said by get_function, for every run of that function.
+  std::unordered_map<std::string_view, bool> cpu_only;
+  for (const auto& ins : program.instructions) {
+    if (ins.op == protocol::Op::kGetFunction) cpu_only[ins.id] = ins.cpu_only;
+    if (ins.op != protocol::Op::kRun) continue;
+    auto fn = cpu_only.find(ins.fn_ref);
+    if (fn == cpu_only.end() || !fn->second) return true;
+  }
   return false;
 }
 
