@@ -13,6 +13,7 @@ struct ClusterOptions {
   std::vector<std::string> servers;  // "nats://h1:4222", ...; empty: no cluster
   std::string user;                  // with password from KCORAL_CLUSTER_PASSWORD
   std::string password;
+  std::string creds;   // a NATS credentials file (user JWT and NKey seed), instead of user
   std::string tls_ca;  // a CA file: the connection is TLS, servers checked against it
   int replicas = 3;    // of the cluster's JetStream buckets and streams
   // How often this node says it is alive; it is forgotten after three missed beats.

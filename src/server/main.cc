@@ -239,6 +239,10 @@ int main(int argc, char** argv) {
   cli.add_option("--cluster-user", config.cluster.user,
                  "NATS user name; its password comes from KCORAL_CLUSTER_PASSWORD, never argv")
       ->needs(cluster_flag);
+  cli.add_option("--cluster-creds", config.cluster.creds,
+                 "A NATS credentials file (user JWT and NKey seed) for the cluster's servers")
+      ->needs(cluster_flag)
+      ->check(CLI::ExistingFile);
   cli.add_option("--cluster-tls-ca", config.cluster.tls_ca,
                  "Connect to NATS over TLS, checking the servers against this CA file")
       ->needs(cluster_flag)
