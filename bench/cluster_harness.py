@@ -1,0 +1,267 @@
+"""Processes for the cluster benches (bench/cluster_soak.py, bench/cluster.py): NATS JetStream
+servers and KCoral cluster nodes on loopback, each restartable on its own port with its own
+arguments, so a restarted node keeps its node id (HOST-PORT) and a restarted NATS server its
+JetStream storage. Everything is stopped by pid or by its own process group, never by name.
+
+tests/e2e/nats_cluster.py starts NATS for the tests; this copy adds what a kill test needs
+(restart, the stream's leader) and what the overhead bench reads (the monitoring port).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+# This checkout's kcoral, for this process and the servers it starts (as tests/conftest.py does).
+_PYTHON = str(REPO / "python")
+if _PYTHON not in sys.path:
+    sys.path.insert(0, _PYTHON)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_PYTHON, os.environ.get("PYTHONPATH")]))
+
+# Debian installs it in /usr/sbin, which a user's PATH may lack.
+NATS_SERVER = shutil.which("nats-server") or shutil.which("nats-server", path="/usr/sbin:/usr/local/sbin")
+SECRET = "bench-cluster-secret-0123456789"
+TAG = "KCORAL_CLUSTER_BENCH"  # in each node's environment, inherited by all it starts
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a live process, from /proc/<pid>/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def nats_request(port: int, subject: str, timeout: float = 2.0) -> dict | None:
+    """One request over the NATS text protocol (no client library here): the JSON reply, or None."""
+    inbox = "_INBOX.bench"
+    with contextlib.suppress(OSError, ValueError), socket.create_connection(("127.0.0.1", port), timeout) as conn:
+        conn.settimeout(timeout)
+        conn.recv(4096)  # INFO
+        request = f'CONNECT {{"verbose":false}}\r\nSUB {inbox} 1\r\nPUB {subject} {inbox} 0\r\n\r\n'
+        conn.sendall(request.encode())
+        data, deadline = b"", time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            start = data.find(f"MSG {inbox}".encode())
+            if start >= 0 and (end := data.find(b"\r\n", start)) >= 0:
+                size = int(data[start:end].split()[-1])
+                if len(data) >= end + 2 + size:
+                    return json.loads(data[end + 2 : end + 2 + size])
+            chunk = conn.recv(65536)
+            if not chunk:
+                return None
+            data += chunk
+    return None
+
+
+class NatsServers:
+    """`size` nats-server processes routed into one cluster with JetStream on; with `monitor`,
+    each serves /varz on a port of its own."""
+
+    def __init__(self, root: Path, size: int = 3, monitor: bool = False, name: str = "kc"):
+        if NATS_SERVER is None:
+            raise SystemExit("nats-server is not installed (apt-get install nats-server; make deps does)")
+        self.name = name
+        self.client_ports = [free_port() for _ in range(size)]
+        self.monitor_ports = [free_port() for _ in range(size)] if monitor else []
+        route_ports = [free_port() for _ in range(size)]
+        routes = ",".join(f"nats://127.0.0.1:{p}" for p in route_ports)
+        self.commands = []
+        for i in range(size):
+            self.commands.append([
+                NATS_SERVER, "-a", "127.0.0.1", "-p", str(self.client_ports[i]), "-n", f"{name}-{i}",
+                "-js", "-sd", str(root / f"nats-{i}"), "--cluster_name", name,
+                "--cluster", f"nats://127.0.0.1:{route_ports[i]}", "--routes", routes,
+                *(["-m", str(self.monitor_ports[i])] if monitor else []),
+            ])  # fmt: skip
+        self.log_paths = [root / f"nats-{i}.log" for i in range(size)]
+        self.processes: list[subprocess.Popen | None] = [None] * size
+        for i in range(size):
+            self.start(i)
+        self.wait_ready()
+
+    @property
+    def flag(self) -> str:
+        """The value of a node's --cluster."""
+        return ",".join(f"nats://127.0.0.1:{p}" for p in self.client_ports)
+
+    def start(self, i: int) -> None:
+        """(Re)starts server i with its first arguments and storage."""
+        with open(self.log_paths[i], "ab") as log:
+            self.processes[i] = subprocess.Popen(self.commands[i], stdout=log, stderr=log, start_new_session=True)
+
+    def kill(self, i: int) -> None:
+        process = self.processes[i]
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+        self.processes[i] = None
+
+    def live(self) -> list[int]:
+        return [i for i, p in enumerate(self.processes) if p is not None and p.poll() is None]
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        """Until every live server answers a JetStream API request without an error."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            answers = [nats_request(self.client_ports[i], "$JS.API.INFO", 1) for i in self.live()]
+            if answers and all(a is not None and "error" not in a for a in answers):
+                return
+            time.sleep(0.2)
+        raise RuntimeError("the NATS cluster did not elect a JetStream leader")
+
+    def stream_leader(self, stream: str) -> int | None:
+        """Index of the server that leads `stream`'s Raft group, asked of any live server."""
+        for i in self.live():
+            info = nats_request(self.client_ports[i], f"$JS.API.STREAM.INFO.{stream}")
+            leader = ((info or {}).get("cluster") or {}).get("leader", "")
+            if leader.startswith(f"{self.name}-"):
+                return int(leader.rsplit("-", 1)[1])
+        return None
+
+    def varz(self, i: int) -> dict:
+        return httpx.get(f"http://127.0.0.1:{self.monitor_ports[i]}/varz", timeout=5).json()
+
+    def cpu_seconds(self) -> float:
+        return sum(cpu_seconds(self.processes[i].pid) for i in self.live())
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for i, process in enumerate(self.processes):
+            if process is not None:
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.kill(i)
+
+
+class Node:
+    """One `kcoral server` on a fixed loopback port. Each life logs to root/life<N>, so the
+    events of every life are kept. `flags` come after the common ones; `env` is added."""
+
+    def __init__(self, root: Path, flags: list[str], env: dict | None = None, port: int | None = None):
+        self.root = root
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.node_id = f"127.0.0.1-{self.port}"
+        self.flags = flags
+        self.env = {**os.environ, **(env or {})}
+        self.lives = 0
+        self.leaked = 0  # processes of a dead life that were still there, killed by pid
+        self.process: subprocess.Popen | None = None
+        self.tag = ""
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / f"life{self.lives}"
+
+    def start(self, ready_timeout: float = 60) -> None:
+        self.lives += 1
+        self.log_dir.mkdir(parents=True)
+        self.tag = uuid.uuid4().hex
+        command = [
+            sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--host", "127.0.0.1",
+            "--port", str(self.port), "--log-dir", str(self.log_dir), "--no-log-console",
+            "--disk-cache-dir", str(self.root / "disk-cache"), "--build-cache-dir", str(self.root / "build-cache"),
+            *self.flags,
+        ]  # fmt: skip
+        with open(self.log_dir / "server.stderr", "wb") as stderr:
+            self.process = subprocess.Popen(
+                command,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,
+                env={**self.env, TAG: self.tag},
+            )
+        deadline = time.monotonic() + ready_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"node {self.node_id} exited: {(self.log_dir / 'server.stderr').read_text()[-2000:]}"
+                )
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            time.sleep(0.05)
+        raise RuntimeError(f"node {self.node_id} did not become healthy in {ready_timeout} s")
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL to the node's process group, as a machine that loses power would do."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+        self._reap_leftovers()
+
+    def stop(self, timeout: float = 30) -> None:
+        if self.alive():
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self._reap_leftovers()
+
+    def _reap_leftovers(self, grace: float = 5.0) -> None:
+        deadline = time.monotonic() + grace
+        while (left := tagged(self.tag)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in left:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        self.leaked += len(left)
+
+    def events(self, current_life_only: bool = False) -> list[dict]:
+        dirs = [self.log_dir] if current_life_only else [self.root / f"life{n}" for n in range(1, self.lives + 1)]
+        found = []
+        for directory in dirs:
+            for path in sorted(directory.glob("runs/*/events.jsonl")):
+                for line in path.read_text().splitlines():
+                    with contextlib.suppress(ValueError):  # a line cut short by SIGKILL
+                        found.append(json.loads(line))
+        return found
+
+
+def tagged(tag: str) -> set[int]:
+    """Live (non-zombie) processes whose environment holds TAG=`tag`."""
+    needle = f"{TAG}={tag}".encode()
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if needle in (entry / "environ").read_bytes().split(b"\0"):
+                    state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+                    if state != "Z":
+                        found.add(int(entry.name))
+    return found
+
+
+def percentile(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
