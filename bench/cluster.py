@@ -1,0 +1,248 @@
+"""What the cluster path costs (issue 26; docs/cluster.md "Routing work"), on a trivial program.
+
+    python bench/cluster.py [--requests 300] [--warmup 30] [--workers 4] [--concurrency 16]
+                            [--seconds 12] [--nodes 1,2,4] [--out DIR]
+
+Starts 3 NATS JetStream servers on loopback (R3, as in production; each with a monitoring
+port), a plain node without --cluster ("direct") and cluster nodes with the same flags (CPU,
+--num-workers --workers, workers reused: --max-requests-per-worker 0 on both, so the gap is
+the cluster's; default heartbeat and ack wait).
+
+1. Latency: --requests sequential requests to the direct node and to the entry node of a
+   1-node cluster, interleaved one by one (load from elsewhere reaches both alike): p50, p99
+   and what the cluster adds (the difference, and the median of the paired differences).
+2. The broker's cost per cluster request over that phase: CPU of the 3 nats-server processes
+   (/proc utime+stime) and bytes (/varz in+out: clients and the routes that replicate; /connz:
+   the nodes' own connections), less the background (heartbeats, idle pulls) measured idle
+   just before.
+3. Requests/s at --concurrency through the direct node and through 1, 2 and 4 cluster nodes
+   (nodes added one phase to the next; each client thread starts at another node's URL),
+   --seconds each, with the broker's CPU and bytes per request. On a machine of few cores this
+   measures contention, not scale: the model in docs/cluster.md carries the scale.
+
+Prints a table and writes DIR/cluster.json. Stops everything it started by pid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+from cluster_harness import SECRET, NatsServers, Node, percentile  # first: puts this checkout's kcoral on sys.path
+
+from kcoral import Client, Program
+
+
+def trivial_program() -> Program:
+    program = Program()
+    module = program.upload(id="m", kind="module", source="def main():\n    return 1\n")
+    fn = program.get_function(id="f", module=module, name="main")
+    program.return_(key="out", value=program.run(id="r", fn=fn, args=[]))
+    return program
+
+
+class Broker:
+    """The NATS servers' CPU seconds and bytes, read as one sample."""
+
+    def __init__(self, nats: NatsServers):
+        self.nats = nats
+
+    def sample(self) -> dict:
+        varz = [self.nats.varz(i) for i in range(len(self.nats.client_ports))]
+        clients = 0
+        for port in self.nats.monitor_ports:
+            connz = httpx.get(f"http://127.0.0.1:{port}/connz?limit=10000", timeout=5).json()
+            clients += sum(c["in_bytes"] + c["out_bytes"] for c in connz["connections"])
+        return {
+            "t": time.monotonic(),
+            "cpu_s": self.nats.cpu_seconds(),
+            "bytes": sum(v["in_bytes"] + v["out_bytes"] for v in varz),
+            "client_bytes": clients,
+        }
+
+    @staticmethod
+    def per_request(before: dict, after: dict, requests: int, background: dict) -> dict:
+        """CPU ms and bytes per request between two samples, less the background rates."""
+        seconds = after["t"] - before["t"]
+        net = {k: after[k] - before[k] - background[k] * seconds for k in ("cpu_s", "bytes", "client_bytes")}
+        return {
+            "cpu_ms": net["cpu_s"] * 1e3 / requests,
+            "bytes": net["bytes"] / requests,
+            "client_bytes": net["client_bytes"] / requests,
+        }
+
+
+def background_rates(broker: Broker, seconds: float) -> dict:
+    before = broker.sample()
+    time.sleep(seconds)
+    after = broker.sample()
+    span = after["t"] - before["t"]
+    return {k: (after[k] - before[k]) / span for k in ("cpu_s", "bytes", "client_bytes")}
+
+
+def timed(client: Client, program: Program) -> float:
+    start = time.perf_counter()
+    result = client.execute(program, timeout_seconds=60)
+    elapsed = (time.perf_counter() - start) * 1e3
+    assert result.completed and result.results["out"] == 1, result.error
+    return elapsed
+
+
+def throughput(urls: list[str], concurrency: int, seconds: float) -> int:
+    """Requests completed in `seconds` by `concurrency` threads, thread k starting at URL k."""
+    done = [0] * concurrency
+    stop = threading.Event()
+
+    def worker(k: int) -> None:
+        rotated = urls[k % len(urls) :] + urls[: k % len(urls)]
+        with Client(urls=rotated) as client:
+            program = trivial_program()
+            while not stop.is_set():
+                result = client.execute(program, timeout_seconds=60)
+                assert result.completed, result.error
+                done[k] += 1
+
+    threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(concurrency)]
+    for t in threads:
+        t.start()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    return sum(done)
+
+
+def wait_for_view(nodes: list[Node], timeout: float = 30) -> None:
+    """Until every node's /health lists every node (so each takes work and can route to all)."""
+    ids = {n.node_id for n in nodes}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = [
+            {r["node_id"] for r in httpx.get(n.url + "/health", timeout=10).json()["cluster"]["nodes"]} for n in nodes
+        ]
+        if all(ids <= s for s in seen):
+            return
+        time.sleep(0.2)
+    raise RuntimeError("the nodes did not see each other")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--requests", type=int, default=300, help="sequential requests to each side")
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--workers", type=int, default=4, help="--num-workers of every node")
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=12, help="length of each throughput phase")
+    parser.add_argument("--nodes", default="1,2,4", help="cluster sizes for the throughput phases")
+    parser.add_argument("--out", type=Path, help="folder for logs and cluster.json (default: a temp folder)")
+    args = parser.parse_args()
+    sizes = sorted(int(n) for n in args.nodes.split(","))
+    out = args.out or Path(tempfile.mkdtemp(prefix="kcoral-cluster-bench-"))
+    out.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally below
+
+    common = ["--num-workers", str(args.workers), "--max-requests-per-worker", "0"]
+    report: dict = {"cores": os.cpu_count(), "args": {k: str(v) for k, v in vars(args).items()}}
+    nats, direct, nodes = None, None, []
+    try:
+        nats = NatsServers(out, monitor=True)
+        broker = Broker(nats)
+        direct = Node(out / "direct", common)
+        direct.start()
+
+        def add_node() -> None:
+            flags = ["--cluster", nats.flag, *common]
+            nodes.append(Node(out / f"node{len(nodes)}", flags, env={"KCORAL_CLUSTER_SECRET": SECRET}))
+            nodes[-1].start()
+            wait_for_view(nodes)
+
+        add_node()
+        program = trivial_program()
+        with Client(direct.url) as to_direct, Client(nodes[0].url) as to_cluster:
+            for _ in range(args.warmup):
+                timed(to_direct, program)
+                timed(to_cluster, program)
+            background = background_rates(broker, 5)
+            before = broker.sample()
+            pairs = [(timed(to_direct, program), timed(to_cluster, program)) for _ in range(args.requests)]
+            after = broker.sample()
+        direct_ms, cluster_ms = [d for d, _ in pairs], [c for _, c in pairs]
+        report["latency_ms"] = {
+            "direct": {"p50": statistics.median(direct_ms), "p99": percentile(direct_ms, 99)},
+            "cluster": {"p50": statistics.median(cluster_ms), "p99": percentile(cluster_ms, 99)},
+            "paired_median_added": statistics.median(c - d for d, c in pairs),
+        }
+        report["background_per_s"] = background
+        # Each pair's direct request costs the broker nothing, so the phase's net is the cluster's.
+        report["broker_per_request"] = Broker.per_request(before, after, args.requests, background)
+
+        report["throughput"] = []
+        rows = [("direct", [direct.url])] + [(f"{n} node" + "s" * (n > 1), n) for n in sizes]
+        for name, target in rows:
+            if isinstance(target, int):
+                while len(nodes) < target:
+                    add_node()
+                urls = [n.url for n in nodes]
+            else:
+                urls = target
+            throughput(urls, args.concurrency, 2)  # warm-up: every seat's worker started
+            idle = background_rates(broker, 3)  # more nodes, more heartbeats and idle pulls
+            before = broker.sample()
+            count = throughput(urls, args.concurrency, args.seconds)
+            after = broker.sample()
+            cost = Broker.per_request(before, after, count, idle) if urls != [direct.url] else None
+            rate = count / (after["t"] - before["t"])
+            report["throughput"].append({"through": name, "requests_per_s": rate, "broker_per_request": cost})
+            print(f"{name}: {rate:.1f} requests/s", flush=True)
+    finally:
+        for node in [*nodes, *([direct] if direct else [])]:
+            node.stop()
+        if nats is not None:
+            nats.stop()
+    (out / "cluster.json").write_text(json.dumps(report, indent=1))
+    print_table(report, args)
+
+
+def print_table(r: dict, args: argparse.Namespace) -> None:
+    lat, broker, bg = r["latency_ms"], r["broker_per_request"], r["background_per_s"]
+    print(
+        f"\nKCoral cluster overhead: trivial program, CPU nodes of {args.workers} reused workers, "
+        f"3 NATS servers (R3) on loopback, {r['cores']} cores"
+    )
+    print(f"\n{args.requests} sequential requests each, interleaved")
+    print(f"{'':>22} | {'p50 ms':>8} | {'p99 ms':>8}")
+    print("-" * 44)
+    print(f"{'direct (no --cluster)':>22} | {lat['direct']['p50']:>8.2f} | {lat['direct']['p99']:>8.2f}")
+    print(f"{'1-node cluster':>22} | {lat['cluster']['p50']:>8.2f} | {lat['cluster']['p99']:>8.2f}")
+    added = lat["cluster"]["p50"] - lat["direct"]["p50"], lat["cluster"]["p99"] - lat["direct"]["p99"]
+    print(f"{'added by the cluster':>22} | {added[0]:>8.2f} | {added[1]:>8.2f}")
+    print(f"median of the paired differences: {lat['paired_median_added']:.2f} ms")
+    print(
+        f"\nbroker per request (3 servers, background removed): {broker['cpu_ms']:.2f} ms CPU, "
+        f"{broker['bytes'] / 1e3:.1f} kB in+out (clients and routes), {broker['client_bytes'] / 1e3:.1f} kB "
+        f"on the nodes' connections"
+    )
+    print(
+        f"broker background (heartbeats, idle pulls) with 1 node: {bg['cpu_s'] * 1e3:.1f} ms CPU/s, "
+        f"{bg['bytes'] / 1e3:.1f} kB/s"
+    )
+    print(f"\nthroughput at concurrency {args.concurrency}, {args.seconds:g} s each")
+    print(f"{'through':>10} | {'requests/s':>10} | {'broker CPU ms/req':>17} | {'broker kB/req':>13}")
+    print("-" * 60)
+    for row in r["throughput"]:
+        cost = row["broker_per_request"]
+        cpu, kb = (f"{cost['cpu_ms']:.2f}", f"{cost['bytes'] / 1e3:.1f}") if cost else ("-", "-")
+        print(f"{row['through']:>10} | {row['requests_per_s']:>10.1f} | {cpu:>17} | {kb:>13}")
+
+
+if __name__ == "__main__":
+    main()
