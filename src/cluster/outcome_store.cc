@@ -52,9 +52,11 @@ StatusOr<Claim> OutcomeStore::Claim(const std::string& key, const std::string& p
   uint64_t revision = 0;
   natsStatus s = kvStore_CreateString(&revision, claims_, key.c_str(), program_hash.c_str());
   if (s == NATS_OK) return cluster::Claim{ClaimResult::kNew, revision};
+  const std::string create_error = NatsError(s);
   kvEntry* entry = nullptr;
   s = kvStore_Get(&entry, claims_, key.c_str());
-  if (s != NATS_OK) return UnavailableError("reading the claim of a request key: " + NatsError(s));
+  // Neither written nor there: the bucket is away (a leader election), and the create said why.
+  if (s != NATS_OK) return UnavailableError("claiming a request key: " + create_error);
   const bool same = Text(entry) == program_hash;
   revision = kvEntry_Revision(entry);
   kvEntry_Destroy(entry);

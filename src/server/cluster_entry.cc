@@ -22,6 +22,8 @@ constexpr auto kStoreCheck = std::chrono::seconds(2);
 constexpr auto kDeadlineGrace = std::chrono::seconds(10);
 // A client that hung up on a request with a key may retry elsewhere meanwhile.
 constexpr auto kCancelGrace = std::chrono::seconds(5);
+// A JetStream leader election (NATS 2.9: 5-10 s) is waited out this long before a 503.
+constexpr auto kQueueRetryFor = std::chrono::seconds(15);
 // Programs larger than this travel as a blob, by hash, not in the broker's message.
 constexpr size_t kInlineProgramBytes = size_t{512} << 10;
 
@@ -67,6 +69,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
   // Blocking NATS calls: off the event loop.
   struct Queued {
     std::optional<HttpReply> refusal;
+    bool retryable = false;  // the refusal is NATS being away for now
     std::unique_ptr<cluster::Listening> listening;
   };
   auto queue = [this, admitted, request_id, key, idempotency_key, on_outcome,
@@ -74,6 +77,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     Queued out;
     auto fail = [&](const Status& status) {
       out.refusal = EndingReply(EndingForStatus(status), status.message(), request_id);
+      out.retryable = status.code() == StatusCode::kUnavailable;
       return std::move(out);
     };
     const auto& program = admitted->request.program;
@@ -81,7 +85,9 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
                                      pool_->describe().value("versions", nlohmann::json::object()));
     if (!pool.ok()) co_return fail(pool.status());
     const std::string program_hash = Sha256Hex(admitted->request.program_json);
-    auto claim = cluster_->Claim(key, program_hash);
+    // Only a key a client may come back with needs a claim: a random one is new by making.
+    auto claim = idempotency_key ? cluster_->Claim(key, program_hash)
+                                 : StatusOr<cluster::Claim>(cluster::Claim{cluster::ClaimResult::kNew});
     if (!claim.ok()) co_return fail(claim.status());
     if (claim->result == cluster::ClaimResult::kOtherProgram) {
       out.refusal = EndingReply(RequestEnding::kConflict,
@@ -126,8 +132,20 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
                  {{"request_id", request_id}, {"key", key}, {"pool", *pool}});
     co_return out;
   };
-  auto queueing = net::co_spawn(cpu_pool_, std::move(queue), net::use_awaitable);
-  Queued queued = co_await std::move(queueing);
+  // Each try is whole (a second claim of our own key is "the same program": it re-subscribes
+  // and re-publishes the same message id, which JetStream drops as a duplicate).
+  Queued queued;
+  const auto give_up = std::chrono::steady_clock::now() + kQueueRetryFor;
+  for (auto pause = std::chrono::milliseconds(100);; pause = std::min(2 * pause, std::chrono::milliseconds(2000))) {
+    auto queueing = net::co_spawn(cpu_pool_, queue, net::use_awaitable);
+    queued = co_await std::move(queueing);
+    if (!queued.refusal || !queued.retryable || std::chrono::steady_clock::now() > give_up ||
+        cancel->raised()) {
+      break;
+    }
+    wake->expires_after(pause);
+    co_await wake->async_wait(net::as_tuple(net::use_awaitable));
+  }
   if (queued.refusal) co_return std::move(*queued.refusal);
 
   auto taken = [&]() -> std::optional<std::string> {

@@ -87,10 +87,13 @@ void ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
     return;
   }
   const std::string request_id = work.value("request_id", "");
-  // Run twice already? Its outcome is the answer, whoever stored it.
-  if (auto stored = node_.Outcome(key); stored.ok() && stored->has_value()) {
-    (void)item->Ack();
-    return;
+  // Delivered before? Its outcome, if one was stored, is the answer, whoever stored it. (A
+  // first delivery has none: the entry node looked before queueing it.)
+  if (item->delivered() > 1) {
+    if (auto stored = node_.Outcome(key); stored.ok() && stored->has_value()) {
+      (void)item->Ack();
+      return;
+    }
   }
   app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_started",
                     {{"request_id", request_id},
@@ -98,7 +101,7 @@ void ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
                      {"entry_node", work.value("entry_node", "")},
                      {"delivered", item->delivered()}});
   HttpReply reply = Run(work, *item, key);
-  Finish(key, work.value("entry_url", ""), request_id, reply, *item);
+  Finish(work, key, reply, *item);
 }
 
 HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& item,
@@ -208,9 +211,10 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
   return BuildOutcomeReply(context, ran);
 }
 
-void ClusterExecutor::Finish(const std::string& key, const std::string& entry_url,
-                             const std::string& request_id, const HttpReply& reply,
-                             cluster::WorkItem& item) {
+void ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
+                             const HttpReply& reply, cluster::WorkItem& item) {
+  const std::string entry_url = work.value("entry_url", "");
+  const std::string request_id = work.value("request_id", "");
   auto record = RecordOf(reply, node_.node_id());
   if (!record.ok()) {
     app_.events_.Emit(pool::EventLevel::kError, "cluster_outcome_unstored",
@@ -238,7 +242,20 @@ void ClusterExecutor::Finish(const std::string& key, const std::string& entry_ur
     }
     record->record["holders"] = holders;
   }
-  auto stored = node_.StoreOutcome(key, record->record.dump());
+  // The result is in hand: a bucket without a leader for a while (an election takes NATS
+  // 2.9 5-10 s) is waited out, still "in progress", rather than run again elsewhere.
+  const std::string text = record->record.dump();
+  const int64_t give_up_ms = work.value("deadline_unix_ms", int64_t{0}) + 10'000;
+  auto pause = std::chrono::milliseconds(100);
+  auto stored = node_.StoreOutcome(key, text);
+  while (!stored.ok() && UnixMs() < give_up_ms && !stopping_) {
+    app_.events_.Emit(pool::EventLevel::kWarning, "cluster_outcome_store_retry",
+                      {{"request_id", request_id}, {"error", stored.status().message()}});
+    item.InProgress();
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(2000));
+    stored = node_.StoreOutcome(key, text);
+  }
   if (!stored.ok()) {
     app_.events_.Emit(pool::EventLevel::kError, "cluster_outcome_unstored",
                       {{"request_id", request_id}, {"error", stored.status().message()}});

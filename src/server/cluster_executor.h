@@ -40,8 +40,9 @@ class ClusterExecutor {
   void Execute(std::unique_ptr<cluster::WorkItem> item);
   // The reply for one request's message; `key` is set as soon as it is known.
   HttpReply Run(const nlohmann::json& work, cluster::WorkItem& item, const std::string& key);
-  void Finish(const std::string& key, const std::string& entry_url, const std::string& request_id,
-              const HttpReply& reply, cluster::WorkItem& item);
+  // Keeps the reply where the entry node answers from it, stores the outcome, acknowledges.
+  void Finish(const nlohmann::json& work, const std::string& key, const HttpReply& reply,
+              cluster::WorkItem& item);
 
   App& app_;
   cluster::ClusterNode& node_;
