@@ -192,7 +192,8 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
   // The answer: inline, or a body the executing node pushed here (else fetched from a holder).
   auto answer = [this, record_text = *taken(), request_id,
                  listening = std::move(queued.listening)]() mutable -> net::awaitable<HttpReply> {
-    listening.reset();  // drains: a blocking call, so here off the event loop
+    // Draining the subscription waits a round trip to NATS: not on the answer's way.
+    net::post(cpu_pool_, [done = std::move(listening)] {});
     nlohmann::json record = nlohmann::json::parse(record_text, nullptr, false);
     store::BlobPtr body;
     if (record.is_object() && record.contains("body_sha256")) {
