@@ -9,9 +9,11 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/http.hpp>
 
 #include "base/clock.h"
@@ -76,6 +78,8 @@ class App {
   // This node's record in the cluster's registry: its URL, pool and load.
   nlohmann::json DescribeNode(const std::string& url) const;
   void BeginShutdown();
+  // "https" with --tls-cert, else "http".
+  std::string_view Scheme() const { return config_.tls ? "https" : "http"; }
 
   const ServerConfig config_;
   EventLog events_;
@@ -85,6 +89,9 @@ class App {
   BuildCacheHooks build_cache_hooks_{build_cache_};
   std::unique_ptr<pool::WorkerPool> pool_;
   std::unique_ptr<cluster::ClusterNode> cluster_;  // null: a single node
+  // Every HTTPS connection's context (--tls-cert); none: plain HTTP. Made in Run(), before the
+  // first connection, and kept past io_, whose connections use it.
+  std::optional<net::ssl::context> tls_;
   net::io_context io_{1};
   net::thread_pool cpu_pool_;
   std::string instance_id_;
