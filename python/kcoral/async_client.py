@@ -22,6 +22,7 @@ uses asyncio.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any
 
@@ -29,11 +30,11 @@ import httpx
 
 from .blob_preflight import BlobPreflight
 from .connections import async_client_options
-from .errors import TransportError
 from .mapping import Outcome, check_concurrency, map_tasks
 from .negotiation import check_program, execute_steps, health_steps, target_of, wire_options
 from .program import Program
 from .result import ProgramResult
+from .tls import transport_error, trust
 from .steps import Request, adrive
 
 __all__ = ["AsyncClient"]
@@ -44,6 +45,7 @@ class AsyncClient:
 
     Only the connect phase has a timeout: an execution holds its HTTP request
     open until the server answers. Use ``async with`` or call ``aclose()``.
+    https URLs are verified as Client's are (``ca``, tls.py).
     """
 
     def __init__(
@@ -52,11 +54,13 @@ class AsyncClient:
         *,
         headers: Mapping[str, str] | None = None,
         connect_timeout_seconds: float = 10.0,
+        ca: str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(base_url, str) or not base_url:
             raise ValueError("base_url must be a non-empty string")
         self._base_url = base_url.rstrip("/")
-        self._http = httpx.AsyncClient(**async_client_options(headers, connect_timeout_seconds))
+        self._trust = trust(ca)  # https: ca, else $KCORAL_CA_BUNDLE, else the default roots
+        self._http = httpx.AsyncClient(**async_client_options(headers, connect_timeout_seconds, self._trust.context))
         self._preflight = BlobPreflight()
 
     @property
@@ -80,7 +84,8 @@ class AsyncClient:
                 request.method, self._base_url + request.path, headers=request.headers, content=content
             )
         except httpx.HTTPError as exc:
-            raise TransportError(f"{request.method} {request.path} failed: {exc}") from exc
+            what = f"{request.method} {request.path}"
+            raise transport_error(what, self._base_url, exc, self._trust) from exc
 
     async def health(self) -> dict[str, Any]:
         """``GET /health``; the body must be a JSON object with status ``ok``."""

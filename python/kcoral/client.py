@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -9,11 +10,11 @@ import httpx
 
 from .blob_preflight import BlobPreflight
 from .connections import client_options
-from .errors import TransportError
 from .mapping import Outcome, check_concurrency, map_threads
 from .negotiation import check_program, execute_steps, health_steps, target_of, wire_options
 from .program import Program
 from .result import ProgramResult
+from .tls import transport_error, trust
 from .steps import Request, drive
 
 __all__ = ["Client"]
@@ -23,7 +24,9 @@ class Client:
     """Synchronous client of one KCoral server (or router).
 
     Only the connect phase has a timeout: an execution holds its HTTP request
-    open until the server answers.
+    open until the server answers. An https URL's server is verified against
+    ``ca`` (a PEM bundle), else ``$KCORAL_CA_BUNDLE``, else the default roots
+    (tls.py); one that does not verify raises TransportError, saying so.
     """
 
     def __init__(
@@ -32,11 +35,13 @@ class Client:
         *,
         headers: Mapping[str, str] | None = None,
         connect_timeout_seconds: float = 10.0,
+        ca: str | os.PathLike[str] | None = None,
     ) -> None:
         if not isinstance(base_url, str) or not base_url:
             raise ValueError("base_url must be a non-empty string")
         self._base_url = base_url.rstrip("/")
-        self._http = httpx.Client(**client_options(headers, connect_timeout_seconds))
+        self._trust = trust(ca)  # https: ca, else $KCORAL_CA_BUNDLE, else the default roots
+        self._http = httpx.Client(**client_options(headers, connect_timeout_seconds, self._trust.context))
         self._preflight = BlobPreflight()
 
     @property
@@ -64,7 +69,8 @@ class Client:
                 request.method, self._base_url + request.path, headers=request.headers, content=request.content
             )
         except httpx.HTTPError as exc:
-            raise TransportError(f"{request.method} {request.path} failed: {exc}") from exc
+            what = f"{request.method} {request.path}"
+            raise transport_error(what, self._base_url, exc, self._trust) from exc
 
     def health(self) -> dict[str, Any]:
         """``GET /health``; the body must be a JSON object with status ``ok``."""

@@ -65,6 +65,16 @@ def test_server_address_rules(capsys):
     assert "KCORAL_URL" in refused("shell", "--", "ls")
 
 
+def test_ca_names_a_file_the_client_gets(tmp_path):
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("a CA bundle")
+    assert parse("shell", "--url", URL, "--", "ls").ca is None  # the client then asks $KCORAL_CA_BUNDLE
+    assert parse("shell", "--url", URL, "--ca", str(bundle), "--", "ls").ca == str(bundle)
+    assert f"--ca {tmp_path / 'absent.pem'}: no such file" in refused(
+        "shell", "--url", URL, "--ca", str(tmp_path / "absent.pem"), "--", "ls"
+    )
+
+
 def test_numbers_must_be_positive_ints():
     assert "--timeout 0" in refused("shell", "--url", URL, "--timeout", "0", "--", "ls")
     assert "--output-limit-bytes -1" in refused("shell", "--url", URL, "--output-limit-bytes", "-1", "--", "ls")
@@ -421,8 +431,9 @@ class FakeClient:
     answer: object = None
     seen: list = []
 
-    def __init__(self, url):
+    def __init__(self, url, ca=None):
         self.url = url
+        self.ca = ca
 
     def __enter__(self):
         return self
