@@ -12,6 +12,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import warnings
 
 import httpx
 import pytest
@@ -116,8 +117,10 @@ def tls_client(pki, highest: ssl.TLSVersion) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     context.load_verify_locations(pki.ca)
     context.set_ciphers("DEFAULT:@SECLEVEL=0")
-    context.minimum_version = ssl.TLSVersion.TLSv1
-    context.maximum_version = highest
+    with warnings.catch_warnings():  # Python deprecates the old versions: the point here
+        warnings.simplefilter("ignore", DeprecationWarning)
+        context.minimum_version = ssl.TLSVersion.TLSv1
+        context.maximum_version = highest
     return context
 
 
