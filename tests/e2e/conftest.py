@@ -33,6 +33,8 @@ def free_port() -> int:
 class Server:
     """`ca`: the CA bundle that an HTTPS server's (--tls-cert) certificate verifies against."""
 
+    verify: ssl.SSLContext | bool = True  # httpx's, for /health; subclasses that start their own keep it
+
     def __init__(self, tmp: Path, *args: str, device: str = "cpu", ready_timeout: float = 60, ca: Path | None = None):
         self.port = free_port()
         self.url = f"{'https' if '--tls-cert' in args else 'http'}://127.0.0.1:{self.port}"
