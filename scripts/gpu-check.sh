@@ -66,9 +66,18 @@ else
   result "example (one server)" FAILED
 fi
 
+note "GPU server /metrics after the example"
+curl -s http://127.0.0.1:8001/metrics >"$OUT/gpu-metrics.txt"
+grep -E '^kcoral_(requests_total|lease_(wait|held)_seconds_total|worker_events_total)' "$OUT/gpu-metrics.txt"
+held=$(awk '/^kcoral_lease_held_seconds_total/ {print $2}' "$OUT/gpu-metrics.txt")
+result "metrics" "lease held ${held:-missing} s in total on the GPU server"
+
+# The GPU tests start servers of their own; this one's idle stand-bys would sit on the GPU
+# beside theirs (a condition on every benchmark: another server's processes hold contexts).
+cleanup; PIDS=()
 note "GPU tests"
 KCORAL_GPU_REPORT="$OUT/gpu-figures.json" timeout 900 "$PY" -m pytest -v -s -rfE --tb=line ${GPU_TESTS:-tests/gpu} 2>&1 \
-  | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|passed|failed" | cut -c1-400 | head -80
+  | tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|passed|failed" | cut -c1-400 | tail -n 120  # tail, not head: a closed pipe would kill pytest mid-run
 result "GPU tests" "$(tail -1 "$OUT/pytest-gpu.log")"
 grep -E "^FAILED|^ERROR" "$OUT/pytest-gpu.log" | cut -c1-300 | while read -r line; do result "  " "$line"; done
 
@@ -107,12 +116,6 @@ PYEOF
   result "ncu two streams" "$(tail -1 "$OUT/ncu-two-streams.txt")"
 fi
 [ -f "$OUT/gpu-figures.json" ] && cat "$OUT/gpu-figures.json"
-
-note "GPU server /metrics after the example"
-curl -s http://127.0.0.1:8001/metrics >"$OUT/gpu-metrics.txt"
-grep -E '^kcoral_(requests_total|lease_(wait|held)_seconds_total|worker_events_total)' "$OUT/gpu-metrics.txt"
-held=$(awk '/^kcoral_lease_held_seconds_total/ {print $2}' "$OUT/gpu-metrics.txt")
-result "metrics" "lease held ${held:-missing} s in total on the GPU server"
 
 echo
 echo "==================== summary ===================="

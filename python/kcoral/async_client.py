@@ -1,8 +1,9 @@
 """Asynchronous HTTP client for a KCoral server (protocol §1, §3.3, §5.1).
 
 AsyncClient is Client on ``httpx.AsyncClient``: the same methods, argument
-checks, blob preflight, CACHE_MISS negotiation and errors, driven from the
-same I/O-free steps (steps.py, negotiation.py). It suits thousands of
+checks, blob preflight, CACHE_MISS negotiation, entry nodes and retries
+(failover.py) and errors, driven from the same I/O-free steps (steps.py,
+negotiation.py). It suits thousands of
 evaluations in flight from one process:
 
     async with kcoral.AsyncClient("http://127.0.0.1:8000") as client:
@@ -16,20 +17,24 @@ they stay cheap by the thousand), so the caller bounds concurrency. The CPU
 work of an exchange (encoding, framing, decoding results, hashing where a
 server cannot name blobs) runs on the event loop; a result of hundreds of
 MiB pauses the loop while it is checked.
-execute(), health() and target() work under any loop httpx supports; map
-uses asyncio.
+execute(), health() and target() work under any loop httpx supports (the
+retry backoff sleeps with anyio, as httpx does); map uses asyncio.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
+import anyio
 import httpx
 
 from .blob_preflight import BlobPreflight
 from .connections import async_client_options
+from .errors import KCoralError, TransportError
+from .failover import Failover, entry_urls, key_or_fresh, refuse_shared_key
 from .mapping import Outcome, check_concurrency, map_tasks
 from .negotiation import check_program, execute_steps, health_steps, target_of, wire_options
 from .program import Program
@@ -41,7 +46,10 @@ __all__ = ["AsyncClient"]
 
 
 class AsyncClient:
-    """Asynchronous client of one KCoral server (or router).
+    """Asynchronous client of one KCoral server (or router), or of a
+    cluster's entry nodes: ``AsyncClient(url)`` or ``AsyncClient(urls=[...])``,
+    with Client's keywords, idempotency keys and retries (Client's docstring,
+    failover.py).
 
     Only the connect phase has a timeout: an execution holds its HTTP request
     open until the server answers. Use ``async with`` or call ``aclose()``.
@@ -50,22 +58,32 @@ class AsyncClient:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | None = None,
         *,
+        urls: Sequence[str] | None = None,
         headers: Mapping[str, str] | None = None,
         connect_timeout_seconds: float = 10.0,
+        max_attempts: int | None = None,
         ca: str | os.PathLike[str] | None = None,
     ) -> None:
-        if not isinstance(base_url, str) or not base_url:
-            raise ValueError("base_url must be a non-empty string")
-        self._base_url = base_url.rstrip("/")
+        self._failover = Failover(entry_urls(base_url, urls), max_attempts)
         self._trust = trust(ca)  # https: ca, else $KCORAL_CA_BUNDLE, else the default roots
         self._http = httpx.AsyncClient(**async_client_options(headers, connect_timeout_seconds, self._trust.context))
-        self._preflight = BlobPreflight()
+        self._preflights = {url: BlobPreflight() for url in self._failover.urls}
 
     @property
     def base_url(self) -> str:
-        return self._base_url
+        """The URL in use, where the next call starts: the first, or the one after the last that failed."""
+        return self._failover.url
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        return self._failover.urls
+
+    @property
+    def retries(self) -> int:
+        """Retries made by this client's execute() calls so far."""
+        return self._failover.retries
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -77,19 +95,24 @@ class AsyncClient:
         await self._http.aclose()
 
     # ------------------------------------------------------------------ http
-    async def _send(self, request: Request) -> httpx.Response:
+    async def _send(self, url: str, request: Request) -> httpx.Response:
         content = None if request.content is None else _pieces(request.content)
         try:
             return await self._http.request(
-                request.method, self._base_url + request.path, headers=request.headers, content=content
+                request.method, url + request.path, headers=request.headers, content=content
             )
         except httpx.HTTPError as exc:
             what = f"{request.method} {request.path}"
-            raise transport_error(what, self._base_url, exc, self._trust) from exc
+            raise transport_error(what, url, exc, self._trust) from exc
 
     async def health(self) -> dict[str, Any]:
-        """``GET /health``; the body must be a JSON object with status ``ok``."""
-        return await adrive(health_steps(), self._send)
+        """``GET /health`` of the first URL that answers, as Client.health."""
+        attempts = self._failover.sweep()
+        while True:
+            try:
+                return await adrive(health_steps(), partial(self._send, attempts.url))
+            except (TransportError, KCoralError) as error:
+                attempts.retry_or_raise(error)
 
     async def target(self) -> dict[str, Any]:
         """The server's compile target from ``/health``, e.g. ``{"arch": "sm_90a"}``."""
@@ -102,17 +125,28 @@ class AsyncClient:
         timeout_seconds: float | None = None,
         gpu_count: int | None = None,
         output_limit_bytes: int | None = None,
+        idempotency_key: str | None = None,
     ) -> ProgramResult:
         """Run ``program`` and return its COMPLETED or FAILED outcome, as
-        Client.execute does (negotiation.py). Raises KCoralError (non-200),
-        TransportError (no response) or ProtocolError (malformed response, or
-        still missing after a full resend). Cancelling it closes the request's
-        connection; the server then cancels the program."""
+        Client.execute does (negotiation.py), with its idempotency key and
+        retries (failover.py). Raises KCoralError (non-200), TransportError (no
+        response) or ProtocolError (malformed response, or still missing after
+        a full resend). Cancelling it closes the request's connection; the
+        server then cancels the program."""
         check_program(program)
         options = wire_options(
             timeout_seconds=timeout_seconds, gpu_count=gpu_count, output_limit_bytes=output_limit_bytes
         )
-        return await adrive(execute_steps(program, options, self._preflight), self._send)
+        key = key_or_fresh(idempotency_key)
+        attempts = self._failover.attempts()
+        while True:
+            url = attempts.url
+            try:
+                steps = execute_steps(program, options, self._preflights[url], key)
+                return await adrive(steps, partial(self._send, url))
+            except (TransportError, KCoralError) as error:
+                delay = attempts.retry_or_raise(error)
+            await anyio.sleep(delay)
 
     def map(
         self,
@@ -130,7 +164,8 @@ class AsyncClient:
         ProgramResult, or the exception execute() raised for it (KCoralError,
         TransportError, ...) as a value: a failed call loses no other result,
         and every index comes exactly once. ``execute_options`` are execute()'s
-        keywords, checked here before anything runs. ``progress=None`` shows a
+        keywords, checked here before anything runs, but ``idempotency_key``:
+        each program gets a fresh key of its own. ``progress=None`` shows a
         tqdm bar when stderr is a terminal; True/False forces it. To stop
         early, close the iterator (``async with contextlib.aclosing(...)``):
         that cancels the executions in flight.
@@ -140,11 +175,13 @@ class AsyncClient:
                     ...  # no answer for programs[index]
         """
         check_concurrency(concurrency)
+        refuse_shared_key(execute_options)
         wire_options(**execute_options)  # a bad keyword raises here, before anything runs
         return map_tasks(self.execute, programs, concurrency, progress, execute_options)
 
     def __repr__(self) -> str:
-        return f"AsyncClient({self._base_url!r})"
+        urls = self._failover.urls
+        return f"AsyncClient({urls[0]!r})" if len(urls) == 1 else f"AsyncClient(urls={list(urls)!r})"
 
 
 # A write the socket cannot take at once is kept by asyncio's transport, which

@@ -33,10 +33,12 @@ CLAIM_HEADER = "X-KCoral-Blob-SHA256"
 
 
 class BlobPreflight:
-    """Per client: whether the server has blob endpoints, learned once.
+    """Per server URL of a client: whether that server has blob endpoints,
+    learned once. One per URL, since the entry nodes of a cluster may differ
+    (a reference node among ours) and each keeps its own blobs.
 
-    Shared by the requests a client has in flight; they only ever learn the
-    same answer, so racing writes of ``supported`` are harmless.
+    Shared by the requests a client has in flight to that URL; they only ever
+    learn the same answer, so racing writes of ``supported`` are harmless.
     """
 
     def __init__(self) -> None:

@@ -2,6 +2,7 @@
 
 kcoral server [flags]   start a KCoral server (the C++ kcoral-server; see --help)
 kcoral run TOOL ...     run python, shell, ncu, compute-sanitizer or run-iket on a server's worker
+kcoral keys new TENANT  make an API key and its line for --auth-keys
 kcoral version          print the package version
 """
 
@@ -21,6 +22,8 @@ commands:
               kcoral run python --url http://gpu:8001 --send bench.py -- bench.py
               kcoral run ncu --url http://gpu:8001 --send bench.py --out prof -- --set full -- python bench.py
             `kcoral run --help` lists the tools, `kcoral run TOOL --help` shows a tool's options.
+  keys      make an API key for `kcoral server --auth-keys FILE`:
+              kcoral keys new alice [--role operator]
   version   print the package version
 """
 
@@ -56,6 +59,10 @@ def main(argv: list[str] | None = None) -> int:
         from kcoral.tools.dispatch import main as run_main
 
         return run_main(rest)
+    if command == "keys":
+        from kcoral.keys import main as keys_main
+
+        return keys_main(rest)
     if command == "version":
         from kcoral import __version__
 

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import httpx
 
 from .blob_preflight import BlobPreflight
 from .connections import client_options
+from .errors import KCoralError, TransportError
+from .failover import Failover, entry_urls, key_or_fresh, refuse_shared_key
 from .mapping import Outcome, check_concurrency, map_threads
 from .negotiation import check_program, execute_steps, health_steps, target_of, wire_options
 from .program import Program
@@ -21,7 +25,19 @@ __all__ = ["Client"]
 
 
 class Client:
-    """Synchronous client of one KCoral server (or router).
+    """Synchronous client of one KCoral server (or router), or of a cluster's
+    entry nodes:
+
+        Client("http://gpu:8001")
+        Client(urls=["http://n1:8001", "http://n2:8001", "http://n3:8001"])
+
+    Each execute() carries an ``Idempotency-Key`` and is retried, whole and
+    with that key, on the next URL (the same one for a single URL) when an
+    attempt gets no response or a 502/503, up to ``max_attempts`` (default
+    ``max(3, 2 * len(urls))``); failover.py has the rules. A cluster runs a
+    retried program once; a single server ignores the key, so a retry after
+    a connection broke mid-request may run it again. ``retries`` counts the
+    retries made. Thread-safe.
 
     Only the connect phase has a timeout: an execution holds its HTTP request
     open until the server answers. An https URL's server is verified against
@@ -31,22 +47,32 @@ class Client:
 
     def __init__(
         self,
-        base_url: str,
+        base_url: str | None = None,
         *,
+        urls: Sequence[str] | None = None,
         headers: Mapping[str, str] | None = None,
         connect_timeout_seconds: float = 10.0,
+        max_attempts: int | None = None,
         ca: str | os.PathLike[str] | None = None,
     ) -> None:
-        if not isinstance(base_url, str) or not base_url:
-            raise ValueError("base_url must be a non-empty string")
-        self._base_url = base_url.rstrip("/")
+        self._failover = Failover(entry_urls(base_url, urls), max_attempts)
         self._trust = trust(ca)  # https: ca, else $KCORAL_CA_BUNDLE, else the default roots
         self._http = httpx.Client(**client_options(headers, connect_timeout_seconds, self._trust.context))
-        self._preflight = BlobPreflight()
+        self._preflights = {url: BlobPreflight() for url in self._failover.urls}
 
     @property
     def base_url(self) -> str:
-        return self._base_url
+        """The URL in use, where the next call starts: the first, or the one after the last that failed."""
+        return self._failover.url
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        return self._failover.urls
+
+    @property
+    def retries(self) -> int:
+        """Retries made by this client's execute() calls so far."""
+        return self._failover.retries
 
     def __enter__(self) -> Client:
         return self
@@ -58,7 +84,7 @@ class Client:
         self._http.close()
 
     # ------------------------------------------------------------------ http
-    def _send(self, request: Request) -> httpx.Response:
+    def _send(self, url: str, request: Request) -> httpx.Response:
         # Blob pieces go whole: h11 frames an exact bytes object without a copy
         # and httpcore's blocking socket (no write timeout) sends it in one
         # send(), so a large upload costs the kernel's copy alone (a 256 MiB
@@ -66,15 +92,22 @@ class Client:
         # h11 joins into new bytes one by one; docs/data-path.md).
         try:
             return self._http.request(
-                request.method, self._base_url + request.path, headers=request.headers, content=request.content
+                request.method, url + request.path, headers=request.headers, content=request.content
             )
         except httpx.HTTPError as exc:
             what = f"{request.method} {request.path}"
-            raise transport_error(what, self._base_url, exc, self._trust) from exc
+            raise transport_error(what, url, exc, self._trust) from exc
 
     def health(self) -> dict[str, Any]:
-        """``GET /health``; the body must be a JSON object with status ``ok``."""
-        return drive(health_steps(), self._send)
+        """``GET /health`` of the first URL that answers, trying each in turn
+        from the one in use (no response or 502/503: the next); the body must
+        be a JSON object with status ``ok``."""
+        attempts = self._failover.sweep()
+        while True:
+            try:
+                return drive(health_steps(), partial(self._send, attempts.url))
+            except (TransportError, KCoralError) as error:
+                attempts.retry_or_raise(error)
 
     def target(self) -> dict[str, Any]:
         """The server's compile target from ``/health``, e.g. ``{"arch": "sm_90a"}``."""
@@ -87,6 +120,7 @@ class Client:
         timeout_seconds: float | None = None,
         gpu_count: int | None = None,
         output_limit_bytes: int | None = None,
+        idempotency_key: str | None = None,
     ) -> ProgramResult:
         """Run ``program`` and return its COMPLETED or FAILED outcome.
 
@@ -95,14 +129,30 @@ class Client:
         cache: the first attempt sends none (but those the server could not
         keep), the second the ones reported missing, the third all
         (negotiation.py, shared with AsyncClient).
+
+        Every attempt carries the header ``Idempotency-Key: idempotency_key``
+        (1..200 characters of ``A-Za-z0-9._:-``; default: a fresh random
+        key). No response or a 502/503 retries the whole exchange on the next
+        URL with the same key (class docstring, failover.py).
         Raises KCoralError (non-200), TransportError (no response) or
-        ProtocolError (malformed response, or still missing after a full resend).
+        ProtocolError (malformed response, or still missing after a full
+        resend); once the attempts are spent, the last error, saying how many
+        were made and on which URLs.
         """
         check_program(program)
         options = wire_options(
             timeout_seconds=timeout_seconds, gpu_count=gpu_count, output_limit_bytes=output_limit_bytes
         )
-        return drive(execute_steps(program, options, self._preflight), self._send)
+        key = key_or_fresh(idempotency_key)
+        attempts = self._failover.attempts()
+        while True:
+            url = attempts.url
+            try:
+                steps = execute_steps(program, options, self._preflights[url], key)
+                return drive(steps, partial(self._send, url))
+            except (TransportError, KCoralError) as error:
+                delay = attempts.retry_or_raise(error)
+            time.sleep(delay)
 
     def map(
         self,
@@ -119,21 +169,24 @@ class Client:
         ProgramResult, or the exception execute() raised for it (KCoralError,
         TransportError, ...) as a value: a failed call loses no other result,
         and every index comes exactly once. ``execute_options`` are execute()'s
-        keywords, checked here before anything runs. ``progress=None`` shows a
-        tqdm bar when stderr is a terminal; True/False forces it. Runs on
-        threads (mapping.py says why); for thousands at once, use
-        AsyncClient.map.
+        keywords, checked here before anything runs, but ``idempotency_key``:
+        each program gets a fresh key of its own, and a failed attempt is
+        retried as execute() does. ``progress=None`` shows a tqdm bar when
+        stderr is a terminal; True/False forces it. Runs on threads
+        (mapping.py says why); for thousands at once, use AsyncClient.map.
 
             for index, outcome in client.map(programs, concurrency=16, timeout_seconds=60):
                 if isinstance(outcome, Exception):
                     ...  # no answer for programs[index]
         """
         check_concurrency(concurrency)
+        refuse_shared_key(execute_options)
         wire_options(**execute_options)  # a bad keyword raises here, before anything runs
         return map_threads(self.execute, programs, concurrency, progress, execute_options)
 
     def __repr__(self) -> str:
-        return f"Client({self._base_url!r})"
+        urls = self._failover.urls
+        return f"Client({urls[0]!r})" if len(urls) == 1 else f"Client(urls={list(urls)!r})"
 
     def function(self, *, timeout=None, output_limit_bytes=None, cpu_only=False):
         """Decorator: ``@client.function(timeout=60)`` on a plain ``def`` makes

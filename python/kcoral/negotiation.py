@@ -21,9 +21,19 @@ from .program import Program
 from .result import ProgramResult, decode_program_result, decode_response, parse_cache_miss, strict_json_loads
 from .steps import Request, Steps
 
-__all__ = ["NODE_HEADER", "check_program", "execute_steps", "health_steps", "target_of", "wire_options"]
+__all__ = [
+    "IDEMPOTENCY_HEADER",
+    "NODE_HEADER",
+    "check_program",
+    "execute_steps",
+    "health_steps",
+    "target_of",
+    "wire_options",
+]
 
 NODE_HEADER = "X-KCoral-Node"
+#: On every POST /execute of a call, retries on other nodes included (failover.py).
+IDEMPOTENCY_HEADER = "Idempotency-Key"
 _MAX_NODE_LEN = 512
 _MAX_ATTEMPTS = 3
 
@@ -57,13 +67,18 @@ def wire_options(
 
 
 # ---------------------------------------------------------------- exchanges
-def execute_steps(program: Program, options: dict[str, Any], preflight: BlobPreflight) -> Steps[ProgramResult]:
-    """``POST /execute`` with the blob negotiation of protocol §3.3.
+def execute_steps(
+    program: Program, options: dict[str, Any], preflight: BlobPreflight, idempotency_key: str | None = None
+) -> Steps[ProgramResult]:
+    """``POST /execute`` with the blob negotiation of protocol §3.3, against
+    one server (``preflight`` is that server's).
 
     Large blobs are first sent ahead where the server has blob endpoints
     (blob_preflight.py). Then the first attempt sends no blob (but those the
     server could not keep), the second the ones reported missing, the third
-    all; a third CACHE_MISS is a ProtocolError.
+    all; a third CACHE_MISS is a ProtocolError. Each POST /execute carries
+    ``idempotency_key`` when given: a cluster stores no CACHE_MISS under it
+    (docs/cluster.md), so the negotiation's own attempts are no retries.
     """
     to_send = sorted((yield from preflight.settle(program)))
     program_json = _encode_program(program, options)
@@ -71,7 +86,8 @@ def execute_steps(program: Program, options: dict[str, Any], preflight: BlobPref
 
     route: str | None = None
     for attempt in range(1, _MAX_ATTEMPTS + 1):
-        response = yield _execute_request(program_json, [(h, local_blobs[h]) for h in to_send], route)
+        blobs = [(h, local_blobs[h]) for h in to_send]
+        response = yield _execute_request(program_json, blobs, route, idempotency_key)
         if response.status_code != 200:
             raise _server_error(response)
         body, parts = decode_response(response.headers.get("Content-Type"), response.content)
@@ -122,7 +138,9 @@ def _encode_program(program: Program, options: dict[str, Any]) -> bytes:
     return text.encode("utf-8", "backslashreplace")
 
 
-def _execute_request(program_json: bytes, blobs: list[tuple[str, bytes]], route: str | None) -> Request:
+def _execute_request(
+    program_json: bytes, blobs: list[tuple[str, bytes]], route: str | None, idempotency_key: str | None
+) -> Request:
     boundary, chunks, length = _multipart(program_json, blobs)
     headers = {
         "Content-Type": f"multipart/form-data; boundary={boundary}",
@@ -130,6 +148,8 @@ def _execute_request(program_json: bytes, blobs: list[tuple[str, bytes]], route:
     }
     if route is not None:
         headers[NODE_HEADER] = route
+    if idempotency_key is not None:
+        headers[IDEMPOTENCY_HEADER] = idempotency_key
     return Request("POST", "/execute", headers, chunks)
 
 

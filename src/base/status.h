@@ -22,7 +22,8 @@ enum class StatusCode {
   kCancelled,
   kNotFound,
   kFailedPrecondition,
-  kInternal,  // our bug
+  kPermissionDenied,  // the caller may not do this
+  kInternal,          // our bug
 };
 
 class [[nodiscard]] Status {
@@ -64,6 +65,9 @@ inline Status NotFoundError(std::string m) {
 }
 inline Status FailedPreconditionError(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
+}
+inline Status PermissionDeniedError(std::string m) {
+  return {StatusCode::kPermissionDenied, std::move(m)};
 }
 inline Status InternalError(std::string m) {
   return {StatusCode::kInternal, std::move(m)};

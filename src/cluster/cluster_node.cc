@@ -3,7 +3,9 @@
 #if KCORAL_WITH_CLUSTER
 #include "cluster/nats_link.h"
 #include "cluster/node_registry.h"
+#include "cluster/outcome_store.h"
 #include "cluster/pool_view.h"
+#include "cluster/work_queue.h"
 #endif
 
 namespace kc::cluster {
@@ -13,40 +15,113 @@ namespace kc::cluster {
 struct ClusterNode::Parts {
   ClusterOptions options;
   std::unique_ptr<NatsLink> link;
-  std::unique_ptr<NodeRegistry> registry;  // declared after link: destroyed before it
+  // Declared after link: destroyed before it.
+  std::unique_ptr<NodeRegistry> registry;
+  std::unique_ptr<WorkQueue> work;
+  std::unique_ptr<OutcomeStore> outcomes;
 };
 
 StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Join(const ClusterOptions& options,
                                                          std::string node_id,
                                                          std::function<nlohmann::json()> describe) {
+  if (options.secret.empty()) {
+    return FailedPreconditionError(
+        "a cluster needs a shared secret for its nodes' requests to each other: set "
+        "KCORAL_CLUSTER_SECRET or --cluster-secret-file (the same on every node)");
+  }
   auto parts = std::make_unique<Parts>();
   parts->options = options;
   KC_ASSIGN_OR_RETURN(parts->link, NatsLink::Connect(parts->options, "kcoral " + node_id));
+  KC_ASSIGN_OR_RETURN(parts->work, WorkQueue::Open(*parts->link, {.ack_wait = options.ack_wait}));
+  KC_ASSIGN_OR_RETURN(parts->outcomes, OutcomeStore::Open(*parts->link, options.outcome_ttl));
   KC_ASSIGN_OR_RETURN(parts->registry, NodeRegistry::Join(*parts->link, std::move(node_id),
                                                           options.heartbeat, std::move(describe)));
   return std::unique_ptr<ClusterNode>(new ClusterNode(std::move(parts)));
 }
 
 nlohmann::json ClusterNode::Describe() const {
-  nlohmann::json out = {{"servers", parts_->options.servers},
-                        {"connected_url", parts_->link->ConnectedUrl()},
-                        {"connected", parts_->link->connected()},
-                        {"node_id", parts_->registry->node_id()}};
-  auto nodes = parts_->registry->View();
-  if (nodes.ok()) {
-    out["pools"] = PoolsOf(*nodes);
-    out["nodes"] = std::move(*nodes);
-  } else {
-    out["pools"] = nullptr;
-    out["nodes"] = nullptr;
-    out["nodes_error"] = nodes.status().message();
-  }
-  return out;
+  nlohmann::json nodes = parts_->registry->Cached();
+  return {{"servers", parts_->options.servers},
+          {"connected_url", parts_->link->ConnectedUrl()},
+          {"connected", parts_->link->connected()},
+          {"node_id", parts_->registry->node_id()},
+          {"pools", PoolsOf(nodes)},
+          {"nodes", std::move(nodes)}};
+}
+
+nlohmann::json ClusterNode::Nodes() const {
+  return parts_->registry->Cached();
+}
+
+const std::string& ClusterNode::node_id() const {
+  return parts_->registry->node_id();
+}
+
+StatusOr<std::string> ClusterNode::ChoosePool(bool needs_gpu,
+                                              const nlohmann::json& own_versions) const {
+  return cluster::ChoosePool(PoolsOf(parts_->registry->Cached()), needs_gpu, own_versions);
+}
+
+StatusOr<Claim> ClusterNode::Claim(const std::string& key, const std::string& hash) {
+  return parts_->outcomes->Claim(key, hash);
+}
+
+Status ClusterNode::Queue(const std::string& pool, const std::string& tenant,
+                          const std::string& key, const cluster::Claim& claim,
+                          std::string_view payload) {
+  return parts_->work->Publish(pool, tenant, key + "." + std::to_string(claim.revision), payload);
+}
+
+StatusOr<std::optional<std::string>> ClusterNode::Outcome(const std::string& key) {
+  return parts_->outcomes->Get(key);
+}
+
+StatusOr<std::unique_ptr<Listening>> ClusterNode::Await(
+    const std::string& key, std::function<void(std::string)> on_outcome) {
+  KC_ASSIGN_OR_RETURN(auto sub, parts_->outcomes->Await(key, std::move(on_outcome)));
+  return std::unique_ptr<Listening>(std::move(sub));
+}
+
+Status ClusterNode::Serve(const std::string& pool) {
+  return parts_->work->Serve(pool);
+}
+
+StatusOr<std::unique_ptr<WorkItem>> ClusterNode::NextWork(std::chrono::milliseconds wait) {
+  KC_ASSIGN_OR_RETURN(auto delivery, parts_->work->Next(wait));
+  return std::unique_ptr<WorkItem>(std::move(delivery));
+}
+
+StatusOr<bool> ClusterNode::StoreOutcome(const std::string& key, const std::string& record) {
+  KC_ASSIGN_OR_RETURN(bool first, parts_->outcomes->Put(key, record));
+  if (first) parts_->outcomes->Announce(key, record);
+  return first;
+}
+
+void ClusterNode::AnswerOnce(const std::string& key, const std::string& record) {
+  parts_->outcomes->Release(key);
+  parts_->outcomes->Announce(key, record);
+}
+
+int ClusterNode::max_runs() const {
+  return parts_->work->options().max_runs;
+}
+
+void ClusterNode::Tell(const std::string& what, const std::string& key) {
+  parts_->outcomes->Tell(what, key);
+}
+
+StatusOr<std::unique_ptr<Listening>> ClusterNode::Hear(const std::string& what,
+                                                       std::function<void(std::string)> on_key) {
+  KC_ASSIGN_OR_RETURN(auto sub, parts_->outcomes->Hear(what, std::move(on_key)));
+  return std::unique_ptr<Listening>(std::move(sub));
 }
 
 #else  // built without the NATS client
 
-struct ClusterNode::Parts {};
+struct ClusterNode::Parts {
+  ClusterOptions options;
+  std::string node_id;
+};
 
 StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Join(const ClusterOptions&, std::string,
                                                          std::function<nlohmann::json()>) {
@@ -55,11 +130,62 @@ StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Join(const ClusterOptions&, 
       "join a cluster: install libnats-dev and rebuild, or leave out --cluster");
 }
 
+// Never reached: Join never makes a node in this build.
+namespace {
+Status NoCluster() {
+  return FailedPreconditionError("built without the NATS client");
+}
+}  // namespace
 nlohmann::json ClusterNode::Describe() const {
   return nullptr;
 }
+nlohmann::json ClusterNode::Nodes() const {
+  return nlohmann::json::array();
+}
+const std::string& ClusterNode::node_id() const {
+  return parts_->node_id;
+}
+StatusOr<std::string> ClusterNode::ChoosePool(bool, const nlohmann::json&) const {
+  return NoCluster();
+}
+StatusOr<Claim> ClusterNode::Claim(const std::string&, const std::string&) {
+  return NoCluster();
+}
+Status ClusterNode::Queue(const std::string&, const std::string&, const std::string&,
+                          const cluster::Claim&, std::string_view) {
+  return NoCluster();
+}
+StatusOr<std::optional<std::string>> ClusterNode::Outcome(const std::string&) {
+  return NoCluster();
+}
+StatusOr<std::unique_ptr<Listening>> ClusterNode::Await(const std::string&,
+                                                        std::function<void(std::string)>) {
+  return NoCluster();
+}
+Status ClusterNode::Serve(const std::string&) {
+  return NoCluster();
+}
+StatusOr<std::unique_ptr<WorkItem>> ClusterNode::NextWork(std::chrono::milliseconds) {
+  return NoCluster();
+}
+StatusOr<bool> ClusterNode::StoreOutcome(const std::string&, const std::string&) {
+  return NoCluster();
+}
+void ClusterNode::AnswerOnce(const std::string&, const std::string&) {}
+int ClusterNode::max_runs() const {
+  return 0;
+}
+void ClusterNode::Tell(const std::string&, const std::string&) {}
+StatusOr<std::unique_ptr<Listening>> ClusterNode::Hear(const std::string&,
+                                                       std::function<void(std::string)>) {
+  return NoCluster();
+}
 
 #endif
+
+const ClusterOptions& ClusterNode::options() const {
+  return parts_->options;
+}
 
 ClusterNode::ClusterNode(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 ClusterNode::~ClusterNode() = default;

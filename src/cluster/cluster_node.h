@@ -1,19 +1,22 @@
-// ClusterNode: this server as a node of a KCoral cluster (docs/cluster.md). For now it joins:
-// it connects to the NATS servers, announces itself in the node registry and reads the
-// cluster's view for GET /health. Work routing comes next (issue 26).
+// ClusterNode: this server as a node of a KCoral cluster (docs/cluster.md): its connection to
+// the NATS servers, its record in the node registry, the work queue, the outcome store and the
+// control messages, behind one face that carries no NATS type.
 //
 // Built with or without the NATS client (libnats-dev): without it, Join says so and the
 // server refuses --cluster; nothing else in the server changes.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "cluster/cluster_options.h"
+#include "cluster/cluster_types.h"
 
 namespace kc::cluster {
 
@@ -27,8 +30,42 @@ class ClusterNode {
   ~ClusterNode();  // leaves: its record is deleted, the connection closed
 
   // For /health: {"servers", "connected_url", "connected", "node_id", "pools": [PoolsOf],
-  // "nodes": [records]}.
+  // "nodes": [records]}, as of the last heartbeat.
   nlohmann::json Describe() const;
+  // The nodes' records as of the last heartbeat.
+  nlohmann::json Nodes() const;
+  const std::string& node_id() const;
+  const ClusterOptions& options() const;
+
+  // --- as an entry node
+  // The pool a program goes to (pool_view.h ChoosePool).
+  StatusOr<std::string> ChoosePool(bool needs_gpu, const nlohmann::json& own_versions) const;
+  StatusOr<cluster::Claim> Claim(const std::string& key, const std::string& program_hash);
+  // Queues the run of `key`'s claim; queueing one claim again (a retry) queues nothing.
+  Status Queue(const std::string& pool, const std::string& tenant, const std::string& key,
+               const cluster::Claim& claim, std::string_view payload);
+  StatusOr<std::optional<std::string>> Outcome(const std::string& key);
+  // Calls `on_outcome` (on a NATS thread) when `key`'s outcome is announced.
+  StatusOr<std::unique_ptr<Listening>> Await(const std::string& key,
+                                             std::function<void(std::string)> on_outcome);
+
+  // --- as an executing node
+  // Starts pulling requests of `pool`.
+  Status Serve(const std::string& pool);
+  // The next one, waiting up to `wait`; null when none came.
+  StatusOr<std::unique_ptr<WorkItem>> NextWork(std::chrono::milliseconds wait);
+  // Stores and announces `key`'s outcome unless one is there: true when this one is the answer.
+  StatusOr<bool> StoreOutcome(const std::string& key, const std::string& record);
+  // Announces an answer that is not kept (a 503, a 400) and releases the key's claim, so that
+  // a retry runs anew.
+  void AnswerOnce(const std::string& key, const std::string& record);
+  // How many times a request may start before it is answered FAILED.
+  int max_runs() const;
+
+  // --- control messages: "cancel" (the client hung up), "attach" (a client retried elsewhere)
+  void Tell(const std::string& what, const std::string& key);
+  StatusOr<std::unique_ptr<Listening>> Hear(const std::string& what,
+                                            std::function<void(std::string)> on_key);
 
  private:
   struct Parts;

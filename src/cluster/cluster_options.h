@@ -13,10 +13,19 @@ struct ClusterOptions {
   std::vector<std::string> servers;  // "nats://h1:4222", ...; empty: no cluster
   std::string user;                  // with password from KCORAL_CLUSTER_PASSWORD
   std::string password;
+  std::string creds;   // a NATS credentials file (user JWT and NKey seed), instead of user
   std::string tls_ca;  // a CA file: the connection is TLS, servers checked against it
   int replicas = 3;    // of the cluster's JetStream buckets and streams
   // How often this node says it is alive; it is forgotten after three missed beats.
   std::chrono::seconds heartbeat{5};
+  // Shared by the cluster's nodes, for their requests to each other (peer_auth.h); from
+  // KCORAL_CLUSTER_SECRET or --cluster-secret-file, never argv.
+  std::string secret;
+  // A running request's node says "in progress" three times per ack_wait; silent that long,
+  // the request goes to another node.
+  std::chrono::seconds ack_wait{30};
+  // How long a request key and its outcome are remembered (retries find them).
+  std::chrono::seconds outcome_ttl{3600};
 };
 
 }  // namespace kc::cluster

@@ -47,6 +47,9 @@ StatusOr<std::unique_ptr<NatsLink>> NatsLink::Connect(const ClusterOptions& opti
   if (s == NATS_OK && !options.user.empty()) {
     s = natsOptions_SetUserInfo(holder.options, options.user.c_str(), options.password.c_str());
   }
+  if (s == NATS_OK && !options.creds.empty()) {
+    s = natsOptions_SetUserCredentialsFromFiles(holder.options, options.creds.c_str(), nullptr);
+  }
   if (s == NATS_OK && !options.tls_ca.empty()) {
     s = natsOptions_SetSecure(holder.options, true);
     if (s == NATS_OK)

@@ -37,6 +37,10 @@ class NatsLink {
   std::string ConnectedUrl() const;
   bool connected() const;
 
+  natsConnection* connection() const { return connection_; }
+  jsCtx* jetstream() const { return jetstream_; }
+  int replicas() const { return replicas_; }
+
  private:
   NatsLink() = default;
 

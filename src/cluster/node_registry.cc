@@ -28,6 +28,7 @@ StatusOr<std::unique_ptr<NodeRegistry>> NodeRegistry::Join(
   std::unique_ptr<NodeRegistry> registry(
       new NodeRegistry(bucket, std::move(node_id), heartbeat, std::move(describe)));
   KC_RETURN_IF_ERROR(registry->Beat());
+  registry->Refresh();
   registry->beater_ = std::thread([raw = registry.get()] { raw->BeatLoop(); });
   return registry;
 }
@@ -59,8 +60,21 @@ void NodeRegistry::BeatLoop() {
   while (!cv_.wait_for(lock, heartbeat_, [&] { return stopping_; })) {
     lock.unlock();
     (void)Beat();  // a missed beat while NATS reconnects; the next one catches up
+    Refresh();
     lock.lock();
   }
+}
+
+void NodeRegistry::Refresh() {
+  auto nodes = View();
+  if (!nodes.ok()) return;  // keeps the last view while NATS is away
+  std::lock_guard lock(view_mu_);
+  view_ = std::move(*nodes);
+}
+
+nlohmann::json NodeRegistry::Cached() const {
+  std::lock_guard lock(view_mu_);
+  return view_;
 }
 
 StatusOr<nlohmann::json> NodeRegistry::View() const {

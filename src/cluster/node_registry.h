@@ -40,12 +40,16 @@ class NodeRegistry {
   // Every node's record, ordered by node id, each with "age_s" since its last beat (by this
   // node's clock).
   StatusOr<nlohmann::json> View() const;
+  // The view as of the last heartbeat (read then, so that GET /health and routing never wait
+  // on NATS); an empty list before the first.
+  nlohmann::json Cached() const;
   const std::string& node_id() const { return node_id_; }
 
  private:
   NodeRegistry(kvStore* bucket, std::string node_id, std::chrono::seconds heartbeat,
                std::function<nlohmann::json()> describe);
   Status Beat();
+  void Refresh();
   void BeatLoop();
 
   kvStore* const bucket_;
@@ -55,6 +59,8 @@ class NodeRegistry {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stopping_ = false;  // mu_
+  mutable std::mutex view_mu_;
+  nlohmann::json view_ = nlohmann::json::array();  // view_mu_
   std::thread beater_;
 };
 

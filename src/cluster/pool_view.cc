@@ -1,8 +1,14 @@
 #include "cluster/pool_view.h"
 
+#include <algorithm>
+#include <cctype>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "base/sha256.h"
 
 namespace kc::cluster {
 
@@ -20,6 +26,7 @@ nlohmann::json PoolsOf(const nlohmann::json& nodes) {
       auto& entry = pools[{pool["pool"].get<std::string>(), versions.dump()}];
       if (entry.is_null()) {
         entry = {{"pool", pool["pool"]},
+                 {"pool_id", PoolIdOf(pool)},
                  {"target", pool.value("target", nlohmann::json::object())},
                  {"versions", versions},
                  {"nodes", nlohmann::json::array()}};
@@ -38,6 +45,59 @@ nlohmann::json PoolsOf(const nlohmann::json& nodes) {
   for (auto& [key, entry] : pools)
     out.push_back(std::move(entry));
   return out;
+}
+
+std::string PoolIdOf(const nlohmann::json& pool) {
+  std::string name = pool.value("pool", "");
+  for (char& c : name) {
+    const bool plain = std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+    if (!plain) c = '-';  // "gpu/sm_90a": '/' is not allowed in a consumer's name
+  }
+  const std::string versions = pool.value("versions", nlohmann::json::object()).dump();
+  return name + "-" + Sha256Hex(versions).substr(0, 8);
+}
+
+StatusOr<std::string> ChoosePool(const nlohmann::json& pools, bool needs_gpu,
+                                 const nlohmann::json& own_versions) {
+  auto is_gpu = [](const nlohmann::json& pool) {
+    return pool.value("pool", "").starts_with("gpu/");
+  };
+  // A cluster without GPUs runs everything on CPUs, as a CPU server does.
+  needs_gpu = needs_gpu && std::any_of(pools.begin(), pools.end(), is_gpu);
+  std::vector<const nlohmann::json*> candidates;
+  for (const auto& pool : pools) {
+    if (needs_gpu && !is_gpu(pool)) continue;
+    candidates.push_back(&pool);
+  }
+  if (!needs_gpu) {
+    // A CPU pool keeps GPUs for the work that needs them.
+    std::vector<const nlohmann::json*> cpu;
+    for (const auto* pool : candidates)
+      if (!is_gpu(*pool)) cpu.push_back(pool);
+    if (!cpu.empty()) candidates = cpu;
+  }
+  std::string names;
+  for (const auto& pool : pools)
+    names += (names.empty() ? "" : ", ") + pool.value("pool_id", PoolIdOf(pool));
+  if (candidates.empty()) {
+    return UnavailableError(
+        "no node of the cluster can run it now (pools: " + (names.empty() ? "none" : names) + ")");
+  }
+  std::set<std::string> kinds;
+  for (const auto* pool : candidates)
+    kinds.insert(pool->value("pool", ""));
+  if (needs_gpu && kinds.size() > 1) {
+    return InvalidArgumentError("the cluster has GPU pools of several architectures (" + names +
+                                "); send the program to a node of the one it was built for");
+  }
+  const nlohmann::json* best = candidates.front();
+  auto rank = [&](const nlohmann::json* pool) {
+    return std::make_pair(pool->value("versions", nlohmann::json::object()) == own_versions,
+                          pool->value("request_capacity", int64_t{0}));
+  };
+  for (const auto* pool : candidates)
+    if (rank(pool) > rank(best)) best = pool;
+  return best->value("pool_id", PoolIdOf(*best));
 }
 
 }  // namespace kc::cluster

@@ -6,7 +6,11 @@
 // Pure.
 #pragma once
 
+#include <string>
+
 #include <nlohmann/json.hpp>
+
+#include "base/status.h"
 
 namespace kc::cluster {
 
@@ -15,5 +19,18 @@ namespace kc::cluster {
 // (pool, versions): {"pool", "target", "versions", "nodes": [node ids], and the three loads
 // summed}, ordered by pool name, then by versions. Records without those fields are skipped.
 nlohmann::json PoolsOf(const nlohmann::json& nodes);
+
+// A pool's name in subjects and consumer names: its kind and arch, and a short hash of its
+// versions ("cpu-1a2b3c4d", "gpu-sm_90a-5e6f7a8b"). `pool`: {"pool", "versions"}.
+std::string PoolIdOf(const nlohmann::json& pool);
+
+// Where a request goes (docs/cluster.md "Pools by capability"), from PoolsOf's list: a
+// program that needs no GPU goes to a CPU pool where there is one, else to any pool; one that
+// may touch a GPU goes to the cluster's only GPU architecture, and several are refused
+// (kInvalidArgument naming them); a cluster without GPUs runs it on CPUs, as a CPU server does.
+// Among pools of one kind and arch, the one with `own_versions` (the entry node's toolchain) is
+// preferred, then the one with the most seats. kUnavailable when no pool can run it.
+StatusOr<std::string> ChoosePool(const nlohmann::json& pools, bool needs_gpu,
+                                 const nlohmann::json& own_versions);
 
 }  // namespace kc::cluster

@@ -60,6 +60,7 @@ void ThrowIfError(const Status& status) {
     case StatusCode::kCancelled:
     case StatusCode::kNotFound:
     case StatusCode::kFailedPrecondition:
+    case StatusCode::kPermissionDenied:
     case StatusCode::kInternal:
       Raise(g_call_error, status.message());
   }

@@ -11,6 +11,8 @@
 #include <boost/beast/version.hpp>
 
 #include "base/utc_time.h"
+#include "cluster/pool_view.h"
+#include "server/cluster_executor.h"
 #include "server/connection.h"
 #include "server/gpu_inventory.h"
 #include "server/request_id.h"
@@ -193,11 +195,27 @@ Status App::JoinCluster(int port) {
   const std::string url = config_.node_url.empty()
                               ? std::string(Scheme()) + "://" + host + ":" + std::to_string(port)
                               : config_.node_url;
+  node_url_ = url;
   const std::string node_id = host + "-" + std::to_string(port);
   auto node = cluster::ClusterNode::Join(config_.cluster, node_id,
                                          [this, url] { return DescribeNode(url); });
   if (!node.ok()) return node.status().WithContext("--cluster");
   cluster_ = std::move(*node);
+  auto attach = cluster_->Hear("attach", [this](std::string key) {
+    std::lock_guard lock(attached_mu_);
+    const auto now = std::chrono::steady_clock::now();
+    if (attached_.size() > 10000)
+      std::erase_if(attached_, [&](const auto& entry) {
+        return now - entry.second > std::chrono::minutes(1);
+      });
+    attached_[key] = now;
+  });
+  if (!attach.ok()) return attach.status().WithContext("--cluster");
+  hear_attach_ = std::move(*attach);
+  const std::string pool = cluster::PoolIdOf(DescribeNode(url)["pools"][0]);
+  auto executor = ClusterExecutor::Start(*this, *cluster_, pool, pool_->Load().request_capacity);
+  if (!executor.ok()) return executor.status().WithContext("--cluster");
+  executor_ = std::move(*executor);
   events_.Emit(pool::EventLevel::kInfo, "cluster_joined",
                {{"servers", config_.cluster.servers},
                 {"node_id", node_id},
@@ -209,6 +227,7 @@ Status App::JoinCluster(int port) {
 void App::BeginShutdown() {
   if (shutting_down_.exchange(true)) return;
   events_.Emit(pool::EventLevel::kInfo, "shutdown_started", {{"remaining", in_flight_.load()}});
+  if (executor_) executor_->Stop();  // pulls nothing more; what it runs finishes
   if (pool_) pool_->BeginShutdown();
 }
 
@@ -309,7 +328,9 @@ int App::Run() {
   poll.async_wait(check);
   io_.run();
 
+  executor_.reset();  // waits for the cluster's requests it runs
   pool_->Join();
+  hear_attach_.reset();
   cluster_.reset();  // leaves the cluster: its record goes at once
   events_.Emit(pool::EventLevel::kInfo, "shutdown_complete", {});
   events_.Emit(pool::EventLevel::kInfo, "server_stopped", {});

@@ -9,8 +9,10 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 
 #include <boost/asio.hpp>
 #include <boost/asio/ssl/context.hpp>
@@ -42,7 +44,12 @@ struct ExecuteArrival {
   std::string client;
   Clock::time_point received;  // when its header was in
   size_t body_bytes = 0;
+  // Idempotency-Key: in a cluster, a retry with it on any node gets the first run's outcome.
+  std::optional<std::string> idempotency_key;
 };
+
+struct AdmittedRequest;
+class ClusterExecutor;
 
 class App {
  public:
@@ -62,6 +69,14 @@ class App {
   HttpReply HandleBlobUpload(StatusOr<store::BlobPtr> blob, const std::string& request_id,
                              const std::string& client, Clock::time_point received);
   HttpReply HandleBlobLookup(std::string_view sha256);
+  // GET /cluster/blobs/<sha256> and POST /cluster/blobs: between the nodes of a cluster only,
+  // signed with its secret (cluster/peer_auth.h; cluster_routes.cc).
+  HttpReply HandlePeerBlobFetch(std::string_view peer_header, std::string_view target);
+  HttpReply HandlePeerBlobPush(std::string_view peer_header, StatusOr<store::BlobPtr> blob);
+  // Whether a request on a cluster route is signed with the cluster's secret (checked before
+  // a pushed body is read, and again by the route).
+  Status CheckPeer(std::string_view peer_header, std::string_view method,
+                   std::string_view target) const;
   HttpReply HandleHealth() const;
   HttpReply HandleMetrics() const;
   HttpReply RequestTooLarge(const std::string& request_id, uint64_t declared);
@@ -72,7 +87,20 @@ class App {
   net::thread_pool& cpu_pool() { return cpu_pool_; }
 
  private:
+  friend class ClusterExecutor;
   net::awaitable<void> Listen(net::ip::tcp::acceptor acceptor);
+  // Runs an admitted request on one of this server's seats.
+  net::awaitable<HttpReply> RunHere(std::shared_ptr<AdmittedRequest> admitted,
+                                    std::string request_id,
+                                    std::shared_ptr<pool::CancelFlag> cancel);
+  // In a cluster: queues it for the pool that can run it and answers with the first stored
+  // outcome (cluster_entry.cc).
+  net::awaitable<HttpReply> RouteThroughCluster(std::shared_ptr<AdmittedRequest> admitted,
+                                                std::string request_id,
+                                                std::optional<std::string> idempotency_key,
+                                                std::shared_ptr<pool::CancelFlag> cancel);
+  // Whether a client retried request `key` on some node after `since` (an "attach" message).
+  bool AttachedSince(const std::string& key, std::chrono::steady_clock::time_point since);
   // With --cluster: joins as node `<host>-<port>`, announcing this node's pool (docs/cluster.md).
   Status JoinCluster(int port);
   // This node's record in the cluster's registry: its URL, pool and load.
@@ -92,6 +120,11 @@ class App {
   // Every HTTPS connection's context (--tls-cert); none: plain HTTP. Made in Run(), before the
   // first connection, and kept past io_, whose connections use it.
   std::optional<net::ssl::context> tls_;
+  std::string node_url_;  // how the cluster's nodes reach this one
+  std::unique_ptr<cluster::Listening> hear_attach_;
+  std::mutex attached_mu_;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> attached_;  // attached_mu_
+  std::unique_ptr<ClusterExecutor> executor_;  // runs the cluster's requests for this node's pool
   net::io_context io_{1};
   net::thread_pool cpu_pool_;
   std::string instance_id_;

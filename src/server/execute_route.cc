@@ -2,8 +2,10 @@
 // loop, answer CACHE_MISS or 400 early, queue the program for a seat, then
 // build the outcome reply off the event loop too.
 #include <chrono>
+#include <unordered_map>
 
 #include "protocol/execute_request.h"
+#include "server/admitted_request.h"
 #include "server/app.h"
 #include "server/outcome_reply.h"
 #include "server/request_id.h"
@@ -12,18 +14,11 @@ namespace kc::server {
 
 namespace {
 
-struct Admitted {
-  protocol::ExecuteRequest request;
-  store::Resolution resolution;
-  double timeout_seconds = 0;
-  int64_t output_limit_bytes = 0;
-};
-
 // Everything before the queue; runs on the parse pool. Either a reply
 // (400, CACHE_MISS) or an admitted request.
 struct Prepared {
   std::optional<HttpReply> reply;
-  std::optional<Admitted> admitted;
+  std::optional<AdmittedRequest> admitted;
 };
 
 nlohmann::json ProgramShape(const protocol::Program& program) {
@@ -126,7 +121,7 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
           BodyReply(RequestEnding::kCacheMiss, "application/json", DumpJson(miss), request_id);
       co_return out;
     }
-    Admitted admitted{std::move(parsed->request), std::move(*resolution)};
+    AdmittedRequest admitted{std::move(parsed->request), std::move(*resolution)};
     admitted.timeout_seconds =
         std::min(options.timeout_seconds.value_or(config_.default_timeout_seconds),
                  config_.max_timeout_seconds);
@@ -142,24 +137,24 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
   ingest.reset();
   if (prepared.reply) co_return finish(std::move(*prepared.reply));
 
-  auto admitted = std::make_shared<Admitted>(std::move(*prepared.admitted));
+  auto admitted = std::make_shared<AdmittedRequest>(std::move(*prepared.admitted));
   nlohmann::json accepted = ProgramShape(admitted->request.program);
   accepted["request_id"] = request_id;
   accepted["timeout_seconds"] = admitted->timeout_seconds;
   events_.Emit(pool::EventLevel::kInfo, "request_accepted", accepted);
 
-  auto job = std::make_shared<pool::Job>();
-  job->run.request_id = request_id;
-  job->run.cancel = std::move(cancel);
-  job->run.program_json = admitted->request.program_json;
-  for (const auto& [sha, blob] : admitted->resolution.blobs)
-    job->run.blobs.push_back({sha, blob->fd()});
-  job->gpu_count = static_cast<int>(admitted->request.program.options.gpu_count.value_or(0));
-  job->run.output_limit_bytes = admitted->output_limit_bytes;
-  job->run.max_response_bytes = config_.max_response_bytes;
-  job->run.timeout =
-      std::chrono::nanoseconds(static_cast<int64_t>(admitted->timeout_seconds * 1e9));
+  if (cluster_) {
+    auto routing = RouteThroughCluster(admitted, request_id, arrival.idempotency_key, cancel);
+    co_return finish(co_await std::move(routing));
+  }
+  auto running = RunHere(admitted, request_id, std::move(cancel));
+  co_return finish(co_await std::move(running));
+}
 
+net::awaitable<HttpReply> App::RunHere(std::shared_ptr<AdmittedRequest> admitted,
+                                       std::string request_id,
+                                       std::shared_ptr<pool::CancelFlag> cancel) {
+  auto job = JobFor(*admitted, request_id, std::move(cancel), config_.max_response_bytes);
   // The pool calls back from a seat thread; hop onto the event loop and wake us.
   auto result = std::make_shared<std::optional<pool::JobResult>>();
   auto wake = std::make_shared<net::steady_timer>(io_, net::steady_timer::time_point::max());
@@ -171,7 +166,7 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
     });
   };
   if (!pool_->Submit(job)) {
-    co_return finish(EndingReply(RequestEnding::kSaturated, "server saturated", request_id));
+    co_return EndingReply(RequestEnding::kSaturated, "server saturated", request_id);
   }
   while (!result->has_value())
     co_await wake->async_wait(net::as_tuple(net::use_awaitable));
@@ -184,8 +179,36 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
     co_return BuildOutcomeReply(context, **result);
   };
   auto building = net::co_spawn(cpu_pool_, std::move(build), net::use_awaitable);
-  HttpReply reply = co_await std::move(building);
-  co_return finish(std::move(reply));
+  co_return co_await std::move(building);
+}
+
+std::shared_ptr<pool::Job> JobFor(const AdmittedRequest& admitted, const std::string& request_id,
+                                  std::shared_ptr<pool::CancelFlag> cancel,
+                                  uint64_t max_response_bytes) {
+  auto job = std::make_shared<pool::Job>();
+  job->run.request_id = request_id;
+  job->run.cancel = std::move(cancel);
+  job->run.program_json = admitted.request.program_json;
+  for (const auto& [sha, blob] : admitted.resolution.blobs)
+    job->run.blobs.push_back({sha, blob->fd()});
+  job->gpu_count = static_cast<int>(admitted.request.program.options.gpu_count.value_or(0));
+  job->run.output_limit_bytes = admitted.output_limit_bytes;
+  job->run.max_response_bytes = max_response_bytes;
+  job->run.timeout = std::chrono::nanoseconds(static_cast<int64_t>(admitted.timeout_seconds * 1e9));
+  return job;
+}
+
+bool NeedsGpu(const protocol::Program& program) {
+  if (program.options.gpu_count.value_or(0) > 0) return true;
+  // cpu_only is said by get_function, for every run of that function.
+  std::unordered_map<std::string_view, bool> cpu_only;
+  for (const auto& ins : program.instructions) {
+    if (ins.op == protocol::Op::kGetFunction) cpu_only[ins.id] = ins.cpu_only;
+    if (ins.op != protocol::Op::kRun) continue;
+    auto fn = cpu_only.find(ins.fn_ref);
+    if (fn == cpu_only.end() || !fn->second) return true;
+  }
+  return false;
 }
 
 }  // namespace kc::server

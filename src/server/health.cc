@@ -44,7 +44,20 @@ HttpReply App::HandleHealth() const {
                               {"cuda_max_connections", config_.cuda_max_connections},
                               {"gpus", std::move(gpus)}};
   }
-  if (cluster_) body["cluster"] = cluster_->Describe();  // the whole cluster's view
+  if (cluster_) {
+    nlohmann::json cluster = cluster_->Describe();  // the whole cluster's view
+    // The arch a client compiles for is the cluster's GPU arch, whichever node it asks, so
+    // the seed's two requests work through one URL; with several, each pool says its own.
+    std::set<std::string> archs;
+    nlohmann::json gpu_target;
+    for (const auto& pool : cluster["pools"]) {
+      if (!pool.value("pool", "").starts_with("gpu/")) continue;
+      archs.insert(pool.value("pool", ""));
+      gpu_target = pool.value("target", nlohmann::json::object());
+    }
+    if (archs.size() == 1) body["target"] = gpu_target;
+    body["cluster"] = std::move(cluster);
+  }
   return {200, "application/json", DumpJson(body), ""};
 }
 

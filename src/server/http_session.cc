@@ -9,6 +9,7 @@
 
 #include "base/clock.h"
 #include "base/sha256.h"
+#include "cluster/peer_auth.h"
 #include "server/blob_upload.h"
 #include "server/execute_ingest.h"
 #include "server/hang_up_watch.h"
@@ -27,7 +28,18 @@ constexpr auto kIdleTimeout = std::chrono::seconds(120);
 constexpr auto kBodyTimeout = std::chrono::seconds(600);
 constexpr std::string_view kBlobsPrefix = "/blobs/";
 
-enum class Route { kExecute, kUploadBlob, kLookUpBlob, kHealth, kMetrics, kWrongMethod, kNotFound };
+enum class Route {
+  kExecute,
+  kUploadBlob,
+  kLookUpBlob,
+  kPeerBlobFetch,
+  kPeerBlobPush,
+  kHealth,
+  kMetrics,
+  kWrongMethod,
+  kNotFound
+};
+constexpr std::string_view kPeerBlobsPrefix = "/cluster/blobs/";
 
 Route RouteOf(http::verb method, std::string_view target) {
   const bool post = method == http::verb::post, get = method == http::verb::get;
@@ -35,6 +47,10 @@ Route RouteOf(http::verb method, std::string_view target) {
   if (target == "/blobs") return post ? Route::kUploadBlob : Route::kWrongMethod;
   if (target.starts_with(kBlobsPrefix)) {
     return method == http::verb::head ? Route::kLookUpBlob : Route::kWrongMethod;
+  }
+  if (target == "/cluster/blobs") return post ? Route::kPeerBlobPush : Route::kWrongMethod;
+  if (target.starts_with(kPeerBlobsPrefix) && IsSha256Hex(target.substr(kPeerBlobsPrefix.size()))) {
+    return get ? Route::kPeerBlobFetch : Route::kWrongMethod;
   }
   if (target == "/health") return get ? Route::kHealth : Route::kWrongMethod;
   if (target == "/metrics") return get ? Route::kMetrics : Route::kWrongMethod;
@@ -67,12 +83,20 @@ struct BodyIntake {
   BodyConsumer* consumer = nullptr;
 };
 
-void PlanIntake(Route route, const http::fields& head, BodyIntake& intake) {
+std::string_view PeerHeader(const http::fields& head) {
+  auto it = head.find(cluster::kPeerHeader);
+  return it == head.end() ? std::string_view() : std::string_view(it->value());
+}
+
+void PlanIntake(const App& app, Route route, const http::fields& head, BodyIntake& intake) {
   if (route == Route::kExecute) {
     intake.ingest = ExecuteIngest::Start(head[http::field::content_type]);
     if (intake.ingest.ok()) intake.consumer = intake.ingest->get();
-  } else if (route == Route::kUploadBlob) {
-    intake.refused = CheckBlobUpload(head);
+  } else if (route == Route::kUploadBlob || route == Route::kPeerBlobPush) {
+    // A push from outside the cluster is refused before its body is read.
+    if (route == Route::kPeerBlobPush)
+      intake.refused = app.CheckPeer(PeerHeader(head), "POST", "/cluster/blobs");
+    if (intake.refused.ok()) intake.refused = CheckBlobUpload(head);
     if (intake.refused.ok()) intake.consumer = &intake.blob_upload.emplace(ClaimedBlobHash(head));
   }
 }
@@ -98,6 +122,14 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
       co_return app.HandleBlobUpload(std::move(blob), arrival.request_id, arrival.client,
                                      arrival.received);
     }
+    case Route::kPeerBlobPush: {
+      Status refused = intake.refused.ok() ? body.consumer : intake.refused;
+      StatusOr<store::BlobPtr> blob =
+          refused.ok() ? intake.blob_upload->Finish() : StatusOr<store::BlobPtr>(refused);
+      co_return app.HandlePeerBlobPush(PeerHeader(head), std::move(blob));
+    }
+    case Route::kPeerBlobFetch:
+      co_return app.HandlePeerBlobFetch(PeerHeader(head), head.target());
     case Route::kLookUpBlob:
       co_return app.HandleBlobLookup(head.target().substr(kBlobsPrefix.size()));
     case Route::kHealth:
@@ -135,7 +167,8 @@ net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer&
     const unsigned version = head.version();
     bool keep_alive = head.keep_alive();
     const uint64_t limit = app.config().max_request_bytes;
-    const bool upload = route == Route::kExecute || route == Route::kUploadBlob;
+    const bool upload =
+        route == Route::kExecute || route == Route::kUploadBlob || route == Route::kPeerBlobPush;
     if (upload && parser.content_length() && *parser.content_length() > limit) {
       // 413 without reading the body (spec §1.5); the connection cannot be reused.
       HttpReply reply =
@@ -150,7 +183,7 @@ net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer&
     std::string request_id;
     if (upload) request_id = ChooseRequestId(SuppliedRequestIds(head));
     BodyIntake intake;
-    PlanIntake(route, head, intake);
+    PlanIntake(app, route, head, intake);
     auto reading = ReadBody(stream, buffer, parser, intake.consumer, app.cpu_pool());
     BodyResult body = co_await std::move(reading);
     if (body.end == BodyEnd::kBroken) break;  // nobody to answer
@@ -162,8 +195,11 @@ net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer&
     }
     keep_alive = parser.get().keep_alive();
     tcp.expires_never();  // executions may run for many minutes
-    auto dispatching = Dispatch(app, route, parser.get(), intake, body,
-                                ExecuteArrival{request_id, client, received, body.bytes}, tcp);
+    ExecuteArrival arrival{request_id, client, received, body.bytes};
+    if (auto key = parser.get().find("Idempotency-Key"); key != parser.get().end()) {
+      arrival.idempotency_key = std::string(key->value());
+    }
+    auto dispatching = Dispatch(app, route, parser.get(), intake, body, std::move(arrival), tcp);
     HttpReply reply = co_await std::move(dispatching);
     tcp.expires_after(kBodyTimeout);
     auto writing = WriteReply(stream, std::move(reply), version, keep_alive);

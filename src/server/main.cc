@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -250,6 +251,10 @@ int main(int argc, char** argv) {
   cli.add_option("--cluster-user", config.cluster.user,
                  "NATS user name; its password comes from KCORAL_CLUSTER_PASSWORD, never argv")
       ->needs(cluster_flag);
+  cli.add_option("--cluster-creds", config.cluster.creds,
+                 "A NATS credentials file (user JWT and NKey seed) for the cluster's servers")
+      ->needs(cluster_flag)
+      ->check(CLI::ExistingFile);
   cli.add_option("--cluster-tls-ca", config.cluster.tls_ca,
                  "Connect to NATS over TLS, checking the servers against this CA file")
       ->needs(cluster_flag)
@@ -263,6 +268,20 @@ int main(int argc, char** argv) {
                  "three missed beats")
       ->needs(cluster_flag)
       ->check(CLI::Range(1, 300));
+  std::string secret_file;
+  cli.add_option("--cluster-secret-file", secret_file,
+                 "The cluster's shared secret, for its nodes' requests to each other (blob\n"
+                 "fetches, results): the same on every node. Else KCORAL_CLUSTER_SECRET;\n"
+                 "one of them is required, never argv")
+      ->needs(cluster_flag)
+      ->check(CLI::ExistingFile);
+  int ack_wait_seconds = static_cast<int>(config.cluster.ack_wait.count());
+  cli.add_option("--cluster-ack-wait-seconds", ack_wait_seconds,
+                 "A running request's node says \"in progress\" three times this often; a node\n"
+                 "silent this long is taken for dead and the request runs elsewhere. Fixed\n"
+                 "by the first node of a pool")
+      ->needs(cluster_flag)
+      ->check(CLI::Range(3, 3600));
   cli.add_option("--node-url", config.node_url,
                  "How other nodes and clients reach this node (default http://HOST:PORT, https\n"
                  "with --tls-cert, with this machine's name for a wildcard --host)")
@@ -275,6 +294,18 @@ int main(int argc, char** argv) {
   }
   if (*tls_cert) config.tls = tls;
   config.cluster.heartbeat = std::chrono::seconds(heartbeat_seconds);
+  config.cluster.ack_wait = std::chrono::seconds(ack_wait_seconds);
+  if (!secret_file.empty()) {
+    std::ifstream in(secret_file);
+    std::getline(in, config.cluster.secret);
+    if (config.cluster.secret.size() < 16) {
+      std::cerr << "kcoral server: --cluster-secret-file " << secret_file
+                << ": its first line must hold a secret of at least 16 characters\n";
+      return 2;
+    }
+  } else if (const char* secret = std::getenv("KCORAL_CLUSTER_SECRET")) {
+    config.cluster.secret = secret;
+  }
   if (const char* password = std::getenv("KCORAL_CLUSTER_PASSWORD")) {
     config.cluster.password = password;
   }

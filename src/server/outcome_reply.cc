@@ -20,16 +20,10 @@ using protocol::JsonWriter;
 
 // What the server saw around the request's timing spans, for every verified benchmark record
 // (docs/benchmark-integrity.md "Flags and conditions"). A request's spans are one account:
-// a finding of any span is reported on each of its benchmarks.
-std::vector<std::string> SpanFlags(const pool::RunResult& run) {
-  std::vector<std::string> flags;
-  for (const auto& holder : run.foreign_gpu_holders) {
-    flags.push_back("gpu: a process outside this server held the GPU during a timing span: pid " +
-                    std::to_string(holder.pid) + " (" + holder.name + ")");
-  }
-  return flags;
-}
-
+// a finding of any span is reported on each of its benchmarks. All are conditions: house-keeping
+// and processes outside the server are the machine's doing, never the candidate's, and a
+// context another process merely holds runs nothing (two servers on one GPU saw each other's
+// idle stand-bys and untrusted every honest kernel).
 std::vector<std::string> SpanConditions(const pool::RunResult& run) {
   std::vector<std::string> conditions;
   if (run.housekeeping_beside_spans > 0) {
@@ -37,6 +31,13 @@ std::vector<std::string> SpanConditions(const pool::RunResult& run) {
                          std::to_string(run.housekeeping_beside_spans) +
                          " stand-by or retired workers' CUDA contexts created or destroyed; "
                          "timing_spans.housekeeping_beside)");
+  }
+  for (const auto& holder : run.foreign_gpu_holders) {
+    conditions.push_back(
+        "gpu: a process outside this server held a CUDA context on the GPU during a timing span: "
+        "pid " +
+        std::to_string(holder.pid) + " (" + holder.name +
+        "); the timings are honest only if it ran nothing (timing_spans.foreign_processes)");
   }
   if (!run.census_unavailable.empty()) conditions.push_back("gpu: " + run.census_unavailable);
   return conditions;
@@ -221,7 +222,7 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
   // Sealed benchmark results are checked here, with the key of the worker that ran this request.
   if (MayHoldIntegrity(result.run.outcome_json)) {
     VerifySealedResults(*results, {context.request_id, result.run.seal_key, context.program,
-                                   SpanFlags(result.run), SpanConditions(result.run)});
+                                   SpanConditions(result.run)});
   }
 
   std::string json;

@@ -23,6 +23,10 @@ EndingTraits TraitsOf(RequestEnding ending) {
       return {405, "parse", "rejected", EventLevel::kWarning, false};
     case RequestEnding::kRequestTooLarge:
       return {413, "request_too_large", "rejected", EventLevel::kWarning, false};
+    case RequestEnding::kForbidden:
+      return {403, "forbidden", "rejected", EventLevel::kWarning, false};
+    case RequestEnding::kConflict:
+      return {409, "conflict", "rejected", EventLevel::kWarning, false};
     case RequestEnding::kCancelled:
       // 499 is nginx's "client closed request": for the log and metrics only.
       return {499, "cancelled", "cancelled", EventLevel::kWarning, false};
@@ -54,6 +58,8 @@ RequestEnding EndingForStatus(const Status& status) {
       return RequestEnding::kTimedOut;
     case StatusCode::kCancelled:
       return RequestEnding::kCancelled;
+    case StatusCode::kPermissionDenied:
+      return RequestEnding::kForbidden;
     case StatusCode::kOk:  // a caller's bug: there was no failure to map
     case StatusCode::kResourceExhausted:
     case StatusCode::kNotFound:

@@ -23,6 +23,8 @@ enum class RequestEnding {
   kRejected,               // 400 parse: malformed request or program
   kMethodNotAllowed,       // 405 parse: GET /execute and the like
   kRequestTooLarge,        // 413 request_too_large
+  kForbidden,              // 403 forbidden: a cluster route without the cluster's secret
+  kConflict,               // 409 conflict: an Idempotency-Key already bound to another program
   kCancelled,              // 499 cancelled: the client hung up (nobody reads the reply)
   kShuttingDown,           // 503 busy: the server is draining
   kSaturated,              // 503 busy: no seat in time, or the queue is full

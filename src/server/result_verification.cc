@@ -163,7 +163,6 @@ class Verifier {
     const bool altered = !SameValue(node, *record);
 
     // altered_after_timing compares what the worker sealed, before the server's additions.
-    Append(record_integrity, "flags", check_.flags);
     Append(record_integrity, "conditions", check_.conditions);
     const JsonValue* flags = record_integrity.Find("flags");
     const JsonValue* flag_items = flags != nullptr ? flags->Find("value") : nullptr;

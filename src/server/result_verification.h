@@ -33,8 +33,7 @@ struct SealCheck {
   std::string_view seal_key;  // 32 raw bytes; empty: no seal verifies
   const protocol::Program* program;
   // The server's own findings about the request's timing spans (pool/gpu_census.h), added to
-  // every verified record's integrity.flags and integrity.conditions before trusted is set.
-  std::vector<std::string> flags = {};
+  // every verified record's integrity.conditions (never flags: they are the machine's doing).
   std::vector<std::string> conditions = {};
 };
 

@@ -39,7 +39,7 @@ def refused(tool: str, *argv: str, environ: dict | None = None) -> str:
 
 def test_defaults_and_argument_boundaries():
     inv = parse("python", "--url", URL, "--", "-c", "print(1)", "a b", "--", "--url")
-    assert (inv.url, inv.timeout, inv.output_limit_bytes) == (URL, 300, 268435456)
+    assert (inv.urls, inv.timeout, inv.output_limit_bytes) == ([URL], 300, 268435456)
     assert inv.native == ["-c", "print(1)", "a b", "--", "--url"]
     assert (inv.send, inv.env, inv.fetch, inv.out) == ([], {}, [], None)
 
@@ -51,13 +51,13 @@ def test_the_first_double_dash_is_mandatory_and_something_must_follow():
 
 
 def test_server_address_rules(capsys):
-    assert parse("shell", "--", "ls", environ={"KCORAL_URL": URL}).url == URL
-    assert parse("shell", "--url", "http://a:1", "--", "ls", environ={"KCORAL_URL": URL}).url == "http://a:1"
-    assert parse("shell", "--host", "h", "--", "ls").url == "http://h:8000"
-    assert parse("shell", "--port", "9000", "--", "ls").url == "http://127.0.0.1:9000"
-    assert parse("shell", "--host", "::1", "--port", "1", "--", "ls").url == "http://[::1]:1"
+    assert parse("shell", "--", "ls", environ={"KCORAL_URL": URL}).urls == [URL]
+    assert parse("shell", "--url", "http://a:1", "--", "ls", environ={"KCORAL_URL": URL}).urls == ["http://a:1"]
+    assert parse("shell", "--host", "h", "--", "ls").urls == ["http://h:8000"]
+    assert parse("shell", "--port", "9000", "--", "ls").urls == ["http://127.0.0.1:9000"]
+    assert parse("shell", "--host", "::1", "--port", "1", "--", "ls").urls == ["http://[::1]:1"]
     assert capsys.readouterr().err == ""
-    assert parse("shell", "--port", "5", "--", "ls", environ={"KCORAL_URL": URL}).url == "http://127.0.0.1:5"
+    assert parse("shell", "--port", "5", "--", "ls", environ={"KCORAL_URL": URL}).urls == ["http://127.0.0.1:5"]
     assert "override KCORAL_URL; using http://127.0.0.1:5" in capsys.readouterr().err
     assert "--url cannot be combined with --host or --port" in refused("shell", "--url", URL, "--port", "1", "--", "ls")
     assert "--port 0" in refused("shell", "--port", "0", "--", "ls")
@@ -73,6 +73,15 @@ def test_ca_names_a_file_the_client_gets(tmp_path):
     assert f"--ca {tmp_path / 'absent.pem'}: no such file" in refused(
         "shell", "--url", URL, "--ca", str(tmp_path / "absent.pem"), "--", "ls"
     )
+
+
+def test_a_clusters_entry_nodes_are_a_comma_separated_list():
+    both = ["http://a:1", "http://b:2"]
+    assert parse("shell", "--url", "http://a:1, http://b:2", "--", "ls").urls == both
+    assert parse("shell", "--", "ls", environ={"KCORAL_URL": "http://a:1,http://b:2"}).urls == both
+    assert "an empty URL" in refused("shell", "--url", "http://a:1,,http://b:2", "--", "ls")
+    assert "KCORAL_URL" in refused("shell", "--", "ls", environ={"KCORAL_URL": "http://a:1,"})
+    assert "--url: must not be empty" in refused("shell", "--url", " ", "--", "ls")
 
 
 def test_numbers_must_be_positive_ints():
@@ -431,8 +440,8 @@ class FakeClient:
     answer: object = None
     seen: list = []
 
-    def __init__(self, url, ca=None):
-        self.url = url
+    def __init__(self, base_url=None, *, urls=None, ca=None):
+        self.urls = [base_url] if base_url is not None else list(urls)
         self.ca = ca
 
     def __enter__(self):
@@ -442,7 +451,7 @@ class FakeClient:
         return False
 
     def execute(self, program, **options):
-        FakeClient.seen.append((self.url, program, options))
+        FakeClient.seen.append((self.urls, program, options))
         if isinstance(FakeClient.answer, Exception):
             raise FakeClient.answer
         return FakeClient.answer
@@ -485,8 +494,9 @@ def test_replay_artifacts_and_missing(fake_client, tmp_path, capsys):
 
 def test_failures_exit_1_with_the_tool_named(fake_client, capsys):
     fake_client.answer = TransportError("connection refused")
-    assert dispatch.main(["python", "--url", URL, "--", "-c", "1"]) == 1
+    assert dispatch.main(["python", "--url", f"{URL},http://127.0.0.1:10", "--", "-c", "1"]) == 1
     assert capsys.readouterr().err == "kcoral run python: connection refused\n"
+    assert fake_client.seen[-1][0] == [URL, "http://127.0.0.1:10"]  # a cluster's entry nodes, to one Client
     fake_client.answer = result(
         status="FAILED",
         error={

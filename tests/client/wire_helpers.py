@@ -80,6 +80,9 @@ REQUEST_ID = "0b7e1f9a-4c39-4a8e-9d47-4d3c8e0a1b2c"
 
 Reply = tuple[int, dict[str, str], bytes]
 
+#: Read the request, then close the connection without a word (a node that dies mid-request).
+HANG_UP: Reply = (0, {}, b"")
+
 
 def json_reply(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> Reply:
     h = {"Content-Type": "application/json", "X-Request-ID": REQUEST_ID}
@@ -153,6 +156,9 @@ class FakeServer:
                 outer.requests.append(rec)
                 reply = outer.replies if callable(outer.replies) else outer.replies.pop(0)
                 status, headers, payload = reply(rec) if callable(reply) else reply
+                if status == HANG_UP[0]:
+                    self.close_connection = True
+                    return
                 self.send_response(status)
                 for k, v in headers.items():
                     self.send_header(k, v)

@@ -31,11 +31,20 @@ def free_port() -> int:
 
 
 class Server:
-    """`ca`: the CA bundle that an HTTPS server's (--tls-cert) certificate verifies against."""
+    """`ca`: the CA bundle that an HTTPS server's (--tls-cert) certificate verifies against.
+    `env`: variables added to the server's environment."""
 
     verify: ssl.SSLContext | bool = True  # httpx's, for /health; subclasses that start their own keep it
 
-    def __init__(self, tmp: Path, *args: str, device: str = "cpu", ready_timeout: float = 60, ca: Path | None = None):
+    def __init__(
+        self,
+        tmp: Path,
+        *args: str,
+        device: str = "cpu",
+        ready_timeout: float = 60,
+        ca: Path | None = None,
+        env: dict | None = None,
+    ):
         self.port = free_port()
         self.url = f"{'https' if '--tls-cert' in args else 'http'}://127.0.0.1:{self.port}"
         self.verify = ssl.create_default_context(cafile=str(ca)) if ca else True
@@ -67,7 +76,7 @@ class Server:
             stdout=subprocess.DEVNULL,
             stderr=self.stderr,
             start_new_session=True,
-            env={**os.environ, LEAK_TAG: self.tag},
+            env={**os.environ, **(env or {}), LEAK_TAG: self.tag},
         )
         self._wait_ready(ready_timeout)
 

@@ -100,7 +100,7 @@ def test_large_uploads_negotiated_or_sent_ahead(shared_server):
                 ("POST", "/execute"),
             ]  # named once, then only asked for
 
-            client._preflight.supported = False  # as against the reference server
+            client._preflights[client.base_url].supported = False  # as against the reference server
             other = os.urandom(24 * MIB)
             first, second = await execute(client, other)
             assert (first[1], second[1]) == ("/execute", "/execute") and second[2] - first[2] >= len(other)

@@ -24,6 +24,9 @@ def nats(tmp_path_factory):
     cluster.stop()
 
 
+SECRET = {"KCORAL_CLUSTER_SECRET": "test-cluster-secret-0123456789"}
+
+
 def node(tmp_path_factory, nats, *flags):
     return Server(
         tmp_path_factory.mktemp("node"),
@@ -32,6 +35,7 @@ def node(tmp_path_factory, nats, *flags):
         "--cluster-heartbeat-seconds",
         "1",
         *flags,
+        env=SECRET,
     )
 
 
@@ -116,10 +120,21 @@ def test_without_nats_the_server_refuses_to_start(tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--port", str(free_port()), "--log-dir", "",
          "--cluster", dead],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True, text=True, timeout=60, env={**os.environ, **SECRET},
     )  # fmt: skip
     assert done.returncode != 0
     assert "--cluster" in done.stderr and "NATS" in done.stderr, done.stderr
+
+
+def test_a_cluster_without_a_secret_is_refused(tmp_path, nats):
+    env = {k: v for k, v in os.environ.items() if k != "KCORAL_CLUSTER_SECRET"}
+    done = subprocess.run(
+        [sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--port", str(free_port()), "--log-dir", "",
+         "--cluster", nats.flag],
+        capture_output=True, text=True, timeout=60, env=env,
+    )  # fmt: skip
+    assert done.returncode != 0
+    assert "KCORAL_CLUSTER_SECRET" in done.stderr and "--cluster-secret-file" in done.stderr, done.stderr
 
 
 def test_cluster_options_need_cluster(tmp_path):

@@ -102,7 +102,7 @@ def test_our_client_falls_back_where_there_are_no_blob_endpoints(reference_serve
             result = client.execute(program, timeout_seconds=60)
             assert result.completed, result.error
             assert result.results["out"] == [len(large), small]
-        assert client._preflight.supported is False
+        assert client._preflights[client.base_url].supported is False
 
 
 def test_our_kcoral_run_against_the_reference_server(reference_server, tmp_path):

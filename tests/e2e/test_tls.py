@@ -1,22 +1,27 @@
 """HTTPS (issue 27): a server started with --tls-cert/--tls-key serves every
 request over TLS 1.2+, with a CA made by pki.py at test time; our client
 verifies it against ca=, $KCORAL_CA_BUNDLE or the default roots; what does
-not verify or is not TLS is refused cleanly, and the server keeps serving."""
+not verify or is not TLS is refused cleanly, and the server keeps serving.
+A cluster node (issue 26) serves its cluster routes and Idempotency-Key over
+HTTPS too, and the client's entry-node failover works with ca=."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import os
 import socket
 import ssl
 import subprocess
 import sys
+import time
 import warnings
 
 import httpx
 import pytest
-from conftest import Server, call, wait_for
+from conftest import Server, call, free_port, wait_for
+from nats_cluster import NatsCluster
 from pki import make_pki
 from wire import BOUNDARY, blob_part, body_of, module_program, program_part, ref
 from wire import execute as raw_execute
@@ -238,6 +243,95 @@ def test_kcoral_run_takes_ca(tls_server, pki, monkeypatch):
     assert ran.returncode == 0 and ran.stdout == "42\n", ran.stderr
     refused = subprocess.run([*command, "--", "-c", "print(6 * 7)"], capture_output=True, text=True)
     assert refused.returncode == 1 and "TLS verification failed" in refused.stderr, refused.stderr
+
+
+def test_kcoral_run_takes_entry_nodes_and_ca_together(tls_server, pki, monkeypatch):
+    """--url with a cluster's entry nodes (the first one dead) and --ca: the failover's retry is verified too."""
+    monkeypatch.delenv("KCORAL_CA_BUNDLE", raising=False)
+    urls = f"https://127.0.0.1:{free_port()},{tls_server.url}"
+    command = [sys.executable, "-m", "kcoral", "run", "python", "--url", urls, "--ca", str(pki.ca)]
+    ran = subprocess.run([*command, "--", "-c", "print(6 * 7)"], capture_output=True, text=True)
+    assert ran.returncode == 0 and ran.stdout == "42\n", ran.stderr
+
+
+# ------------------------------------------------------------ a cluster node over HTTPS
+CLUSTER_SECRET = "test-cluster-secret-0123456789"
+
+
+def peer_signature(method: str, target: str) -> str:
+    """X-KCoral-Peer for a request, as cluster/peer_auth.cc signs one."""
+    now = str(int(time.time()))
+    message = f"{now}\n{method}\n{target}".encode()
+    return now + "." + hmac.new(CLUSTER_SECRET.encode(), message, hashlib.sha256).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def tls_node(tmp_path_factory, pki):
+    """One node of a cluster (on a real 3-server NATS JetStream cluster) that serves HTTPS."""
+    nats = NatsCluster(tmp_path_factory.mktemp("nats"))
+    try:
+        node = Server(
+            tmp_path_factory.mktemp("tls-node"),
+            *("--tls-cert", str(pki.cert), "--tls-key", str(pki.key), "--num-workers", "2"),
+            *("--cluster", nats.flag, "--cluster-heartbeat-seconds", "1"),
+            ca=pki.ca,
+            env={"KCORAL_CLUSTER_SECRET": CLUSTER_SECRET},
+        )
+        try:
+            yield node
+        finally:
+            node.stop()
+    finally:
+        nats.stop()
+
+
+def test_a_cluster_node_announces_its_https_url(tls_node, pki):
+    health = httpx.get(tls_node.url + "/health", verify=tls_node.verify, timeout=10).json()
+    assert health["tls"] is True
+    assert tls_node.url in [n["url"] for n in health["cluster"]["nodes"]]
+
+
+def test_the_cluster_blob_routes_answer_over_https(tls_node, pki):
+    data = os.urandom(MIB)
+    sha = hashlib.sha256(data).hexdigest()
+    with httpx.Client(base_url=tls_node.url, verify=tls_node.verify, timeout=30) as http:
+        octets = {"Content-Type": "application/octet-stream"}
+        assert http.post("/blobs", content=data, headers=octets).json()["sha256"] == sha
+        target = f"/cluster/blobs/{sha}"
+        assert http.get(target).status_code == 403  # unsigned
+        fetched = http.get(target, headers={"X-KCoral-Peer": peer_signature("GET", target)})
+        assert fetched.status_code == 200 and fetched.content == data
+        absent = f"/cluster/blobs/{'0' * 64}"
+        assert http.get(absent, headers={"X-KCoral-Peer": peer_signature("GET", absent)}).status_code == 404
+
+        pushed_data = os.urandom(MIB)
+        pushed_sha = hashlib.sha256(pushed_data).hexdigest()
+        assert http.post("/cluster/blobs", content=pushed_data, headers=octets).status_code == 403
+        pushed = http.post(
+            "/cluster/blobs",
+            content=pushed_data,
+            headers={**octets, "X-KCoral-Blob-SHA256": pushed_sha,
+                     "X-KCoral-Peer": peer_signature("POST", "/cluster/blobs")},
+        )  # fmt: skip
+        assert pushed.status_code == 200, pushed.text
+        assert http.head(f"/blobs/{pushed_sha}").status_code == 200
+
+
+def test_an_idempotency_key_over_https_gets_the_first_outcome(tls_node, pki):
+    """Client(urls=..., ca=...): the first entry node is dead, so the key travels with a retry;
+    a second call with the same key gets the first run's outcome, not a second run."""
+    source = "import os, time\ndef main():\n    return [os.getpid(), time.time()]\n"
+    key = f"tls-retry-{time.time_ns()}"
+    with Client(urls=[f"https://127.0.0.1:{free_port()}", tls_node.url], ca=pki.ca) as client:
+        first = client.execute(call(source), timeout_seconds=30, idempotency_key=key)
+        assert first.completed, first.error
+        assert client.retries >= 1
+    with Client(tls_node.url, ca=pki.ca) as client:
+        again = client.execute(call(source), timeout_seconds=30, idempotency_key=key)
+    assert again.completed and again.results["out"] == first.results["out"]
+    cluster_key = "k-" + hashlib.sha256(key.encode()).hexdigest()[:48]
+    runs = [e for e in tls_node.events() if e["event"] == "cluster_request_executed" and e.get("key") == cluster_key]
+    assert len(runs) == 1, runs
 
 
 REFERENCE_OVER_HTTPS = """

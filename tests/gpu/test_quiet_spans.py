@@ -104,18 +104,19 @@ def test_house_keeping_outside_spans_leaves_the_median_and_p99_alone(gpu_server,
     assert busy["p99_us"] <= 1.05 * max(measured["quiet_before"]["p99_us"], measured["quiet_after"]["p99_us"]) + 0.1
 
 
-def assert_own_house_keeping_is_a_condition(runs: list, other_server) -> None:
-    """The server's own stand-bys and retirements beside a span are a condition, never a flag;
-    the only flags name processes of the other server on this GPU (the quiet one): foreign here."""
-    others = servers.tree_of(other_server.process.pid) | {other_server.process.pid}
+def assert_own_house_keeping_is_a_condition(runs: list, server) -> None:
+    """The server's own stand-bys and retirements beside a span are a condition, never a flag,
+    and never listed as foreign. The other server on this GPU (the quiet one) is foreign here:
+    its processes may be named, as conditions. Its retired workers are gone by now, so what is
+    checked is that no foreign pid belongs to this server's tree."""
+    own_tree = servers.tree_of(server.process.pid) | {server.process.pid}
     for run in runs:
         integrity = run.results["timing"]["integrity"]
         own = [c for c in integrity.get("conditions", []) if "own house-keeping" in c]
         assert bool(own) == (run.timing_spans["housekeeping_beside"] > 0), integrity.get("conditions")
         for holder in run.timing_spans["foreign_processes"]:
-            assert holder["pid"] in others, (holder, run.timing_spans)
-        for flag in integrity["flags"]:
-            assert flag.startswith("gpu: a process outside this server"), integrity["flags"]
+            assert holder["pid"] not in own_tree, (holder, run.timing_spans)
+        assert integrity["flags"] == [], integrity["flags"]
 
 
 @pytest.mark.parametrize("policy", ["beside-spans", "contexts-beside-spans"])
@@ -134,6 +135,6 @@ def test_house_keeping_beside_spans_is_reported_and_its_cost_measured(
     assert busy["housekeeping_beside"] > 0  # it did overlap, and the results say so
     if policy == "beside-spans":
         assert measured["span_waits"] == 0  # nothing waits for house-keeping
-    assert_own_house_keeping_is_a_condition(busy_runs, gpu_server)
+    assert_own_house_keeping_is_a_condition(busy_runs, server)
     # What overlapping costs is recorded above (p99, max); the median must hold.
     assert abs(busy["median_us"] - quiet) <= 0.01 * quiet + 0.05

@@ -19,6 +19,7 @@ RUN_EXAMPLES = """\
 examples:
   kcoral run python --url http://gpu:8001 -- -c 'import torch; print(torch.cuda.is_available())'
   kcoral run python --send bench.py -e SIZE=4096 -- bench.py
+  kcoral run python --url http://n1:8001,http://n2:8001 --send bench.py -- bench.py   # a cluster's entry nodes
   kcoral run shell --send kernel.cu --out build --fetch kernel -- nvcc -o kernel kernel.cu
   kcoral run ncu --send bench.py --out prof -- --set full -- python bench.py
   kcoral run compute-sanitizer --send oob --out san --fetch log.txt -- --error-exitcode 1 --log-file log.txt ./oob
@@ -97,7 +98,7 @@ def execute(invocation: options.Invocation, inputs_tar: bytes) -> int:
         tool, inputs_tar, invocation.native, invocation.env, invocation.fetch, out=invocation.out is not None
     )
     try:
-        client = Client(invocation.url, ca=invocation.ca)
+        client = Client(urls=invocation.urls, ca=invocation.ca)
     except ValueError as exc:  # a CA bundle that cannot be loaded (--ca or $KCORAL_CA_BUNDLE)
         print(f"kcoral run {tool}: {exc}", file=sys.stderr)
         return 2

@@ -29,8 +29,9 @@ MANAGED_ENV = ("CUDA_VISIBLE_DEVICES", "KCORAL_DIR")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 COMMON_NOTES = """\
-The server is --url URL, or --host/--port, or $KCORAL_URL; an https server
-is verified against --ca, else $KCORAL_CA_BUNDLE, else the default roots.
+The server is --url URL (or URL,URL,...: a cluster's entry nodes, tried in
+turn when one fails), or --host/--port, or $KCORAL_URL; an https server is
+verified against --ca, else $KCORAL_CA_BUNDLE, else the default roots.
 Everything after the first `--` goes to the remote command unchanged; `--send`
 uploads into its working directory (also $KCORAL_DIR), `--fetch` names what to
 bring back into --out. Exit status: the remote command's (128+N for signal N),
@@ -47,7 +48,7 @@ class Invocation:
     """One parsed `kcoral run TOOL ...` command line."""
 
     tool: str
-    url: str
+    urls: list[str]  # one server, or a cluster's entry nodes
     timeout: int
     output_limit_bytes: int
     send: list[str] = field(default_factory=list)
@@ -78,7 +79,11 @@ def build_parser(tool: str, definition: ModuleType) -> argparse.ArgumentParser:
         allow_abbrev=False,
     )
     add = parser.add_argument
-    add("--url", help="server URL (default: $KCORAL_URL); not with --host/--port")
+    add(
+        "--url",
+        help="server URL, or a comma-separated list of a cluster's entry nodes (default: $KCORAL_URL); "
+        "not with --host/--port",
+    )
     add("--host", help=f"server host; builds http://HOST:PORT (default with --port: {DEFAULT_HOST})")
     add("--port", type=_int, help=f"server port (default with --host: {DEFAULT_PORT})")
     add(
@@ -142,15 +147,13 @@ def split_native(argv: list[str]) -> tuple[list[str], list[str]] | None:
     return argv[:index], argv[index + 1 :]
 
 
-def resolve_url(url: str | None, host: str | None, port: int | None, environ=os.environ) -> str:
+def resolve_urls(url: str | None, host: str | None, port: int | None, environ=os.environ) -> list[str]:
     if url is not None and (host is not None or port is not None):
         raise UsageError("--url cannot be combined with --host or --port")
     if port is not None and not 1 <= port <= 65535:
         raise UsageError(f"--port {port}: must be between 1 and 65535")
     if url is not None:
-        if not url.strip():
-            raise UsageError("--url: must not be empty")
-        return url
+        return split_urls(url, "--url")
     if host is not None or port is not None:
         if host is not None and not host.strip():
             raise UsageError("--host: must not be empty")
@@ -160,11 +163,21 @@ def resolve_url(url: str | None, host: str | None, port: int | None, environ=os.
         built = f"http://{name}:{port if port is not None else DEFAULT_PORT}"
         if environ.get("KCORAL_URL"):
             print(f"kcoral: warning: --host/--port override KCORAL_URL; using {built}", file=sys.stderr)
-        return built
+        return [built]
     explicit = environ.get("KCORAL_URL")
     if not explicit:
         raise UsageError("no server: pass --url, --host or --port, or set KCORAL_URL")
-    return explicit
+    return split_urls(explicit, "KCORAL_URL")
+
+
+def split_urls(text: str, source: str) -> list[str]:
+    """``URL`` or ``URL,URL,...`` (a cluster's entry nodes); no empty entry."""
+    if not text.strip():
+        raise UsageError(f"{source}: must not be empty")
+    urls = [part.strip() for part in text.split(",")]
+    if not all(urls):
+        raise UsageError(f"{source} {text!r}: an empty URL in the comma-separated list")
+    return urls
 
 
 def parse_env(items: list[str], environ=os.environ) -> dict[str, str]:
@@ -231,7 +244,7 @@ def parse(tool: str, definition: ModuleType, argv: list[str], environ=os.environ
             raise UsageError("--send: the path must not be empty")
     invocation = Invocation(
         tool=tool,
-        url=resolve_url(args.url, args.host, args.port, environ),
+        urls=resolve_urls(args.url, args.host, args.port, environ),
         timeout=args.timeout,
         output_limit_bytes=args.output_limit_bytes,
         send=list(args.send),

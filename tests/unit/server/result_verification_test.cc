@@ -68,12 +68,10 @@ std::string Returned(const std::string& record, const std::string& seal, double 
 class ResultVerificationTest : public ::testing::Test {
  public:
   JsonValue Verify(const std::string& results_json, std::string_view key = kKey,
-                   std::vector<std::string> server_flags = {},
                    std::vector<std::string> server_conditions = {}) {
     StatusOr<JsonValue> results = protocol::ReadJson(results_json);
     EXPECT_TRUE(results.ok()) << results.status().message();
-    VerifySealedResults(
-        *results, {"rid", key, &program_, std::move(server_flags), std::move(server_conditions)});
+    VerifySealedResults(*results, {"rid", key, &program_, std::move(server_conditions)});
     return *std::move(results);
   }
 
@@ -159,7 +157,7 @@ TEST_F(ResultVerificationTest, AFlagBesideConditionsMakesARecordUntrusted) {
 TEST_F(ResultVerificationTest, TheServersConditionsAreAddedAndLeaveItTrusted) {
   const std::string record = Record("rid", "", 0.25, kConditions);
   JsonValue results = Verify(Returned(record, HmacSha256Hex(kKey, record), 0.25, kConditions), kKey,
-                             {}, {"gpu: this server's own house-keeping ran beside"});
+                             {"gpu: this server's own house-keeping ran beside"});
   EXPECT_TRUE(Field(results, "trusted").boolean());
   EXPECT_FALSE(Field(results, "altered_after_timing").boolean());  // the server's, not user code's
   const JsonValue& conditions = Field(results, "conditions");
@@ -168,22 +166,22 @@ TEST_F(ResultVerificationTest, TheServersConditionsAreAddedAndLeaveItTrusted) {
             JsonValue::String("gpu: this server's own house-keeping ran beside"));
 }
 
-TEST_F(ResultVerificationTest, TheServersFlagsMakeItUntrusted) {
-  const std::string record = Record();  // no conditions member: it is made
+TEST_F(ResultVerificationTest, AConditionsMemberIsMadeForTheServersConditions) {
+  const std::string record = Record();  // no conditions member
   JsonValue results = Verify(Returned(record, HmacSha256Hex(kKey, record)), kKey,
-                             {"gpu: a process outside this server held the GPU"}, {"gpu: census"});
+                             {"gpu: a process outside this server held a CUDA context"});
   EXPECT_TRUE(Field(results, "verified").boolean());
-  EXPECT_FALSE(Field(results, "trusted").boolean());
-  EXPECT_EQ(Field(results, "flags").size(), 1u);
+  EXPECT_TRUE(Field(results, "trusted").boolean());
+  EXPECT_EQ(Field(results, "flags").size(), 0u);
   EXPECT_EQ(Field(results, "conditions").size(), 1u);
 }
 
-TEST_F(ResultVerificationTest, TheServersFlagsNeverReachAnUnsealedNode) {
+TEST_F(ResultVerificationTest, TheServersConditionsNeverReachAnUnsealedNode) {
   JsonValue results =
       Verify(R"({"out":{"type":"object","value":{"integrity":{"type":"object","value":{}}}}})",
-             kKey, {"gpu: a process outside this server held the GPU"});
+             kKey, {"gpu: a process outside this server held a CUDA context"});
   EXPECT_FALSE(Field(results, "verified").boolean());
-  EXPECT_FALSE(Has(results, "flags"));
+  EXPECT_FALSE(Has(results, "conditions"));
 }
 
 TEST_F(ResultVerificationTest, HandMadeVerifiedTrueHasNoSeal) {

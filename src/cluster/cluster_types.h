@@ -1,0 +1,38 @@
+// What the rest of the server sees of the cluster's plumbing, free of NATS types, so that a
+// server built without the NATS client compiles the same code (cluster_node.h).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "base/status.h"
+
+namespace kc::cluster {
+
+// A subscription; it ends when this is destroyed.
+class Listening {
+ public:
+  virtual ~Listening() = default;
+};
+
+// One request pulled from the cluster's work queue (work_queue.h).
+class WorkItem {
+ public:
+  virtual ~WorkItem() = default;
+  virtual std::string_view data() const = 0;
+  virtual uint64_t delivered() const = 0;  // 1 for the first delivery
+  virtual void InProgress() = 0;           // still on it
+  virtual Status Ack() = 0;                // the outcome is safe
+  virtual void GiveBack() = 0;             // for another node, now
+};
+
+enum class ClaimResult { kNew, kSameProgram, kOtherProgram };
+
+// A key's claim: whose it is, and its revision, which names the one run queued under it (a
+// claim released after an answer that is not kept, and claimed again, queues a new run).
+struct Claim {
+  ClaimResult result;
+  uint64_t revision = 0;
+};
+
+}  // namespace kc::cluster

@@ -1,0 +1,119 @@
+#include "cluster/outcome_store.h"
+
+namespace kc::cluster {
+
+namespace {
+
+// cnats calls back with a message it hands over; the closure is ours until unsubscribed.
+struct Listener {
+  std::function<void(natsMsg*)> on_message;
+};
+
+void Dispatch(natsConnection*, natsSubscription*, natsMsg* message, void* closure) {
+  static_cast<Listener*>(closure)->on_message(message);
+  natsMsg_Destroy(message);
+}
+
+std::string Text(kvEntry* entry) {
+  return std::string(kvEntry_ValueString(entry), static_cast<size_t>(kvEntry_ValueLen(entry)));
+}
+
+StatusOr<std::unique_ptr<Subscription>> Subscribe(natsConnection* connection,
+                                                  const std::string& subject,
+                                                  std::function<void(natsMsg*)> on_message) {
+  auto listener = std::make_shared<Listener>(Listener{std::move(on_message)});
+  natsSubscription* sub = nullptr;
+  const natsStatus s =
+      natsConnection_Subscribe(&sub, connection, subject.c_str(), Dispatch, listener.get());
+  if (s != NATS_OK) return UnavailableError("subscribing to " + subject + ": " + NatsError(s));
+  return std::make_unique<Subscription>(sub, std::move(listener));
+}
+
+}  // namespace
+
+Subscription::~Subscription() {
+  // Drained, not just unsubscribed: a callback in progress ends before the listener goes.
+  if (natsSubscription_Drain(subscription_) == NATS_OK) {
+    (void)natsSubscription_WaitForDrainCompletion(subscription_, 5000);
+  } else {
+    natsSubscription_Unsubscribe(subscription_);
+  }
+  natsSubscription_Destroy(subscription_);
+}
+
+StatusOr<std::unique_ptr<OutcomeStore>> OutcomeStore::Open(NatsLink& link,
+                                                           std::chrono::seconds ttl) {
+  KC_ASSIGN_OR_RETURN(kvStore * claims, link.Bucket("kcoral_claims", ttl));
+  KC_ASSIGN_OR_RETURN(kvStore * outcomes, link.Bucket("kcoral_outcomes", ttl));
+  return std::unique_ptr<OutcomeStore>(new OutcomeStore(link, claims, outcomes));
+}
+
+StatusOr<Claim> OutcomeStore::Claim(const std::string& key, const std::string& program_hash) {
+  uint64_t revision = 0;
+  natsStatus s = kvStore_CreateString(&revision, claims_, key.c_str(), program_hash.c_str());
+  if (s == NATS_OK) return cluster::Claim{ClaimResult::kNew, revision};
+  kvEntry* entry = nullptr;
+  s = kvStore_Get(&entry, claims_, key.c_str());
+  if (s != NATS_OK) return UnavailableError("reading the claim of a request key: " + NatsError(s));
+  const bool same = Text(entry) == program_hash;
+  revision = kvEntry_Revision(entry);
+  kvEntry_Destroy(entry);
+  return cluster::Claim{same ? ClaimResult::kSameProgram : ClaimResult::kOtherProgram, revision};
+}
+
+void OutcomeStore::Release(const std::string& key) {
+  (void)kvStore_Delete(claims_, key.c_str());  // best effort: the TTL forgets it anyway
+}
+
+StatusOr<bool> OutcomeStore::Put(const std::string& key, const std::string& record) {
+  uint64_t revision = 0;
+  const natsStatus s = kvStore_Create(&revision, outcomes_, key.c_str(), record.data(),
+                                      static_cast<int>(record.size()));
+  if (s == NATS_OK) return true;
+  // "Wrong last sequence": one is there. Anything else is a failure to store.
+  auto existing = Get(key);
+  if (existing.ok() && existing->has_value()) return false;
+  return UnavailableError("storing a request's outcome: " + NatsError(s));
+}
+
+StatusOr<std::optional<std::string>> OutcomeStore::Get(const std::string& key) {
+  kvEntry* entry = nullptr;
+  const natsStatus s = kvStore_Get(&entry, outcomes_, key.c_str());
+  if (s == NATS_NOT_FOUND) return std::optional<std::string>();
+  if (s != NATS_OK) return UnavailableError("reading a request's outcome: " + NatsError(s));
+  std::string text = Text(entry);
+  kvEntry_Destroy(entry);
+  return std::optional<std::string>(std::move(text));
+}
+
+void OutcomeStore::Announce(const std::string& key, const std::string& record) {
+  const std::string subject = "kcoral.outcome." + key;
+  // Best effort: a waiter that misses it finds the stored outcome when it looks again.
+  (void)natsConnection_Publish(link_.connection(), subject.c_str(), record.data(),
+                               static_cast<int>(record.size()));
+}
+
+StatusOr<std::unique_ptr<Subscription>> OutcomeStore::Await(
+    const std::string& key, std::function<void(std::string)> on_outcome) {
+  return Subscribe(link_.connection(), "kcoral.outcome." + key,
+                   [on_outcome = std::move(on_outcome)](natsMsg* message) {
+                     on_outcome(std::string(natsMsg_GetData(message),
+                                            static_cast<size_t>(natsMsg_GetDataLength(message))));
+                   });
+}
+
+void OutcomeStore::Tell(const std::string& what, const std::string& key) {
+  const std::string subject = "kcoral." + what + "." + key;
+  (void)natsConnection_Publish(link_.connection(), subject.c_str(), nullptr, 0);
+}
+
+StatusOr<std::unique_ptr<Subscription>> OutcomeStore::Hear(
+    const std::string& what, std::function<void(std::string)> on_key) {
+  const std::string prefix = "kcoral." + what + ".";
+  return Subscribe(link_.connection(), prefix + "*",
+                   [prefix, on_key = std::move(on_key)](natsMsg* message) {
+                     on_key(std::string(natsMsg_GetSubject(message)).substr(prefix.size()));
+                   });
+}
+
+}  // namespace kc::cluster

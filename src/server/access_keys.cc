@@ -1,0 +1,74 @@
+#include "server/access_keys.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "base/hmac_sha256.h"
+#include "base/sha256.h"
+
+namespace kc::server {
+
+StatusOr<AccessKeys> AccessKeys::Load(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) return InvalidArgumentError("--auth-keys " + file.string() + ": cannot be read");
+  std::stringstream text;
+  text << in.rdbuf();
+  return Parse(text.str(), file.string());
+}
+
+StatusOr<AccessKeys> AccessKeys::Parse(std::string_view text, std::string_view name) {
+  AccessKeys keys;
+  std::istringstream lines{std::string(text)};
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    std::istringstream fields(line);
+    std::string tenant, sha256, role, extra;
+    if (!(fields >> tenant) || tenant.starts_with("#")) continue;
+    auto bad = [&](const std::string& what) {
+      return InvalidArgumentError("--auth-keys " + std::string(name) + " line " +
+                                  std::to_string(number) + ": " + what);
+    };
+    if (!(fields >> sha256 >> role) || (fields >> extra)) {
+      return bad("expected three fields: tenant, the key's sha256, role");
+    }
+    if (!IsSha256Hex(sha256)) {
+      return bad(
+          "the second field must be the key's SHA-256 (64 lowercase hex characters), "
+          "never the key itself");
+    }
+    if (role != "tenant" && role != "operator") {
+      return bad("role must be tenant or operator, not '" + role + "'");
+    }
+    for (const Entry& entry : keys.entries_) {
+      if (entry.sha256 == sha256) return bad("this key is listed twice");
+    }
+    keys.entries_.push_back(
+        {sha256, {tenant, role == "operator" ? Role::kOperator : Role::kTenant}});
+  }
+  if (keys.entries_.empty()) {
+    return InvalidArgumentError("--auth-keys " + std::string(name) +
+                                ": no key (every request would be refused)");
+  }
+  return keys;
+}
+
+std::optional<Caller> AccessKeys::Find(std::string_view key) const {
+  if (key.empty()) return std::nullopt;
+  const std::string presented = Sha256Hex(key);
+  std::optional<Caller> found;
+  for (const Entry& entry : entries_) {  // every line, whatever matched: no early exit
+    if (ConstantTimeEquals(presented, entry.sha256)) found = entry.caller;
+  }
+  return found;
+}
+
+std::string_view BearerKey(std::string_view authorization) {
+  constexpr std::string_view kBearer = "Bearer ";
+  if (!authorization.starts_with(kBearer)) return {};
+  std::string_view key = authorization.substr(kBearer.size());
+  while (!key.empty() && key.back() == ' ')
+    key.remove_suffix(1);
+  return key;
+}
+
+}  // namespace kc::server

@@ -1,0 +1,201 @@
+// POST /execute on a node of a cluster (docs/cluster.md "Routing work"): the request, already
+// parsed and its blobs in this node's store, is queued for the pool that can run it, and this
+// node answers with the first stored outcome. The key names the request across nodes: the
+// client's Idempotency-Key (so a retry on any node finds the run) or a random one.
+#include <chrono>
+
+#include "base/sha256.h"
+#include "cluster/peer_client.h"
+#include "server/admitted_request.h"
+#include "server/app.h"
+#include "server/outcome_record.h"
+#include "server/request_id.h"
+
+namespace kc::server {
+
+namespace {
+
+constexpr auto kPoll = std::chrono::milliseconds(250);
+// A lost announcement (a NATS reconnect) is made up for by reading the store this often.
+constexpr auto kStoreCheck = std::chrono::seconds(2);
+// Past the request's deadline, the executing node still gets this long to store its outcome.
+constexpr auto kDeadlineGrace = std::chrono::seconds(10);
+// A client that hung up on a request with a key may retry elsewhere meanwhile.
+constexpr auto kCancelGrace = std::chrono::seconds(5);
+// Programs larger than this travel as a blob, by hash, not in the broker's message.
+constexpr size_t kInlineProgramBytes = size_t{512} << 10;
+
+int64_t UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::string ClusterKey(const std::optional<std::string>& idempotency_key) {
+  if (idempotency_key) return "k-" + Sha256Hex(*idempotency_key).substr(0, 48);
+  return "r-" + Sha256Hex(NewUuid() + std::to_string(UnixMs())).substr(0, 48);
+}
+
+net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedRequest> admitted,
+                                                   std::string request_id,
+                                                   std::optional<std::string> idempotency_key,
+                                                   std::shared_ptr<pool::CancelFlag> cancel) {
+  const std::string key = ClusterKey(idempotency_key);
+  const auto deadline =
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int64_t>(admitted->timeout_seconds * 1000)) +
+      kDeadlineGrace;
+
+  // The announcement may come on a NATS thread at any time from here on.
+  struct Waiting {
+    std::mutex mu;
+    std::optional<std::string> record;  // mu
+  };
+  auto waiting = std::make_shared<Waiting>();
+  auto wake = std::make_shared<net::steady_timer>(io_, net::steady_timer::time_point::max());
+  auto on_outcome = [this, waiting, wake](std::string record) {
+    {
+      std::lock_guard lock(waiting->mu);
+      if (waiting->record) return;
+      waiting->record = std::move(record);
+    }
+    net::post(io_, [wake] { wake->expires_at(net::steady_timer::time_point::min()); });
+  };
+
+  // Blocking NATS calls: off the event loop.
+  struct Queued {
+    std::optional<HttpReply> refusal;
+    std::unique_ptr<cluster::Listening> listening;
+  };
+  auto queue = [this, admitted, request_id, key, idempotency_key, on_outcome,
+                waiting]() -> net::awaitable<Queued> {
+    Queued out;
+    auto fail = [&](const Status& status) {
+      out.refusal = EndingReply(EndingForStatus(status), status.message(), request_id);
+      return std::move(out);
+    };
+    const auto& program = admitted->request.program;
+    auto pool = cluster_->ChoosePool(NeedsGpu(program),
+                                     pool_->describe().value("versions", nlohmann::json::object()));
+    if (!pool.ok()) co_return fail(pool.status());
+    const std::string program_hash = Sha256Hex(admitted->request.program_json);
+    auto claim = cluster_->Claim(key, program_hash);
+    if (!claim.ok()) co_return fail(claim.status());
+    if (claim->result == cluster::ClaimResult::kOtherProgram) {
+      out.refusal = EndingReply(RequestEnding::kConflict,
+                                "Idempotency-Key is already bound to another program (or other "
+                                "options): a retry must send the same program",
+                                request_id);
+      co_return out;
+    }
+    auto listening = cluster_->Await(key, on_outcome);
+    if (!listening.ok()) co_return fail(listening.status());
+    out.listening = std::move(*listening);
+    if (claim->result == cluster::ClaimResult::kSameProgram) {
+      cluster_->Tell("attach", key);  // a retry: the first entry node must not cancel it
+      auto stored = cluster_->Outcome(key);
+      if (stored.ok() && stored->has_value()) {
+        on_outcome(std::move(**stored));
+        co_return out;
+      }
+    }
+    nlohmann::json work = {
+        {"key", key},
+        {"request_id", request_id},
+        {"entry_node", cluster_->node_id()},
+        {"entry_url", node_url_},
+        {"deadline_unix_ms", UnixMs() + static_cast<int64_t>(admitted->timeout_seconds * 1000)},
+        {"timeout_seconds", admitted->timeout_seconds},
+        {"output_limit_bytes", admitted->output_limit_bytes}};
+    const std::string& program_json = admitted->request.program_json;
+    if (program_json.size() <= kInlineProgramBytes) {
+      work["program"] = program_json;
+    } else {
+      auto blob = store::Blob::FromBytes(program_hash, program_json);
+      if (!blob.ok()) co_return fail(blob.status());
+      blobs_.Add(*blob);
+      work["program_sha256"] = program_hash;
+    }
+    if (Status queued = cluster_->Queue(*pool, "anonymous", key, *claim, work.dump());
+        !queued.ok()) {
+      co_return fail(queued);
+    }
+    events_.Emit(pool::EventLevel::kInfo, "cluster_request_queued",
+                 {{"request_id", request_id}, {"key", key}, {"pool", *pool}});
+    co_return out;
+  };
+  auto queueing = net::co_spawn(cpu_pool_, std::move(queue), net::use_awaitable);
+  Queued queued = co_await std::move(queueing);
+  if (queued.refusal) co_return std::move(*queued.refusal);
+
+  auto taken = [&]() -> std::optional<std::string> {
+    std::lock_guard lock(waiting->mu);
+    return waiting->record;
+  };
+  auto last_check = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> hung_up;
+  while (!taken()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline) {
+      co_return EndingReply(RequestEnding::kTimedOut,
+                            "no node of the cluster answered within the request's timeout (" +
+                                std::to_string(admitted->timeout_seconds) + " s)",
+                            request_id);
+    }
+    if (cancel->raised()) {
+      // Without a key nobody can come back for it; with one, a retry elsewhere may attach.
+      if (!idempotency_key) {
+        cluster_->Tell("cancel", key);
+        co_return EndingReply(RequestEnding::kCancelled, "the client hung up", request_id);
+      }
+      if (!hung_up) hung_up = now;
+      if (now - *hung_up > kCancelGrace) {
+        if (!AttachedSince(key, *hung_up)) cluster_->Tell("cancel", key);
+        co_return EndingReply(RequestEnding::kCancelled, "the client hung up", request_id);
+      }
+    }
+    if (now - last_check > kStoreCheck) {
+      last_check = now;
+      auto check = [this, key, on_outcome]() -> net::awaitable<void> {
+        auto stored = cluster_->Outcome(key);
+        if (stored.ok() && stored->has_value()) on_outcome(std::move(**stored));
+        co_return;
+      };
+      auto checking = net::co_spawn(cpu_pool_, std::move(check), net::use_awaitable);
+      co_await std::move(checking);
+      continue;
+    }
+    wake->expires_after(kPoll);
+    co_await wake->async_wait(net::as_tuple(net::use_awaitable));
+  }
+
+  // The answer: inline, or a body the executing node pushed here (else fetched from a holder).
+  auto answer = [this, record_text = *taken(), request_id,
+                 listening = std::move(queued.listening)]() mutable -> net::awaitable<HttpReply> {
+    listening.reset();  // drains: a blocking call, so here off the event loop
+    nlohmann::json record = nlohmann::json::parse(record_text, nullptr, false);
+    store::BlobPtr body;
+    if (record.is_object() && record.contains("body_sha256")) {
+      const std::string sha = record.value("body_sha256", "");
+      body = blobs_.memory().Get(sha);
+      for (const auto& holder : record.value("holders", std::vector<std::string>{})) {
+        if (body != nullptr) break;
+        auto fetched = cluster::PeerClient(cluster_->options().secret).Fetch(holder, sha);
+        if (fetched.ok()) body = *fetched;
+      }
+    }
+    auto reply = ReplyOf(record, body, request_id);
+    if (!reply.ok()) {
+      co_return EndingReply(RequestEnding::kInternal,
+                            "the cluster's outcome could not be read: " + reply.status().message(),
+                            request_id);
+    }
+    co_return std::move(*reply);
+  };
+  auto answering = net::co_spawn(cpu_pool_, std::move(answer), net::use_awaitable);
+  co_return co_await std::move(answering);
+}
+
+}  // namespace kc::server

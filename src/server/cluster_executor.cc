@@ -1,0 +1,257 @@
+#include "server/cluster_executor.h"
+
+#include <chrono>
+#include <future>
+
+#include "cluster/peer_client.h"
+#include "server/admitted_request.h"
+#include "server/app.h"
+#include "server/outcome_record.h"
+#include "server/outcome_reply.h"
+
+namespace kc::server {
+
+namespace {
+
+int64_t UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ClusterExecutor>> ClusterExecutor::Start(App& app,
+                                                                  cluster::ClusterNode& node,
+                                                                  std::string pool, int seats) {
+  std::unique_ptr<ClusterExecutor> executor(new ClusterExecutor(app, node, std::max(1, seats)));
+  KC_RETURN_IF_ERROR(node.Serve(pool));
+  auto raw = executor.get();
+  KC_ASSIGN_OR_RETURN(executor->hear_cancel_, node.Hear("cancel", [raw](std::string key) {
+    std::lock_guard lock(raw->mu_);
+    if (auto it = raw->cancels_.find(key); it != raw->cancels_.end()) it->second->Raise();
+  }));
+  executor->puller_ = std::thread([raw] { raw->PullLoop(); });
+  return executor;
+}
+
+ClusterExecutor::~ClusterExecutor() {
+  Stop();
+  if (puller_.joinable()) puller_.join();
+  std::unique_lock lock(mu_);
+  freed_.wait(lock, [&] { return running_ == 0; });
+}
+
+void ClusterExecutor::Stop() {
+  stopping_ = true;
+  freed_.notify_all();
+}
+
+void ClusterExecutor::PullLoop() {
+  while (!stopping_) {
+    {
+      std::unique_lock lock(mu_);
+      freed_.wait(lock, [&] { return running_ < seats_ || stopping_; });
+      if (stopping_) return;
+    }
+    auto next = node_.NextWork(std::chrono::milliseconds(500));
+    if (!next.ok()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));  // NATS away: try again
+      continue;
+    }
+    if (*next == nullptr) continue;
+    if (stopping_) {
+      (*next)->GiveBack();
+      return;
+    }
+    {
+      std::lock_guard lock(mu_);
+      ++running_;
+    }
+    std::thread([this, item = std::move(*next)]() mutable {
+      Execute(std::move(item));
+      std::lock_guard lock(mu_);
+      --running_;
+      freed_.notify_all();  // the last use of `this` on this thread
+    }).detach();
+  }
+}
+
+void ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
+  nlohmann::json work = nlohmann::json::parse(item->data(), nullptr, false);
+  const std::string key = work.is_object() ? work.value("key", "") : "";
+  if (key.empty()) {
+    app_.events_.Emit(pool::EventLevel::kError, "cluster_request_dropped",
+                      {{"reason", "a work message without a key"}});
+    (void)item->Ack();
+    return;
+  }
+  const std::string request_id = work.value("request_id", "");
+  // Run twice already? Its outcome is the answer, whoever stored it.
+  if (auto stored = node_.Outcome(key); stored.ok() && stored->has_value()) {
+    (void)item->Ack();
+    return;
+  }
+  app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_started",
+                    {{"request_id", request_id},
+                     {"key", key},
+                     {"entry_node", work.value("entry_node", "")},
+                     {"delivered", item->delivered()}});
+  HttpReply reply = Run(work, *item, key);
+  Finish(key, work.value("entry_url", ""), request_id, reply, *item);
+}
+
+HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& item,
+                               const std::string& key) {
+  const std::string request_id = work.value("request_id", "");
+  auto fail = [&](const Status& status) {
+    return EndingReply(EndingForStatus(status), status.message(), request_id);
+  };
+  if (static_cast<int>(item.delivered()) > node_.max_runs()) {
+    return EndingReply(RequestEnding::kCrashed,
+                       "the request was started " + std::to_string(node_.max_runs()) +
+                           " times and the node running it died each time; it is not run again",
+                       request_id);
+  }
+  const int64_t left_ms = work.value("deadline_unix_ms", int64_t{0}) - UnixMs();
+  if (left_ms <= 0) {
+    return EndingReply(RequestEnding::kTimedOut,
+                       "the request's timeout ran out before a node of its pool was free",
+                       request_id);
+  }
+
+  // Blobs it lacks come from the entry node, else from any node that has them.
+  std::vector<std::string> sources = {work.value("entry_url", "")};
+  for (const auto& node : node_.Nodes())
+    if (node.value("url", "") != sources.front()) sources.push_back(node.value("url", ""));
+  const cluster::PeerClient peers(node_.options().secret);
+  auto fetch = [&](const std::string& sha) -> StatusOr<store::BlobPtr> {
+    Status last = NotFoundError("no node has blob " + sha);
+    for (const auto& url : sources) {
+      if (url.empty() || url == app_.node_url_) continue;
+      auto blob = peers.Fetch(url, sha);
+      if (blob.ok()) {
+        app_.events_.Emit(pool::EventLevel::kInfo, "cluster_blob_fetched",
+                          {{"request_id", request_id},
+                           {"sha256", sha},
+                           {"from", url},
+                           {"bytes", (*blob)->size()}});
+        return blob;
+      }
+      last = blob.status();
+    }
+    // A 503, never kept: the client's retry sends the blob again.
+    return UnavailableError("blob " + sha +
+                            " could not be fetched from any node: " + last.message());
+  };
+
+  AdmittedRequest admitted;
+  admitted.request.program_json = work.value("program", "");
+  if (work.contains("program_sha256")) {
+    const std::string sha = work.value("program_sha256", "");
+    store::BlobPtr blob = app_.blobs_.memory().Get(sha);
+    if (blob == nullptr) {
+      auto fetched = fetch(sha);
+      if (!fetched.ok()) return fail(fetched.status());
+      blob = *fetched;
+    }
+    auto text = blob->ReadAll();
+    if (!text.ok()) return fail(text.status());
+    admitted.request.program_json = std::move(*text);
+  }
+  auto program = protocol::ParseProgram(admitted.request.program_json);
+  if (!program.ok()) return fail(program.status());
+  admitted.request.program = std::move(*program);
+  auto resolution = app_.blobs_.Resolve(admitted.request.program, {});
+  if (!resolution.ok()) return fail(resolution.status());
+  if (!resolution->missing.empty()) {
+    std::unordered_map<std::string, store::BlobPtr> fetched;
+    for (const auto& sha : resolution->missing) {
+      auto blob = fetch(sha);
+      if (!blob.ok()) return fail(blob.status());
+      fetched.emplace(sha, std::move(*blob));
+    }
+    resolution = app_.blobs_.Resolve(admitted.request.program, fetched);
+    if (!resolution.ok()) return fail(resolution.status());
+  }
+  admitted.resolution = std::move(*resolution);
+  admitted.timeout_seconds =
+      std::min(work.value("timeout_seconds", 60.0), static_cast<double>(left_ms) / 1e3);
+  admitted.output_limit_bytes = work.value("output_limit_bytes", int64_t{0});
+
+  auto cancel = std::make_shared<pool::CancelFlag>();
+  {
+    std::lock_guard lock(mu_);
+    cancels_[key] = cancel;
+  }
+  auto job = JobFor(admitted, request_id, cancel, app_.config_.max_response_bytes);
+  std::promise<pool::JobResult> done;
+  auto result = done.get_future();
+  job->done = [&done](pool::JobResult r) { done.set_value(std::move(r)); };
+  if (!app_.pool_->Submit(job)) {
+    std::lock_guard lock(mu_);
+    cancels_.erase(key);
+    return EndingReply(RequestEnding::kSaturated, "the node's seats are full", request_id);
+  }
+  const auto tick =
+      std::chrono::duration_cast<std::chrono::milliseconds>(node_.options().ack_wait) / 3;
+  while (result.wait_for(tick) != std::future_status::ready)
+    item.InProgress();
+  pool::JobResult ran = result.get();
+  {
+    std::lock_guard lock(mu_);
+    cancels_.erase(key);
+  }
+  if (ran.ran) app_.metrics_.RecordRun(ran);
+  OutcomeContext context{request_id, &admitted.request.program, app_.config_.max_response_bytes,
+                         admitted.output_limit_bytes};
+  return BuildOutcomeReply(context, ran);
+}
+
+void ClusterExecutor::Finish(const std::string& key, const std::string& entry_url,
+                             const std::string& request_id, const HttpReply& reply,
+                             cluster::WorkItem& item) {
+  auto record = RecordOf(reply, node_.node_id());
+  if (!record.ok()) {
+    app_.events_.Emit(pool::EventLevel::kError, "cluster_outcome_unstored",
+                      {{"request_id", request_id}, {"error", record.status().message()}});
+    return;  // not acknowledged: another node tries
+  }
+  // Refusals and "try again" are answered, never kept (a retry runs anew); so is a
+  // cancellation, which nobody waits for.
+  const bool kept = reply.status != 400 && reply.status != 409 && reply.status != 429 &&
+                    reply.status != 499 && reply.status != 503 &&
+                    reply.ending != RequestEnding::kCacheMiss;
+  if (!kept && record->body == nullptr) {
+    node_.AnswerOnce(key, record->record.dump());
+    (void)item.Ack();
+    return;
+  }
+  if (record->body != nullptr) {
+    // The entry node answers from its own copy; this node keeps one for retries elsewhere.
+    app_.blobs_.Add(record->body);
+    std::vector<std::string> holders = {app_.node_url_};
+    if (!entry_url.empty() && entry_url != app_.node_url_) {
+      if (cluster::PeerClient(node_.options().secret).Push(entry_url, record->body).ok()) {
+        holders.insert(holders.begin(), entry_url);
+      }
+    }
+    record->record["holders"] = holders;
+  }
+  auto stored = node_.StoreOutcome(key, record->record.dump());
+  if (!stored.ok()) {
+    app_.events_.Emit(pool::EventLevel::kError, "cluster_outcome_unstored",
+                      {{"request_id", request_id}, {"error", stored.status().message()}});
+    return;  // not acknowledged: JetStream gives it to another node after ack_wait
+  }
+  const Status acked = item.Ack();
+  app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_executed",
+                    {{"request_id", request_id},
+                     {"key", key},
+                     {"delivered", item.delivered()},
+                     {"first_outcome", *stored},
+                     {"http_status", reply.status},
+                     {"acknowledged", acked.ok()}});
+}
+
+}  // namespace kc::server

@@ -1,0 +1,58 @@
+// ClusterExecutor: this node's side of the cluster's work queue (docs/cluster.md "Routing
+// work"). While a seat is free it pulls the next request of its pool, fetches the blobs it
+// lacks from the entry node (or any node), runs it on a seat like a local request, keeps the
+// reply where the entry node can answer from it, stores the outcome once, and only then
+// acknowledges. A node that dies before that never acknowledged: JetStream gives the request to
+// another node. Each request runs on a thread of its own, which says "in progress" while it
+// waits for its seat and runs.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "cluster/cluster_node.h"
+#include "pool/cancel_flag.h"
+#include "server/http_reply.h"
+
+namespace kc::server {
+
+class App;
+
+class ClusterExecutor {
+ public:
+  // Starts pulling `pool` for at most `seats` requests at a time.
+  static StatusOr<std::unique_ptr<ClusterExecutor>> Start(App& app, cluster::ClusterNode& node,
+                                                          std::string pool, int seats);
+  // Stops pulling and waits for the requests it runs.
+  ~ClusterExecutor();
+  // Stops pulling; running requests go on.
+  void Stop();
+
+ private:
+  ClusterExecutor(App& app, cluster::ClusterNode& node, int seats)
+      : app_(app), node_(node), seats_(seats) {}
+  void PullLoop();
+  void Execute(std::unique_ptr<cluster::WorkItem> item);
+  // The reply for one request's message; `key` is set as soon as it is known.
+  HttpReply Run(const nlohmann::json& work, cluster::WorkItem& item, const std::string& key);
+  void Finish(const std::string& key, const std::string& entry_url, const std::string& request_id,
+              const HttpReply& reply, cluster::WorkItem& item);
+
+  App& app_;
+  cluster::ClusterNode& node_;
+  const int seats_;
+  std::atomic<bool> stopping_{false};
+  std::unique_ptr<cluster::Listening> hear_cancel_;
+  std::mutex mu_;
+  std::condition_variable freed_;
+  int running_ = 0;                                                             // mu_
+  std::unordered_map<std::string, std::shared_ptr<pool::CancelFlag>> cancels_;  // mu_
+  std::thread puller_;
+};
+
+}  // namespace kc::server
