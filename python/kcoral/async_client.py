@@ -23,6 +23,7 @@ retry backoff sleeps with anyio, as httpx does); map uses asyncio.
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
@@ -38,6 +39,7 @@ from .mapping import Outcome, check_concurrency, map_tasks
 from .negotiation import check_program, execute_steps, health_steps, target_of, wire_options
 from .program import Program
 from .result import ProgramResult
+from .tls import transport_error, trust
 from .steps import Request, adrive
 
 __all__ = ["AsyncClient"]
@@ -51,6 +53,7 @@ class AsyncClient:
 
     Only the connect phase has a timeout: an execution holds its HTTP request
     open until the server answers. Use ``async with`` or call ``aclose()``.
+    https URLs are verified as Client's are (``ca``, tls.py).
     """
 
     def __init__(
@@ -61,9 +64,11 @@ class AsyncClient:
         headers: Mapping[str, str] | None = None,
         connect_timeout_seconds: float = 10.0,
         max_attempts: int | None = None,
+        ca: str | os.PathLike[str] | None = None,
     ) -> None:
         self._failover = Failover(entry_urls(base_url, urls), max_attempts)
-        self._http = httpx.AsyncClient(**async_client_options(headers, connect_timeout_seconds))
+        self._trust = trust(ca)  # https: ca, else $KCORAL_CA_BUNDLE, else the default roots
+        self._http = httpx.AsyncClient(**async_client_options(headers, connect_timeout_seconds, self._trust.context))
         self._preflights = {url: BlobPreflight() for url in self._failover.urls}
 
     @property
@@ -97,7 +102,8 @@ class AsyncClient:
                 request.method, url + request.path, headers=request.headers, content=content
             )
         except httpx.HTTPError as exc:
-            raise TransportError(f"{request.method} {request.path} failed: {exc}") from exc
+            what = f"{request.method} {request.path}"
+            raise transport_error(what, url, exc, self._trust) from exc
 
     async def health(self) -> dict[str, Any]:
         """``GET /health`` of the first URL that answers, as Client.health."""

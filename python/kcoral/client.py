@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
@@ -17,6 +18,7 @@ from .mapping import Outcome, check_concurrency, map_threads
 from .negotiation import check_program, execute_steps, health_steps, target_of, wire_options
 from .program import Program
 from .result import ProgramResult
+from .tls import transport_error, trust
 from .steps import Request, drive
 
 __all__ = ["Client"]
@@ -38,7 +40,9 @@ class Client:
     retries made. Thread-safe.
 
     Only the connect phase has a timeout: an execution holds its HTTP request
-    open until the server answers.
+    open until the server answers. An https URL's server is verified against
+    ``ca`` (a PEM bundle), else ``$KCORAL_CA_BUNDLE``, else the default roots
+    (tls.py); one that does not verify raises TransportError, saying so.
     """
 
     def __init__(
@@ -49,9 +53,11 @@ class Client:
         headers: Mapping[str, str] | None = None,
         connect_timeout_seconds: float = 10.0,
         max_attempts: int | None = None,
+        ca: str | os.PathLike[str] | None = None,
     ) -> None:
         self._failover = Failover(entry_urls(base_url, urls), max_attempts)
-        self._http = httpx.Client(**client_options(headers, connect_timeout_seconds))
+        self._trust = trust(ca)  # https: ca, else $KCORAL_CA_BUNDLE, else the default roots
+        self._http = httpx.Client(**client_options(headers, connect_timeout_seconds, self._trust.context))
         self._preflights = {url: BlobPreflight() for url in self._failover.urls}
 
     @property
@@ -89,7 +95,8 @@ class Client:
                 request.method, url + request.path, headers=request.headers, content=request.content
             )
         except httpx.HTTPError as exc:
-            raise TransportError(f"{request.method} {request.path} failed: {exc}") from exc
+            what = f"{request.method} {request.path}"
+            raise transport_error(what, url, exc, self._trust) from exc
 
     def health(self) -> dict[str, Any]:
         """``GET /health`` of the first URL that answers, trying each in turn

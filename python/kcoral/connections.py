@@ -35,6 +35,7 @@ httpx.AsyncClient, used from one event loop.
 
 from __future__ import annotations
 
+import ssl
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
@@ -54,21 +55,25 @@ def _timeout(connect_timeout_seconds: float) -> httpx.Timeout:
     return httpx.Timeout(None, connect=connect_timeout_seconds)
 
 
-def client_options(headers: Mapping[str, str] | None, connect_timeout_seconds: float) -> dict[str, Any]:
-    """Keyword arguments for Client's httpx.Client."""
+def client_options(
+    headers: Mapping[str, str] | None, connect_timeout_seconds: float, verify: ssl.SSLContext
+) -> dict[str, Any]:
+    """Keyword arguments for Client's httpx.Client; `verify` checks https servers (tls.py)."""
     return {
         "headers": dict(headers or {}),
         "timeout": _timeout(connect_timeout_seconds),
-        "transport": ShardedTransport(limits=_POOL_LIMITS),
+        "transport": ShardedTransport(limits=_POOL_LIMITS, verify=verify),
     }
 
 
-def async_client_options(headers: Mapping[str, str] | None, connect_timeout_seconds: float) -> dict[str, Any]:
+def async_client_options(
+    headers: Mapping[str, str] | None, connect_timeout_seconds: float, verify: ssl.SSLContext
+) -> dict[str, Any]:
     """Keyword arguments for AsyncClient's httpx.AsyncClient: the same as Client's."""
     return {
         "headers": dict(headers or {}),
         "timeout": _timeout(connect_timeout_seconds),
-        "transport": AsyncShardedTransport(limits=_POOL_LIMITS),
+        "transport": AsyncShardedTransport(limits=_POOL_LIMITS, verify=verify),
     }
 
 

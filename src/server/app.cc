@@ -13,9 +13,10 @@
 #include "base/utc_time.h"
 #include "cluster/pool_view.h"
 #include "server/cluster_executor.h"
+#include "server/connection.h"
 #include "server/gpu_inventory.h"
-#include "server/http_session.h"
 #include "server/request_id.h"
+#include "tls/server_context.h"
 
 namespace kc::server {
 
@@ -157,7 +158,8 @@ net::awaitable<void> App::Listen(tcp::acceptor acceptor) {
       if (ec == net::error::operation_aborted) co_return;
       continue;
     }
-    net::co_spawn(io_, ServeConnection(*this, std::move(socket)), net::detached);
+    net::co_spawn(io_, ServeConnection(*this, std::move(socket), tls_ ? &*tls_ : nullptr),
+                  net::detached);
   }
 }
 
@@ -190,8 +192,9 @@ Status App::JoinCluster(int port) {
     ::gethostname(name, sizeof(name) - 1);
     host = name;
   }
-  const std::string url =
-      config_.node_url.empty() ? "http://" + host + ":" + std::to_string(port) : config_.node_url;
+  const std::string url = config_.node_url.empty()
+                              ? std::string(Scheme()) + "://" + host + ":" + std::to_string(port)
+                              : config_.node_url;
   node_url_ = url;
   const std::string node_id = host + "-" + std::to_string(port);
   auto node = cluster::ClusterNode::Join(config_.cluster, node_id,
@@ -230,6 +233,17 @@ void App::BeginShutdown() {
 
 int App::Run() {
   ::signal(SIGPIPE, SIG_IGN);
+  if (config_.tls) {
+    // Fail closed, before any worker starts: never serve plain HTTP in place of HTTPS.
+    auto context = tls::MakeServerContext(*config_.tls);
+    if (!context.ok()) {
+      events_.Emit(pool::EventLevel::kError, "server_start_failed",
+                   {{"error", context.status().message()}});
+      std::cerr << "kcoral server: " << context.status().message() << "\n";
+      return 2;
+    }
+    tls_.emplace(std::move(*context));
+  }
   auto options = PoolOptionsFrom(config_);
   if (!options.ok()) {
     events_.Emit(pool::EventLevel::kError, "server_start_failed",
@@ -280,11 +294,12 @@ int App::Run() {
                 {"target", pool_->describe().value("target", nlohmann::json::object())},
                 {"versions", pool_->describe().value("versions", nlohmann::json::object())},
                 {"sandbox", pool_->DescribeSandbox()}});
-  events_.Emit(
-      pool::EventLevel::kInfo, "server_started",
-      {{"url", "http://" + config_.host + ":" + std::to_string(acceptor.local_endpoint().port())},
-       {"run_dir", events_.run_dir().string()},
-       {"instance_id", instance_id_}});
+  events_.Emit(pool::EventLevel::kInfo, "server_started",
+               {{"url", std::string(Scheme()) + "://" + config_.host + ":" +
+                            std::to_string(acceptor.local_endpoint().port())},
+                {"tls", tls_.has_value()},
+                {"run_dir", events_.run_dir().string()},
+                {"instance_id", instance_id_}});
 
   net::signal_set signals(io_, SIGINT, SIGTERM);
   std::function<void(const boost::system::error_code&, int)> on_signal;

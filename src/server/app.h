@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include <boost/asio.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/http.hpp>
 
 #include "base/clock.h"
@@ -105,6 +106,8 @@ class App {
   // This node's record in the cluster's registry: its URL, pool and load.
   nlohmann::json DescribeNode(const std::string& url) const;
   void BeginShutdown();
+  // "https" with --tls-cert, else "http".
+  std::string_view Scheme() const { return config_.tls ? "https" : "http"; }
 
   const ServerConfig config_;
   EventLog events_;
@@ -114,7 +117,10 @@ class App {
   BuildCacheHooks build_cache_hooks_{build_cache_};
   std::unique_ptr<pool::WorkerPool> pool_;
   std::unique_ptr<cluster::ClusterNode> cluster_;  // null: a single node
-  std::string node_url_;                           // how the cluster's nodes reach this one
+  // Every HTTPS connection's context (--tls-cert); none: plain HTTP. Made in Run(), before the
+  // first connection, and kept past io_, whose connections use it.
+  std::optional<net::ssl::context> tls_;
+  std::string node_url_;  // how the cluster's nodes reach this one
   std::unique_ptr<cluster::Listening> hear_attach_;
   std::mutex attached_mu_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> attached_;  // attached_mu_

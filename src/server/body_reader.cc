@@ -8,6 +8,8 @@
 #include <tuple>
 #include <vector>
 
+#include "server/stream_types.h"
+
 namespace kc::server {
 
 namespace net = boost::asio;
@@ -33,10 +35,13 @@ struct Chunk {
 // the socket into the chunk, a MiB per read when the client keeps up; only a
 // chunked body goes through Beast's parser, whose reads (at most 64 KiB, and
 // as small as the connection buffer's spare room) and extra copy would
-// otherwise bound an upload at a few hundred MB/s.
+// otherwise bound an upload at a few hundred MB/s. Over TLS the same reads
+// decrypt into the chunk, one TLS record (16 KiB at most) per read: the
+// bytes the header read brought along are plaintext already, in `buffer`.
+template <class Stream>
 class BodySource {
  public:
-  BodySource(boost::beast::tcp_stream& stream, boost::beast::flat_buffer& buffer,
+  BodySource(Stream& stream, boost::beast::flat_buffer& buffer,
              http::request_parser<http::buffer_body>& parser)
       : stream_(stream), buffer_(buffer), parser_(parser) {
     if (!parser.chunked() && parser.content_length()) remaining_ = *parser.content_length();
@@ -100,7 +105,7 @@ class BodySource {
     co_return Read{ec, chunk.capacity - chunk.size - body.size};
   }
 
-  boost::beast::tcp_stream& stream_;
+  Stream& stream_;
   boost::beast::flat_buffer& buffer_;
   http::request_parser<http::buffer_body>& parser_;
   std::optional<uint64_t> remaining_;  // known length: bytes still to read
@@ -184,12 +189,12 @@ class ChunkStages {
 
 }  // namespace
 
-net::awaitable<BodyResult> ReadBody(boost::beast::tcp_stream& stream,
-                                    boost::beast::flat_buffer& buffer,
+template <class Stream>
+net::awaitable<BodyResult> ReadBody(Stream& stream, boost::beast::flat_buffer& buffer,
                                     http::request_parser<http::buffer_body>& parser,
                                     BodyConsumer* consumer, net::thread_pool& pool) {
   BodyResult result;
-  BodySource source(stream, buffer, parser);
+  BodySource<Stream> source(stream, buffer, parser);
   std::array<Chunk, BodyConsumer::kSlots> chunks;
   std::optional<ChunkStages> stages;
   if (consumer != nullptr) stages.emplace(*consumer, pool, stream.get_executor());
@@ -216,5 +221,12 @@ net::awaitable<BodyResult> ReadBody(boost::beast::tcp_stream& stream,
     result.end = read_ec == http::error::body_limit ? BodyEnd::kTooLarge : BodyEnd::kBroken;
   co_return result;
 }
+
+template net::awaitable<BodyResult> ReadBody(PlainStream&, boost::beast::flat_buffer&,
+                                             http::request_parser<http::buffer_body>&,
+                                             BodyConsumer*, net::thread_pool&);
+template net::awaitable<BodyResult> ReadBody(TlsStream&, boost::beast::flat_buffer&,
+                                             http::request_parser<http::buffer_body>&,
+                                             BodyConsumer*, net::thread_pool&);
 
 }  // namespace kc::server

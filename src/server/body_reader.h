@@ -51,8 +51,10 @@ struct BodyResult {
 
 // Reads what is left of the body of the request whose header `parser` has
 // read. The stages run on `pool`. A null `consumer` drops the body.
+// Stream: PlainStream or TlsStream (stream_types.h), instantiated in body_reader.cc.
+template <class Stream>
 boost::asio::awaitable<BodyResult> ReadBody(
-    boost::beast::tcp_stream& stream, boost::beast::flat_buffer& buffer,
+    Stream& stream, boost::beast::flat_buffer& buffer,
     boost::beast::http::request_parser<boost::beast::http::buffer_body>& parser,
     BodyConsumer* consumer, boost::asio::thread_pool& pool);
 

@@ -1,6 +1,7 @@
 #include "server/hang_up_watch.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -18,10 +19,17 @@ HangUpWatch::HangUpWatch(net::any_io_executor executor, int socket_fd,
       net::posix::stream_descriptor::wait_read,
       [descriptor = descriptor_, flag = std::move(flag)](const boost::system::error_code& ec) {
         if (ec) return;  // stopped: the request finished first
+        const int fd = descriptor->native_handle();
         char byte;
-        const ssize_t n = ::recv(descriptor->native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-        const bool hung_up =
+        const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+        bool hung_up =
             n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+        if (n > 0) {
+          // Bytes, then the client's FIN: over TLS the bytes are its close_notify (a TLS client
+          // closing with grace), which a peek cannot tell from a next request; the FIN can.
+          pollfd state{fd, POLLRDHUP, 0};
+          hung_up = ::poll(&state, 1, 0) == 1 && (state.revents & POLLRDHUP) != 0;
+        }
         if (hung_up) flag->Raise();
       });
 }

@@ -4,7 +4,9 @@
 //
 // It waits on a dup of the socket, and its handler owns everything it
 // touches, so it may outlive the session. Bytes that arrive instead end the
-// watch without cancelling (a pipelined next request). Destroying it stops it.
+// watch without cancelling (a pipelined next request), unless the client's
+// FIN has come with them (over TLS: its close_notify, then the close).
+// Destroying it stops it.
 #pragma once
 
 #include <memory>

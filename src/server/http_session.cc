@@ -13,12 +13,13 @@
 #include "server/blob_upload.h"
 #include "server/execute_ingest.h"
 #include "server/hang_up_watch.h"
+#include "server/reply_writer.h"
 #include "server/request_id.h"
+#include "server/stream_types.h"
 
 namespace kc::server {
 
 namespace beast = boost::beast;
-using tcp = net::ip::tcp;
 
 namespace {
 
@@ -73,47 +74,6 @@ Status CheckBlobUpload(const http::fields& fields) {
   return Status::Ok();
 }
 
-template <class Body>
-void SetHead(http::response<Body>& response, const HttpReply& reply, bool keep_alive) {
-  response.set(http::field::server, "kcoral");
-  response.set(http::field::content_type, reply.content_type);
-  if (!reply.request_id.empty()) response.set("X-Request-ID", reply.request_id);
-  if (reply.retry_after) response.set(http::field::retry_after, "1");
-  if (reply.server_ms) {
-    // The standard way to show the server's share of a request's time.
-    response.set("Server-Timing", "total;dur=" + std::to_string(*reply.server_ms));
-  }
-  for (const auto& [name, value] : reply.headers)
-    response.set(name, value);
-  response.keep_alive(keep_alive);
-}
-
-// Writes the reply; a body of pieces goes out as it is, gathered by the
-// kernel from where the pieces are (the worker's mapped memfd).
-net::awaitable<boost::system::error_code> WriteReply(beast::tcp_stream& stream, HttpReply reply,
-                                                     unsigned version, bool keep_alive) {
-  const auto status = static_cast<http::status>(reply.status);
-  if (reply.pieces == nullptr) {
-    http::response<http::string_body> response{status, version};
-    SetHead(response, reply, keep_alive);
-    response.body() = std::move(reply.body);
-    response.prepare_payload();
-    auto [ec, n] = co_await http::async_write(stream, response, kUseTuple);
-    co_return ec;
-  }
-  http::response<http::empty_body> head{status, version};
-  SetHead(head, reply, keep_alive);
-  head.content_length(reply.body_size());
-  http::response_serializer<http::empty_body> serializer{head};
-  auto [head_ec, head_n] = co_await http::async_write_header(stream, serializer, kUseTuple);
-  if (head_ec) co_return head_ec;
-  std::vector<net::const_buffer> buffers;
-  for (std::string_view piece : reply.pieces->encoded.pieces)
-    buffers.emplace_back(piece.data(), piece.size());
-  auto [ec, n] = co_await net::async_write(stream, buffers, kUseTuple);
-  co_return ec;
-}
-
 // How a request's body is taken in: streamed into its consumer, or (no
 // consumer) read and dropped.
 struct BodyIntake {
@@ -141,15 +101,16 @@ void PlanIntake(const App& app, Route route, const http::fields& head, BodyIntak
   }
 }
 
-// The route's reply, once the body is in.
+// The route's reply, once the body is in. `tcp` is the connection's socket,
+// watched for a hang-up while the program runs.
 net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_header<>& head,
                                    BodyIntake& intake, const BodyResult& body,
-                                   ExecuteArrival arrival, beast::tcp_stream& stream) {
+                                   ExecuteArrival arrival, PlainStream& tcp) {
   switch (route) {
     case Route::kExecute: {
       if (intake.ingest.ok() && !body.consumer.ok()) intake.ingest = body.consumer;
       auto cancel = std::make_shared<pool::CancelFlag>();
-      HangUpWatch watch(stream.get_executor(), stream.socket().native_handle(), cancel);
+      HangUpWatch watch(tcp.get_executor(), tcp.socket().native_handle(), cancel);
       auto handling = app.HandleExecute(std::move(arrival), std::move(intake.ingest),
                                         cancel);  // named: see execute_route.cc
       co_return co_await std::move(handling);
@@ -185,19 +146,16 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
 
 }  // namespace
 
-net::awaitable<void> ServeConnection(App& app, tcp::socket socket) {
-  beast::tcp_stream stream(std::move(socket));
-  std::string client;
-  boost::system::error_code ep_ec;
-  auto endpoint = stream.socket().remote_endpoint(ep_ec);
-  if (!ep_ec) client = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
-  beast::flat_buffer buffer;
+template <class Stream>
+net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer& buffer,
+                                   std::string client) {
+  PlainStream& tcp = TcpOf(stream);
   for (;;) {
     http::request_parser<http::empty_body> header_parser;
     // No limit while reading the header: Beast would fail the header read
     // itself, and we owe the client a 413 (set below, before the body).
     header_parser.body_limit(boost::none);
-    stream.expires_after(kIdleTimeout);
+    tcp.expires_after(kIdleTimeout);
     auto [header_ec, header_bytes] =
         co_await http::async_read_header(stream, buffer, header_parser, kUseTuple);
     if (header_ec) break;  // closed, timed out or malformed: nothing to answer
@@ -220,7 +178,7 @@ net::awaitable<void> ServeConnection(App& app, tcp::socket socket) {
       break;
     }
     parser.body_limit(limit);
-    stream.expires_after(kBodyTimeout);
+    tcp.expires_after(kBodyTimeout);
 
     std::string request_id;
     if (upload) request_id = ChooseRequestId(SuppliedRequestIds(head));
@@ -236,19 +194,20 @@ net::awaitable<void> ServeConnection(App& app, tcp::socket socket) {
       break;
     }
     keep_alive = parser.get().keep_alive();
-    stream.expires_never();  // executions may run for many minutes
+    tcp.expires_never();  // executions may run for many minutes
     ExecuteArrival arrival{request_id, client, received, body.bytes};
     if (auto key = parser.get().find("Idempotency-Key"); key != parser.get().end()) {
       arrival.idempotency_key = std::string(key->value());
     }
-    auto dispatching = Dispatch(app, route, parser.get(), intake, body, std::move(arrival), stream);
+    auto dispatching = Dispatch(app, route, parser.get(), intake, body, std::move(arrival), tcp);
     HttpReply reply = co_await std::move(dispatching);
-    stream.expires_after(kBodyTimeout);
+    tcp.expires_after(kBodyTimeout);
     auto writing = WriteReply(stream, std::move(reply), version, keep_alive);
     if (auto write_ec = co_await std::move(writing); write_ec || !keep_alive) break;
   }
-  boost::system::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
 }
+
+template net::awaitable<void> ServeRequests(App&, PlainStream&, beast::flat_buffer&, std::string);
+template net::awaitable<void> ServeRequests(App&, TlsStream&, beast::flat_buffer&, std::string);
 
 }  // namespace kc::server

@@ -1,15 +1,25 @@
-// One HTTP connection: requests in sequence, as Beast's awaitable examples
+// The requests of one connection, in sequence, as Beast's awaitable examples
 // do. The session reads headers, streams the bodies of uploads into their
 // consumers (body_reader.h), routes, and writes the replies; the routes
-// themselves (App::Handle*) never touch the socket.
+// themselves (App::Handle*) never touch the socket. How the connection
+// starts and ends (TLS handshake, close) is connection.h's.
 #pragma once
 
+#include <string>
+
 #include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
 
 #include "server/app.h"
 
 namespace kc::server {
 
-net::awaitable<void> ServeConnection(App& app, net::ip::tcp::socket socket);
+// Serves requests until the client closes the connection, a timeout or an
+// error ends it, or a reply must close it. `buffer` may already hold the
+// start of the first request. `client` is the peer's "address:port", for the
+// log. Stream: PlainStream or TlsStream (stream_types.h).
+template <class Stream>
+net::awaitable<void> ServeRequests(App& app, Stream& stream, boost::beast::flat_buffer& buffer,
+                                   std::string client);
 
 }  // namespace kc::server

@@ -102,6 +102,18 @@ int main(int argc, char** argv) {
   cli.add_option("--port", config.port, "TCP port")
       ->envname("KCORAL_SERVER_PORT")
       ->check(CLI::Range(1, 65535));
+  kc::tls::TlsIdentity tls;
+  auto* tls_cert =
+      cli.add_option("--tls-cert", tls.cert_file,
+                     "Serve HTTPS (TLS 1.2 or later) with this PEM certificate, then any\n"
+                     "intermediates; needs --tls-key. Without both, plain HTTP")
+          ->envname("KCORAL_TLS_CERT");
+  auto* tls_key =
+      cli.add_option("--tls-key", tls.key_file,
+                     "The PEM private key of --tls-cert (not encrypted); needs --tls-cert")
+          ->envname("KCORAL_TLS_KEY");
+  tls_cert->needs(tls_key);  // one alone is refused, naming the other
+  tls_key->needs(tls_cert);
   cli.add_option("--device", device, "cpu: compile server, no GPU; gpu: GPU execution server")
       ->envname("KCORAL_SERVER_DEVICE")
       ->check(CLI::IsMember(FlagTexts(kc::server::kDeviceFlag)));
@@ -271,8 +283,8 @@ int main(int argc, char** argv) {
       ->needs(cluster_flag)
       ->check(CLI::Range(3, 3600));
   cli.add_option("--node-url", config.node_url,
-                 "How other nodes and clients reach this node (default http://HOST:PORT, with\n"
-                 "this machine's name for a wildcard --host)")
+                 "How other nodes and clients reach this node (default http://HOST:PORT, https\n"
+                 "with --tls-cert, with this machine's name for a wildcard --host)")
       ->needs(cluster_flag);
 
   try {
@@ -280,6 +292,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return cli.exit(error);
   }
+  if (*tls_cert) config.tls = tls;
   config.cluster.heartbeat = std::chrono::seconds(heartbeat_seconds);
   config.cluster.ack_wait = std::chrono::seconds(ack_wait_seconds);
   if (!secret_file.empty()) {

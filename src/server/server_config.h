@@ -12,12 +12,14 @@
 
 #include "cluster/cluster_options.h"
 #include "server/server_modes.h"
+#include "tls/identity.h"
 
 namespace kc::server {
 
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;
+  std::optional<tls::TlsIdentity> tls;  // --tls-cert and --tls-key: HTTPS; none: plain HTTP
   Device device = Device::kGpu;
   std::vector<int> gpus = {0};
   int num_workers = 1;

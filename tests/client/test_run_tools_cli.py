@@ -65,6 +65,16 @@ def test_server_address_rules(capsys):
     assert "KCORAL_URL" in refused("shell", "--", "ls")
 
 
+def test_ca_names_a_file_the_client_gets(tmp_path):
+    bundle = tmp_path / "ca.pem"
+    bundle.write_text("a CA bundle")
+    assert parse("shell", "--url", URL, "--", "ls").ca is None  # the client then asks $KCORAL_CA_BUNDLE
+    assert parse("shell", "--url", URL, "--ca", str(bundle), "--", "ls").ca == str(bundle)
+    assert f"--ca {tmp_path / 'absent.pem'}: no such file" in refused(
+        "shell", "--url", URL, "--ca", str(tmp_path / "absent.pem"), "--", "ls"
+    )
+
+
 def test_a_clusters_entry_nodes_are_a_comma_separated_list():
     both = ["http://a:1", "http://b:2"]
     assert parse("shell", "--url", "http://a:1, http://b:2", "--", "ls").urls == both
@@ -430,8 +440,9 @@ class FakeClient:
     answer: object = None
     seen: list = []
 
-    def __init__(self, base_url=None, *, urls=None):
+    def __init__(self, base_url=None, *, urls=None, ca=None):
         self.urls = [base_url] if base_url is not None else list(urls)
+        self.ca = ca
 
     def __enter__(self):
         return self

@@ -11,6 +11,7 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -30,9 +31,23 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, tmp: Path, *args: str, device: str = "cpu", ready_timeout: float = 60, env: dict | None = None):
+    """`ca`: the CA bundle that an HTTPS server's (--tls-cert) certificate verifies against.
+    `env`: variables added to the server's environment."""
+
+    verify: ssl.SSLContext | bool = True  # httpx's, for /health; subclasses that start their own keep it
+
+    def __init__(
+        self,
+        tmp: Path,
+        *args: str,
+        device: str = "cpu",
+        ready_timeout: float = 60,
+        ca: Path | None = None,
+        env: dict | None = None,
+    ):
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{'https' if '--tls-cert' in args else 'http'}://127.0.0.1:{self.port}"
+        self.verify = ssl.create_default_context(cafile=str(ca)) if ca else True
         self.log_dir = tmp / "logs"
         self.stderr_path = tmp / "server.stderr"
         cmd = [
@@ -71,7 +86,7 @@ class Server:
             if self.process.poll() is not None:
                 raise RuntimeError(f"server exited: {self.stderr_path.read_text()}")
             with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                if httpx.get(self.url + "/health", timeout=1, verify=self.verify).status_code == 200:
                     return
             time.sleep(0.05)
         self.stop()
@@ -148,10 +163,10 @@ def make_server(tmp_path):
     """Starts servers with extra flags; stops them after the test."""
     servers = []
 
-    def start(*args: str) -> Server:
+    def start(*args: str, **options) -> Server:
         directory = tmp_path / f"server{len(servers)}"
         directory.mkdir()
-        servers.append(Server(directory, *args))
+        servers.append(Server(directory, *args, **options))
         return servers[-1]
 
     yield start

@@ -54,7 +54,9 @@ def run_main(server, source: str):
 def test_workers_get_the_cpu_threads_the_flag_names(make_server):
     server = make_server("--worker-cpu-threads", "3")
     assert run_main(server, READ_THREADS) == ["3", "3", "3"]
-    assert httpx.get(server.url + "/health").json()["worker_cpu_threads"] == 3
+    health = httpx.get(server.url + "/health").json()
+    assert health["worker_cpu_threads"] == 3
+    assert health["tls"] is False  # plain HTTP without --tls-cert (tests/e2e/test_tls.py)
 
 
 def test_workers_default_to_at_most_four_cpu_threads_whatever_the_server_inherited(make_server, monkeypatch):

@@ -44,10 +44,19 @@ def blob_part(data: bytes, name: str | None = None) -> bytes:
 
 
 def post(
-    url: str, parts: list[bytes], *, headers: dict | None = None, timeout: float = 30, boundary: str = BOUNDARY
+    url: str,
+    parts: list[bytes],
+    *,
+    headers: dict | None = None,
+    timeout: float = 30,
+    boundary: str = BOUNDARY,
+    verify: Any = True,
 ) -> httpx.Response:
+    """`verify`: httpx's, an ssl.SSLContext for an https server."""
     all_headers = {"Content-Type": f"multipart/form-data; boundary={boundary}", **(headers or {})}
-    return httpx.post(url + "/execute", content=body_of(parts, boundary), headers=all_headers, timeout=timeout)
+    return httpx.post(
+        url + "/execute", content=body_of(parts, boundary), headers=all_headers, timeout=timeout, verify=verify
+    )
 
 
 def execute(url: str, program: Any, blobs: list[bytes] = (), **kwargs) -> httpx.Response:

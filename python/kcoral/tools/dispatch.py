@@ -98,7 +98,12 @@ def execute(invocation: options.Invocation, inputs_tar: bytes) -> int:
         tool, inputs_tar, invocation.native, invocation.env, invocation.fetch, out=invocation.out is not None
     )
     try:
-        with Client(urls=invocation.urls) as client:
+        client = Client(urls=invocation.urls, ca=invocation.ca)
+    except ValueError as exc:  # a CA bundle that cannot be loaded (--ca or $KCORAL_CA_BUNDLE)
+        print(f"kcoral run {tool}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with client:
             result = client.execute(
                 program, timeout_seconds=invocation.timeout, output_limit_bytes=invocation.output_limit_bytes
             )

@@ -30,11 +30,12 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 COMMON_NOTES = """\
 The server is --url URL (or URL,URL,...: a cluster's entry nodes, tried in
-turn when one fails), or --host/--port, or $KCORAL_URL. Everything after
-the first `--` goes to the remote command unchanged; `--send` uploads into its
-working directory (also $KCORAL_DIR), `--fetch` names what to bring back into
---out. Exit status: the remote command's (128+N for signal N), nonzero if an
-artifact is missing, 1 if the request failed.
+turn when one fails), or --host/--port, or $KCORAL_URL; an https server is
+verified against --ca, else $KCORAL_CA_BUNDLE, else the default roots.
+Everything after the first `--` goes to the remote command unchanged; `--send`
+uploads into its working directory (also $KCORAL_DIR), `--fetch` names what to
+bring back into --out. Exit status: the remote command's (128+N for signal N),
+nonzero if an artifact is missing, 1 if the request failed.
 """
 
 
@@ -55,6 +56,7 @@ class Invocation:
     fetch: list[str] = field(default_factory=list)
     out: Path | None = None
     native: list[str] = field(default_factory=list)
+    ca: str | None = None  # None: $KCORAL_CA_BUNDLE, else the default roots (kcoral/tls.py)
 
 
 def _int(text: str) -> int:
@@ -84,6 +86,12 @@ def build_parser(tool: str, definition: ModuleType) -> argparse.ArgumentParser:
     )
     add("--host", help=f"server host; builds http://HOST:PORT (default with --port: {DEFAULT_HOST})")
     add("--port", type=_int, help=f"server port (default with --host: {DEFAULT_PORT})")
+    add(
+        "--ca",
+        metavar="PEM",
+        help="CA bundle that an https server's certificate must verify against "
+        "(default: $KCORAL_CA_BUNDLE, else the default roots)",
+    )
     add(
         "--timeout",
         type=_int,
@@ -244,7 +252,10 @@ def parse(tool: str, definition: ModuleType, argv: list[str], environ=os.environ
         fetch=parse_fetch(args.fetch),
         out=check_out(args.out) if args.out is not None else None,
         native=native,
+        ca=args.ca,
     )
+    if args.ca is not None and not os.path.isfile(args.ca):
+        raise UsageError(f"--ca {args.ca}: no such file")
     if invocation.timeout <= 0:
         raise UsageError(f"--timeout {invocation.timeout}: must be positive")
     if invocation.output_limit_bytes <= 0:

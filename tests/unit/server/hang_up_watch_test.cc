@@ -63,6 +63,17 @@ TEST(HangUpWatch, BytesFromTheClientAreNotAHangUpAndStayUnread) {
   EXPECT_EQ(::recv(connection.server.get(), bytes, 3, MSG_DONTWAIT), 3);  // still there
 }
 
+// A TLS client that closes with grace sends close_notify, then its FIN: bytes, yet a hang-up.
+TEST(HangUpWatch, BytesFollowedByTheClientsCloseAreAHangUp) {
+  net::io_context io;
+  Connection connection;
+  auto flag = std::make_shared<pool::CancelFlag>();
+  HangUpWatch watch(io.get_executor(), connection.server.get(), flag);
+  ASSERT_EQ(::send(connection.client.get(), "\x15\x03\x03", 3, 0), 3);
+  connection.client.Reset();
+  EXPECT_TRUE(SpinUntilRaised(io, *flag));
+}
+
 TEST(HangUpWatch, StoppedWatchIgnoresALaterHangUp) {
   net::io_context io;
   Connection connection;
