@@ -32,7 +32,7 @@ import anyio
 import httpx
 
 from .blob_preflight import BlobPreflight
-from .connections import async_client_options
+from .connections import with_api_key, async_client_options
 from .errors import KCoralError, TransportError
 from .failover import Failover, entry_urls, key_or_fresh, refuse_shared_key
 from .mapping import Outcome, check_concurrency, map_tasks
@@ -65,10 +65,13 @@ class AsyncClient:
         connect_timeout_seconds: float = 10.0,
         max_attempts: int | None = None,
         ca: str | os.PathLike[str] | None = None,
+        api_key: str | None = None,
     ) -> None:
         self._failover = Failover(entry_urls(base_url, urls), max_attempts)
         self._trust = trust(ca)  # https: ca, else $KCORAL_CA_BUNDLE, else the default roots
-        self._http = httpx.AsyncClient(**async_client_options(headers, connect_timeout_seconds, self._trust.context))
+        self._http = httpx.AsyncClient(
+            **async_client_options(with_api_key(headers, api_key), connect_timeout_seconds, self._trust.context)
+        )
         self._preflights = {url: BlobPreflight() for url in self._failover.urls}
 
     @property

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from .blob_preflight import BlobPreflight
-from .connections import client_options
+from .connections import with_api_key, client_options
 from .errors import KCoralError, TransportError
 from .failover import Failover, entry_urls, key_or_fresh, refuse_shared_key
 from .mapping import Outcome, check_concurrency, map_threads
@@ -43,6 +43,8 @@ class Client:
     open until the server answers. An https URL's server is verified against
     ``ca`` (a PEM bundle), else ``$KCORAL_CA_BUNDLE``, else the default roots
     (tls.py); one that does not verify raises TransportError, saying so.
+    ``api_key`` (else ``$KCORAL_API_KEY``) is sent as ``Authorization: Bearer``
+    to a server started with ``--auth-keys``; it never goes into a URL.
     """
 
     def __init__(
@@ -54,10 +56,13 @@ class Client:
         connect_timeout_seconds: float = 10.0,
         max_attempts: int | None = None,
         ca: str | os.PathLike[str] | None = None,
+        api_key: str | None = None,
     ) -> None:
         self._failover = Failover(entry_urls(base_url, urls), max_attempts)
         self._trust = trust(ca)  # https: ca, else $KCORAL_CA_BUNDLE, else the default roots
-        self._http = httpx.Client(**client_options(headers, connect_timeout_seconds, self._trust.context))
+        self._http = httpx.Client(
+            **client_options(with_api_key(headers, api_key), connect_timeout_seconds, self._trust.context)
+        )
         self._preflights = {url: BlobPreflight() for url in self._failover.urls}
 
     @property

@@ -35,6 +35,7 @@ httpx.AsyncClient, used from one event loop.
 
 from __future__ import annotations
 
+import os
 import ssl
 import threading
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -42,7 +43,14 @@ from typing import Any
 
 import httpx
 
-__all__ = ["SHARD_REQUESTS", "AsyncShardedTransport", "ShardedTransport", "async_client_options", "client_options"]
+__all__ = [
+    "SHARD_REQUESTS",
+    "AsyncShardedTransport",
+    "ShardedTransport",
+    "async_client_options",
+    "client_options",
+    "with_api_key",
+]
 
 #: Requests in flight per pool. Small enough that a pool's bookkeeping is cheap
 #: (16 connections at most), large enough that few shards are needed.
@@ -53,6 +61,18 @@ _POOL_LIMITS = httpx.Limits(max_connections=None, max_keepalive_connections=None
 
 def _timeout(connect_timeout_seconds: float) -> httpx.Timeout:
     return httpx.Timeout(None, connect=connect_timeout_seconds)
+
+
+def with_api_key(headers: Mapping[str, str] | None, api_key: str | None) -> dict[str, str]:
+    """`headers` plus the API key (else $KCORAL_API_KEY) as a bearer token, for a server
+    started with --auth-keys; the key never goes into a URL."""
+    key = api_key if api_key is not None else os.environ.get("KCORAL_API_KEY")
+    out = dict(headers or {})
+    if key:
+        if not isinstance(key, str) or any(c.isspace() for c in key):
+            raise ValueError("api_key must be a string without whitespace")
+        out["Authorization"] = f"Bearer {key}"
+    return out
 
 
 def client_options(

@@ -140,6 +140,21 @@ App::~App() {
   cpu_pool_.join();
 }
 
+std::optional<HttpReply> App::Refuse(Access needed, std::string_view authorization,
+                                     std::string_view client) {
+  const AccessDecision decision = access_->Check(needed, authorization, client);
+  if (decision.status == 200) return std::nullopt;
+  const RequestEnding ending = decision.status == 401   ? RequestEnding::kUnauthorized
+                               : decision.status == 403 ? RequestEnding::kForbidden
+                                                        : RequestEnding::kTooManyFailures;
+  events_.Emit(
+      pool::EventLevel::kWarning, "access_refused",
+      {{"client", client}, {"http_status", decision.status}, {"reason", decision.message}});
+  HttpReply reply = EndingReply(ending, decision.message, "");
+  metrics_.RecordRequest(reply.status, std::string(reply.finish_reason()), 0);
+  return reply;
+}
+
 HttpReply App::RequestTooLarge(const std::string& request_id, uint64_t declared) {
   HttpReply reply = EndingReply(RequestEnding::kRequestTooLarge,
                                 "request body of " + std::to_string(declared) +
@@ -244,6 +259,23 @@ int App::Run() {
     }
     tls_.emplace(std::move(*context));
   }
+  if (!config_.auth_keys.empty()) {
+    // Fail closed: a keys file that does not parse never leaves the server open.
+    auto access = AccessControl::Load(config_.auth_keys);
+    if (!access.ok()) {
+      events_.Emit(pool::EventLevel::kError, "server_start_failed",
+                   {{"error", access.status().message()}});
+      std::cerr << "kcoral server: " << access.status().message() << "\n";
+      return 2;
+    }
+    access_ = std::move(*access);
+  } else if (config_.host != "127.0.0.1" && config_.host != "::1" && config_.host != "localhost") {
+    const std::string warning = "listening on " + config_.host +
+                                " without --auth-keys: anyone who reaches the port may run "
+                                "code on this machine (docs/deploy.md)";
+    events_.Emit(pool::EventLevel::kWarning, "auth_none", {{"warning", warning}});
+    std::cerr << "kcoral server: warning: " << warning << "\n";
+  }
   auto options = PoolOptionsFrom(config_);
   if (!options.ok()) {
     events_.Emit(pool::EventLevel::kError, "server_start_failed",
@@ -310,6 +342,23 @@ int App::Run() {
     signals.async_wait(on_signal);  // repeated signals do not force-quit
   };
   signals.async_wait(on_signal);
+  // SIGHUP reloads the keys; a file that does not parse keeps the old ones, and says why.
+  net::signal_set reload(io_, SIGHUP);
+  std::function<void(const boost::system::error_code&, int)> on_reload;
+  on_reload = [&](const boost::system::error_code& sig_ec, int) {
+    if (sig_ec) return;
+    if (access_->enabled()) {
+      if (Status loaded = access_->Reload(); loaded.ok()) {
+        events_.Emit(pool::EventLevel::kInfo, "auth_keys_reloaded",
+                     {{"keys", access_->key_count()}});
+      } else {
+        events_.Emit(pool::EventLevel::kError, "auth_keys_reload_failed",
+                     {{"error", loaded.message()}});
+      }
+    }
+    reload.async_wait(on_reload);
+  };
+  reload.async_wait(on_reload);
   net::co_spawn(io_, Listen(std::move(acceptor)), net::detached);
 
   // Serve until shutdown has begun and nothing is in flight.
@@ -318,6 +367,7 @@ int App::Run() {
   check = [&](const boost::system::error_code&) {
     if (shutting_down_ && in_flight_ == 0) {
       signals.cancel();
+      reload.cancel();
       io_.stop();
       return;
     }

@@ -21,6 +21,7 @@
 #include "base/clock.h"
 #include "cluster/cluster_node.h"
 #include "pool/worker_pool.h"
+#include "server/access_control.h"
 #include "server/build_cache_hooks.h"
 #include "server/event_log.h"
 #include "server/execute_ingest.h"
@@ -80,6 +81,9 @@ class App {
   HttpReply HandleHealth() const;
   HttpReply HandleMetrics() const;
   HttpReply RequestTooLarge(const std::string& request_id, uint64_t declared);
+  // The keys check of a route (access_control.h): allowed, or the 401/403/429 to answer.
+  std::optional<HttpReply> Refuse(Access needed, std::string_view authorization,
+                                  std::string_view client);
 
   const ServerConfig& config() const { return config_; }
   EventLog& events() { return events_; }
@@ -116,6 +120,7 @@ class App {
   store::BuildCache build_cache_;
   BuildCacheHooks build_cache_hooks_{build_cache_};
   std::unique_ptr<pool::WorkerPool> pool_;
+  std::unique_ptr<AccessControl> access_ = std::make_unique<AccessControl>();  // open by default
   std::unique_ptr<cluster::ClusterNode> cluster_;  // null: a single node
   // Every HTTPS connection's context (--tls-cert); none: plain HTTP. Made in Run(), before the
   // first connection, and kept past io_, whose connections use it.

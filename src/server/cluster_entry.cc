@@ -86,8 +86,9 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     if (!pool.ok()) co_return fail(pool.status());
     const std::string program_hash = Sha256Hex(admitted->request.program_json);
     // Only a key a client may come back with needs a claim: a random one is new by making.
-    auto claim = idempotency_key ? cluster_->Claim(key, program_hash)
-                                 : StatusOr<cluster::Claim>(cluster::Claim{cluster::ClaimResult::kNew});
+    auto claim = idempotency_key
+                     ? cluster_->Claim(key, program_hash)
+                     : StatusOr<cluster::Claim>(cluster::Claim{cluster::ClaimResult::kNew});
     if (!claim.ok()) co_return fail(claim.status());
     if (claim->result == cluster::ClaimResult::kOtherProgram) {
       out.refusal = EndingReply(RequestEnding::kConflict,
@@ -136,7 +137,8 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
   // and re-publishes the same message id, which JetStream drops as a duplicate).
   Queued queued;
   const auto give_up = std::chrono::steady_clock::now() + kQueueRetryFor;
-  for (auto pause = std::chrono::milliseconds(100);; pause = std::min(2 * pause, std::chrono::milliseconds(2000))) {
+  for (auto pause = std::chrono::milliseconds(100);;
+       pause = std::min(2 * pause, std::chrono::milliseconds(2000))) {
     auto queueing = net::co_spawn(cpu_pool_, queue, net::use_awaitable);
     queued = co_await std::move(queueing);
     if (!queued.refusal || !queued.retryable || std::chrono::steady_clock::now() > give_up ||

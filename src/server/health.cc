@@ -25,6 +25,7 @@ HttpReply App::HandleHealth() const {
   body["cpu_execution"] =
       config_.device == Device::kCpu ? FlagText(config_.cpu_execution) : std::string_view();
   body["shutting_down"] = shutting_down_.load();
+  body["auth"] = access_->enabled() ? "keys" : "none";
   body["tls"] = tls_.has_value();
   body["sandbox"] = pool_->DescribeSandbox();
   body["worker_cpu_threads"] = WorkerCpuThreads(config_);

@@ -41,6 +41,21 @@ enum class Route {
 };
 constexpr std::string_view kPeerBlobsPrefix = "/cluster/blobs/";
 
+// Who may use a route: /health is open, the cluster's routes check the cluster's secret instead
+// of a key (peer_auth.h), and a wrong method or an unknown path gets its 405 or 404.
+Access AccessOf(Route route) {
+  switch (route) {
+    case Route::kExecute:
+    case Route::kUploadBlob:
+    case Route::kLookUpBlob:
+      return Access::kTenant;
+    case Route::kMetrics:
+      return Access::kOperator;
+    default:
+      return Access::kOpen;
+  }
+}
+
 Route RouteOf(http::verb method, std::string_view target) {
   const bool post = method == http::verb::post, get = method == http::verb::get;
   if (target == "/execute") return post ? Route::kExecute : Route::kWrongMethod;
@@ -166,6 +181,12 @@ net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer&
     const Route route = RouteOf(head.method(), head.target());
     const unsigned version = head.version();
     bool keep_alive = head.keep_alive();
+    // Keys (access_control.h), before a body is read; the unread body ends the connection.
+    if (auto refused = app.Refuse(AccessOf(route), head[http::field::authorization], client)) {
+      auto writing = WriteReply(stream, std::move(*refused), version, false);
+      co_await std::move(writing);
+      break;
+    }
     const uint64_t limit = app.config().max_request_bytes;
     const bool upload =
         route == Route::kExecute || route == Route::kUploadBlob || route == Route::kPeerBlobPush;

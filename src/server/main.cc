@@ -268,6 +268,12 @@ int main(int argc, char** argv) {
                  "three missed beats")
       ->needs(cluster_flag)
       ->check(CLI::Range(1, 300));
+  cli.add_option("--auth-keys", config.auth_keys,
+                 "API keys: one line per key, 'TENANT SHA256-OF-KEY tenant|operator' (make\n"
+                 "them with `kcoral keys new TENANT`). Then /execute and /blobs need a key,\n"
+                 "/metrics an operator's, /health none; SIGHUP reloads the file. Without it\n"
+                 "anyone who reaches the port may run code (docs/deploy.md)")
+      ->check(CLI::ExistingFile);
   std::string secret_file;
   cli.add_option("--cluster-secret-file", secret_file,
                  "The cluster's shared secret, for its nodes' requests to each other (blob\n"

@@ -23,6 +23,10 @@ EndingTraits TraitsOf(RequestEnding ending) {
       return {405, "parse", "rejected", EventLevel::kWarning, false};
     case RequestEnding::kRequestTooLarge:
       return {413, "request_too_large", "rejected", EventLevel::kWarning, false};
+    case RequestEnding::kUnauthorized:
+      return {401, "unauthorized", "rejected", EventLevel::kWarning, false};
+    case RequestEnding::kTooManyFailures:
+      return {429, "unauthorized", "rejected", EventLevel::kWarning, true};
     case RequestEnding::kForbidden:
       return {403, "forbidden", "rejected", EventLevel::kWarning, false};
     case RequestEnding::kConflict:

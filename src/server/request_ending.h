@@ -23,7 +23,9 @@ enum class RequestEnding {
   kRejected,               // 400 parse: malformed request or program
   kMethodNotAllowed,       // 405 parse: GET /execute and the like
   kRequestTooLarge,        // 413 request_too_large
-  kForbidden,              // 403 forbidden: a cluster route without the cluster's secret
+  kUnauthorized,           // 401 unauthorized: no API key, or one that is not valid
+  kTooManyFailures,        // 429 unauthorized: too many failed key checks from one address
+  kForbidden,              // 403 forbidden: a route the key's role may not use
   kConflict,               // 409 conflict: an Idempotency-Key already bound to another program
   kCancelled,              // 499 cancelled: the client hung up (nobody reads the reply)
   kShuttingDown,           // 503 busy: the server is draining

@@ -63,6 +63,8 @@ struct ServerConfig {
   // --cluster and its options (docs/cluster.md); no servers: a single node, as before.
   cluster::ClusterOptions cluster;
   std::string node_url;  // how other nodes and clients reach this one; '' derives it
+  // --auth-keys: the file of API keys (server/access_keys.h); empty: no keys, as always.
+  std::string auth_keys;
   uint64_t max_libraries_per_worker = 256;
   int io_threads = 1;
   int parse_threads = 2;
