@@ -26,4 +26,10 @@ std::string FormatUtcNow(const char* format, int fraction_digits) {
   return text + "Z";
 }
 
+int64_t UnixMillisecondsNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace kc

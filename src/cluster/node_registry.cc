@@ -2,17 +2,9 @@
 
 #include <algorithm>
 
+#include "base/utc_time.h"
+
 namespace kc::cluster {
-
-namespace {
-
-int64_t UnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 NodeRegistry::NodeRegistry(kvStore* bucket, std::string node_id, std::chrono::seconds heartbeat,
                            std::function<nlohmann::json()> describe)
@@ -46,7 +38,7 @@ NodeRegistry::~NodeRegistry() {
 Status NodeRegistry::Beat() {
   nlohmann::json record = describe_();
   record["node_id"] = node_id_;
-  record["beat_unix_ms"] = UnixMs();
+  record["beat_unix_ms"] = UnixMillisecondsNow();
   const std::string text = record.dump();
   uint64_t revision = 0;
   const natsStatus s =
@@ -83,7 +75,7 @@ StatusOr<nlohmann::json> NodeRegistry::View() const {
   nlohmann::json nodes = nlohmann::json::array();
   if (s == NATS_NOT_FOUND) return nodes;  // no key at all
   if (s != NATS_OK) return UnavailableError("reading the cluster's nodes: " + NatsError(s));
-  const int64_t now = UnixMs();
+  const int64_t now = UnixMillisecondsNow();
   for (int i = 0; i < keys.Count; ++i) {
     kvEntry* entry = nullptr;
     if (kvStore_Get(&entry, bucket_, keys.Keys[i]) != NATS_OK) continue;  // gone meanwhile

@@ -5,6 +5,7 @@
 #include <chrono>
 
 #include "base/sha256.h"
+#include "base/utc_time.h"
 #include "cluster/peer_client.h"
 #include "server/admitted_request.h"
 #include "server/app.h"
@@ -27,17 +28,11 @@ constexpr auto kQueueRetryFor = std::chrono::seconds(15);
 // Programs larger than this travel as a blob, by hash, not in the broker's message.
 constexpr size_t kInlineProgramBytes = size_t{512} << 10;
 
-int64_t UnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 }  // namespace
 
 std::string ClusterKey(const std::optional<std::string>& idempotency_key) {
   if (idempotency_key) return "k-" + Sha256Hex(*idempotency_key).substr(0, 48);
-  return "r-" + Sha256Hex(NewUuid() + std::to_string(UnixMs())).substr(0, 48);
+  return "r-" + Sha256Hex(NewUuid() + std::to_string(UnixMillisecondsNow())).substr(0, 48);
 }
 
 net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedRequest> admitted,
@@ -113,7 +108,8 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
         {"request_id", request_id},
         {"entry_node", cluster_->node_id()},
         {"entry_url", node_url_},
-        {"deadline_unix_ms", UnixMs() + static_cast<int64_t>(admitted->timeout_seconds * 1000)},
+        {"deadline_unix_ms",
+         UnixMillisecondsNow() + static_cast<int64_t>(admitted->timeout_seconds * 1000)},
         {"timeout_seconds", admitted->timeout_seconds},
         {"output_limit_bytes", admitted->output_limit_bytes}};
     const std::string& program_json = admitted->request.program_json;

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <future>
 
+#include "base/utc_time.h"
 #include "cluster/peer_client.h"
 #include "server/admitted_request.h"
 #include "server/app.h"
@@ -10,16 +11,6 @@
 #include "server/outcome_reply.h"
 
 namespace kc::server {
-
-namespace {
-
-int64_t UnixMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 StatusOr<std::unique_ptr<ClusterExecutor>> ClusterExecutor::Start(App& app,
                                                                   cluster::ClusterNode& node,
@@ -116,7 +107,7 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
                            " times and the node running it died each time; it is not run again",
                        request_id);
   }
-  const int64_t left_ms = work.value("deadline_unix_ms", int64_t{0}) - UnixMs();
+  const int64_t left_ms = work.value("deadline_unix_ms", int64_t{0}) - UnixMillisecondsNow();
   if (left_ms <= 0) {
     return EndingReply(RequestEnding::kTimedOut,
                        "the request's timeout ran out before a node of its pool was free",
@@ -248,7 +239,7 @@ void ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
   const int64_t give_up_ms = work.value("deadline_unix_ms", int64_t{0}) + 10'000;
   auto pause = std::chrono::milliseconds(100);
   auto stored = node_.StoreOutcome(key, text);
-  while (!stored.ok() && UnixMs() < give_up_ms && !stopping_) {
+  while (!stored.ok() && UnixMillisecondsNow() < give_up_ms && !stopping_) {
     app_.events_.Emit(pool::EventLevel::kWarning, "cluster_outcome_store_retry",
                       {{"request_id", request_id}, {"error", stored.status().message()}});
     item.InProgress();
