@@ -103,7 +103,7 @@ def test_blobs_travel_by_hash_between_nodes(nodes):
 
     data = np.arange(3 << 18, dtype=np.float32)  # 3 MiB
     fetched_somewhere = False
-    for attempt in range(6):
+    for attempt in range(15):
         program = Program()
         x = program.upload(id="x", kind="tensor", value=data + attempt)
         module = program.upload(id="m", kind="module", source="def main(x):\n    return float(x.sum())\n")
@@ -118,7 +118,7 @@ def test_blobs_travel_by_hash_between_nodes(nodes):
         if any(e["request_id"] == result.request_id and e["from"] == entry.url for e in fetches):
             fetched_somewhere = True
             break
-    assert fetched_somewhere, "no request ran on a node other than its entry in 6 tries"
+    assert fetched_somewhere, "no request ran on a node other than its entry in 15 tries (JetStream hands a pull to the longest-waiting puller, often the entry itself)"
 
 
 def test_results_over_a_megabyte_come_back_whole(nodes):
