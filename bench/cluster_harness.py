@@ -23,6 +23,8 @@ from pathlib import Path
 
 import httpx
 
+import fault_soak  # bench/: its /proc scan for tagged processes
+
 REPO = Path(__file__).resolve().parents[1]
 # This checkout's kcoral, for this process and the servers it starts (as tests/conftest.py does).
 _PYTHON = str(REPO / "python")
@@ -248,16 +250,7 @@ class Node:
 
 def tagged(tag: str) -> set[int]:
     """Live (non-zombie) processes whose environment holds TAG=`tag`."""
-    needle = f"{TAG}={tag}".encode()
-    found = set()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if needle in (entry / "environ").read_bytes().split(b"\0"):
-                    state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                    if state != "Z":
-                        found.add(int(entry.name))
-    return found
+    return fault_soak.tagged(tag, TAG)
 
 
 def percentile(values: list[float], p: float) -> float:

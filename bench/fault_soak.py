@@ -296,8 +296,9 @@ def run(url: str, requests: list[Request], concurrency: int, deadline: float) ->
 
 
 # ------------------------------------------------------- server and /proc
-def tagged(tag: str) -> set[int]:
-    needle = f"{TAG}={tag}".encode()
+def tagged(tag: str, variable: str = TAG) -> set[int]:
+    """Live (non-zombie) processes whose environment holds `variable`=`tag`."""
+    needle = f"{variable}={tag}".encode()
     found = set()
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():

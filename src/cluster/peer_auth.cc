@@ -1,9 +1,9 @@
 #include "cluster/peer_auth.h"
 
 #include <charconv>
-#include <chrono>
 
 #include "base/hmac_sha256.h"
+#include "base/utc_time.h"
 
 namespace kc::cluster {
 
@@ -19,9 +19,7 @@ std::string Mac(std::string_view secret, std::string_view time, std::string_view
 }  // namespace
 
 int64_t UnixSecondsNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return UnixMillisecondsNow() / 1000;
 }
 
 std::string SignPeerRequest(std::string_view secret, std::string_view method,

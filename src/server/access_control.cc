@@ -42,8 +42,10 @@ AccessDecision AccessControl::Check(Access needed, std::string_view authorizatio
   {
     std::lock_guard lock(mu_);
     auto it = failures_.find(address);
-    if (it != failures_.end() && now - it->second.window_start > kWindow) failures_.erase(it);
-    it = failures_.find(address);
+    if (it != failures_.end() && now - it->second.window_start > kWindow) {
+      failures_.erase(it);
+      it = failures_.end();
+    }
     if (it != failures_.end() && it->second.count >= kFailuresPerMinute) {
       return {std::nullopt, 429,
               "too many failed key checks from this address; try again in a minute"};

@@ -116,6 +116,13 @@ void PlanIntake(const App& app, Route route, const http::fields& head, BodyIntak
   }
 }
 
+// The blob a POST /blobs or /cluster/blobs body made, or why there is none.
+StatusOr<store::BlobPtr> UploadedBlob(BodyIntake& intake, const BodyResult& body) {
+  const Status refused = intake.refused.ok() ? body.consumer : intake.refused;
+  if (!refused.ok()) return refused;
+  return intake.blob_upload->Finish();
+}
+
 // The route's reply, once the body is in. `tcp` is the connection's socket,
 // watched for a hang-up while the program runs.
 net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_header<>& head,
@@ -130,19 +137,11 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
                                         cancel);  // named: see execute_route.cc
       co_return co_await std::move(handling);
     }
-    case Route::kUploadBlob: {
-      Status refused = intake.refused.ok() ? body.consumer : intake.refused;
-      StatusOr<store::BlobPtr> blob =
-          refused.ok() ? intake.blob_upload->Finish() : StatusOr<store::BlobPtr>(refused);
-      co_return app.HandleBlobUpload(std::move(blob), arrival.request_id, arrival.client,
+    case Route::kUploadBlob:
+      co_return app.HandleBlobUpload(UploadedBlob(intake, body), arrival.request_id, arrival.client,
                                      arrival.received);
-    }
-    case Route::kPeerBlobPush: {
-      Status refused = intake.refused.ok() ? body.consumer : intake.refused;
-      StatusOr<store::BlobPtr> blob =
-          refused.ok() ? intake.blob_upload->Finish() : StatusOr<store::BlobPtr>(refused);
-      co_return app.HandlePeerBlobPush(PeerHeader(head), std::move(blob));
-    }
+    case Route::kPeerBlobPush:
+      co_return app.HandlePeerBlobPush(PeerHeader(head), UploadedBlob(intake, body));
     case Route::kPeerBlobFetch:
       co_return app.HandlePeerBlobFetch(PeerHeader(head), head.target());
     case Route::kLookUpBlob:
