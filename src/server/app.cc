@@ -140,10 +140,9 @@ App::~App() {
   cpu_pool_.join();
 }
 
-std::optional<HttpReply> App::Refuse(Access needed, std::string_view authorization,
-                                     std::string_view client) {
-  const AccessDecision decision = access_->Check(needed, authorization, client);
-  if (decision.status == 200) return std::nullopt;
+App::Admission App::Admit(Access needed, std::string_view authorization, std::string_view client) {
+  AccessDecision decision = access_->Check(needed, authorization, client);
+  if (decision.status == 200) return {std::move(decision.caller), std::nullopt};
   const RequestEnding ending = decision.status == 401   ? RequestEnding::kUnauthorized
                                : decision.status == 403 ? RequestEnding::kForbidden
                                                         : RequestEnding::kTooManyFailures;
@@ -152,7 +151,7 @@ std::optional<HttpReply> App::Refuse(Access needed, std::string_view authorizati
       {{"client", client}, {"http_status", decision.status}, {"reason", decision.message}});
   HttpReply reply = EndingReply(ending, decision.message, "");
   metrics_.RecordRequest(reply.status, std::string(reply.finish_reason()), 0);
-  return reply;
+  return {std::nullopt, std::move(reply)};
 }
 
 HttpReply App::RequestTooLarge(const std::string& request_id, uint64_t declared) {

@@ -47,6 +47,7 @@ struct ExecuteArrival {
   size_t body_bytes = 0;
   // Idempotency-Key: in a cluster, a retry with it on any node gets the first run's outcome.
   std::optional<std::string> idempotency_key;
+  std::optional<Caller> caller;  // with --auth-keys: the key's tenant and role
 };
 
 struct AdmittedRequest;
@@ -81,9 +82,13 @@ class App {
   HttpReply HandleHealth() const;
   HttpReply HandleMetrics() const;
   HttpReply RequestTooLarge(const std::string& request_id, uint64_t declared);
-  // The keys check of a route (access_control.h): allowed, or the 401/403/429 to answer.
-  std::optional<HttpReply> Refuse(Access needed, std::string_view authorization,
-                                  std::string_view client);
+  // The keys check of a route (access_control.h): who calls (nobody without keys), or the
+  // 401/403/429 to answer.
+  struct Admission {
+    std::optional<Caller> caller;
+    std::optional<HttpReply> refusal;
+  };
+  Admission Admit(Access needed, std::string_view authorization, std::string_view client);
 
   const ServerConfig& config() const { return config_; }
   EventLog& events() { return events_; }

@@ -181,8 +181,9 @@ net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer&
     const unsigned version = head.version();
     bool keep_alive = head.keep_alive();
     // Keys (access_control.h), before a body is read; the unread body ends the connection.
-    if (auto refused = app.Refuse(AccessOf(route), head[http::field::authorization], client)) {
-      auto writing = WriteReply(stream, std::move(*refused), version, false);
+    App::Admission admission = app.Admit(AccessOf(route), head[http::field::authorization], client);
+    if (admission.refusal) {
+      auto writing = WriteReply(stream, std::move(*admission.refusal), version, false);
       co_await std::move(writing);
       break;
     }
@@ -216,6 +217,7 @@ net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer&
     keep_alive = parser.get().keep_alive();
     tcp.expires_never();  // executions may run for many minutes
     ExecuteArrival arrival{request_id, client, received, body.bytes};
+    arrival.caller = std::move(admission.caller);
     if (auto key = parser.get().find("Idempotency-Key"); key != parser.get().end()) {
       arrival.idempotency_key = std::string(key->value());
     }
