@@ -1,4 +1,6 @@
-// AdmissionQueue: the bounded FIFO of requests waiting for a seat.
+// AdmissionQueue: the bounded queue of requests waiting for a seat, served by weighted fair
+// share across tenants (fair_share.h: a Job has `tenant` and `weight`; one tenant is FIFO).
+// The seat that ran a job charges its time back (Charge).
 //
 // Thread-safe. Past `capacity` a push is refused (the server answers 503
 // busy). A job that waits past its deadline, or that is still queued when
@@ -8,11 +10,15 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "base/clock.h"
+#include "pool/fair_share.h"
 
 namespace kc::pool {
 
@@ -35,20 +41,59 @@ class AdmissionQueue {
   bool Push(std::shared_ptr<Job> job) {
     std::lock_guard lock(mu_);
     if (closed_ || jobs_.size() >= capacity_) return false;
+    share_.Arrive(job->share.tenant);
     jobs_.push_back(std::move(job));
     cv_.notify_all();
     return true;
   }
 
-  // Blocks until a job arrives; nullptr once closed.
+  // Blocks until a job arrives; nullptr once closed. The first job of the tenant with the
+  // least virtual time (fair_share.h).
   std::shared_ptr<Job> Pop() {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return closed_ || !jobs_.empty(); });
     if (jobs_.empty()) return nullptr;
-    auto job = std::move(jobs_.front());
-    jobs_.pop_front();
+    auto next = jobs_.begin();
+    for (auto it = std::next(next); it != jobs_.end(); ++it) {
+      if (share_.VirtualTime((*it)->share.tenant) < share_.VirtualTime((*next)->share.tenant))
+        next = it;
+    }
+    auto job = std::move(*next);
+    jobs_.erase(next);
+    share_.Grant(job->share.tenant);
     cv_.notify_all();
     return job;
+  }
+
+  // A seat held `job` for `seconds`.
+  void Charge(const Job& job, double seconds) {
+    std::lock_guard lock(mu_);
+    share_.Charge(job.share.tenant, job.share.weight, seconds);
+  }
+
+  // Takes out every waiting job `drop` picks (a revoked key's, say).
+  std::vector<std::shared_ptr<Job>> TakeIf(const std::function<bool(const Job&)>& drop) {
+    std::vector<std::shared_ptr<Job>> taken;
+    std::lock_guard lock(mu_);
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      if (!drop(**it)) {
+        ++it;
+        continue;
+      }
+      share_.Leave((*it)->share.tenant);
+      taken.push_back(std::move(*it));
+      it = jobs_.erase(it);
+    }
+    return taken;
+  }
+
+  // Waiting jobs by tenant.
+  std::map<std::string, int> WaitingByTenant() const {
+    std::map<std::string, int> by_tenant;
+    std::lock_guard lock(mu_);
+    for (const auto& job : jobs_)
+      ++by_tenant[job->share.tenant];
+    return by_tenant;
   }
 
   // Refuses new jobs and expires the waiting ones; Pop returns nullptr.
@@ -59,6 +104,8 @@ class AdmissionQueue {
       if (closed_) return;
       closed_ = true;
       expired.swap(jobs_);
+      for (const auto& job : expired)
+        share_.Leave(job->share.tenant);
       cv_.notify_all();
     }
     for (auto& job : expired)
@@ -71,7 +118,7 @@ class AdmissionQueue {
   }
 
  private:
-  // FIFO with one timeout for all: the front always has the earliest deadline.
+  // One timeout for all, and jobs_ in arrival order: the front has the earliest deadline.
   void ExpireLoop() {
     std::unique_lock lock(mu_);
     while (!closed_) {
@@ -86,6 +133,7 @@ class AdmissionQueue {
       }
       auto job = std::move(jobs_.front());
       jobs_.pop_front();
+      share_.Leave(job->share.tenant);
       lock.unlock();
       on_expired_(job);
       lock.lock();
@@ -97,7 +145,8 @@ class AdmissionQueue {
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<Job>> jobs_;  // guarded by mu_
+  std::deque<std::shared_ptr<Job>> jobs_;  // guarded by mu_; in arrival order
+  FairShare share_;                        // guarded by mu_
   bool closed_ = false;                    // guarded by mu_
   std::thread janitor_;                    // started last: uses the members above
 };

@@ -18,26 +18,37 @@ const GpuArbiter::Gpu& GpuArbiter::At(int gpu) const {
   return it->second;
 }
 
+bool GpuArbiter::Before(uint64_t ticket, uint64_t other) const {
+  const double mine = share_.VirtualTime(waiting_tenants_.at(ticket));
+  const double theirs = share_.VirtualTime(waiting_tenants_.at(other));
+  return mine < theirs || (mine == theirs && ticket < other);
+}
+
 bool GpuArbiter::Grantable(const std::vector<int>& gpus, uint64_t ticket) const {
   return std::all_of(gpus.begin(), gpus.end(), [&](int index) {
     const Gpu& gpu = At(index);
-    return !gpu.held && gpu.waiters.front() == ticket;
+    if (gpu.held) return false;
+    return std::none_of(gpu.waiters.begin(), gpu.waiters.end(),
+                        [&](uint64_t other) { return other != ticket && Before(other, ticket); });
   });
 }
 
 bool GpuArbiter::Acquire(const std::vector<int>& gpus, const std::string& holder,
-                         const std::function<bool()>& give_up) {
+                         const std::function<bool()>& give_up, const TenantShare& share) {
   std::unique_lock lock(mu_);
   for (int index : gpus)
     At(index);  // checks that it exists
   const uint64_t ticket = next_ticket_++;
   for (int index : gpus)
     gpus_.at(index).waiters.push_back(ticket);
+  waiting_tenants_[ticket] = share.tenant;
+  share_.Arrive(share.tenant);
   auto leave_queues = [&] {
     for (int index : gpus) {
       auto& waiters = gpus_.at(index).waiters;
       waiters.erase(std::find(waiters.begin(), waiters.end(), ticket));
     }
+    waiting_tenants_.erase(ticket);
     cv_.notify_all();  // whoever queued behind us may be at the front now
   };
   while (!Grantable(gpus, ticket)) {
@@ -45,16 +56,19 @@ bool GpuArbiter::Acquire(const std::vector<int>& gpus, const std::string& holder
       cv_.wait(lock);
     } else if (cv_.wait_for(lock, std::chrono::milliseconds(50)) == std::cv_status::timeout &&
                give_up()) {
+      share_.Leave(share.tenant);
       leave_queues();
       return false;
     }
   }
+  share_.Grant(share.tenant);
   leave_queues();
   const int64_t now = NowNs();
   for (int index : gpus) {
     Gpu& gpu = gpus_.at(index);
     gpu.held = true;
     gpu.holder = holder;
+    gpu.holder_share = share;
     gpu.held_since_ns = now;
   }
   return true;
@@ -68,6 +82,8 @@ void GpuArbiter::Release(const std::vector<int>& gpus) {
     if (!gpu.held) continue;
     gpu.history.push_back({gpu.held_since_ns, now, gpu.holder});
     if (gpu.history.size() > kHistory) gpu.history.pop_front();
+    share_.Charge(gpu.holder_share.tenant, gpu.holder_share.weight,
+                  static_cast<double>(now - gpu.held_since_ns) / 1e9);
     gpu.held = false;
     gpu.holder.clear();
   }

@@ -1,13 +1,14 @@
 // GpuArbiter: the exclusive leases of a server's GPUs (spec/server.md §2.6),
-// granted in strict FIFO order on each GPU and all-or-nothing for a set of
-// GPUs (a reserved multi-GPU job, §2.12).
+// granted by weighted fair share across tenants (fair_share.h; first come,
+// first served within a tenant, and for everyone without keys) and
+// all-or-nothing for a set of GPUs (a reserved multi-GPU job, §2.12).
 //
-// A set takes its tickets on all of its GPUs at once, under one lock, so
-// tickets are ordered the same way on every GPU. The oldest waiter is then at
-// the front of each of its queues and is granted as soon as its GPUs are
-// free: nobody deadlocks. A waiting set holds later acquirers of its GPUs
-// back (so it never starves) but claims nothing until every GPU of it is free.
-// A history ring per GPU answers "who held this GPU at time t".
+// A set takes its tickets on all of its GPUs at once, under one lock. Waiters
+// are ordered by (their tenant's virtual time, ticket), one order for every
+// GPU, so the first waiter of that order is first on each of its GPUs and is
+// granted as soon as they are free: nobody deadlocks. A waiting set holds later acquirers of its
+// GPUs back (so it never starves) but claims nothing until every GPU of it is free. A history ring
+// per GPU answers "who held this GPU at time t".
 //
 // It also keeps timing spans and house-keeping apart (docs/gpu-scheduling.md).
 // A timing span (a benchmark's timed calls; a reserved job's whole life) must
@@ -51,6 +52,7 @@
 #include "base/clock.h"
 #include "base/status.h"
 #include "pool/duty_meter.h"
+#include "pool/fair_share.h"
 
 namespace kc::pool {
 
@@ -65,8 +67,10 @@ class GpuArbiter {
   // Blocks until `holder` holds every GPU of `gpus` (distinct, known). Returns
   // false, holding nothing and queued nowhere, if `give_up` (checked every
   // 50 ms) turned true first.
+  // Waiters are served by weighted fair share on lease time across tenants (fair_share.h);
+  // one tenant's waiters in arrival order.
   bool Acquire(const std::vector<int>& gpus, const std::string& holder,
-               const std::function<bool()>& give_up = {});
+               const std::function<bool()>& give_up = {}, const TenantShare& share = {});
   // Ends the holder's tenure on each of `gpus` that is held; a no-op on the others.
   void Release(const std::vector<int>& gpus);
 
@@ -120,6 +124,7 @@ class GpuArbiter {
     std::deque<uint64_t> waiters;  // tickets, oldest first
     bool held = false;
     std::string holder;
+    TenantShare holder_share;  // charged its tenure on release
     int64_t held_since_ns = 0;
     std::deque<Tenure> history;
     // By HousekeepingKind: spans that keep it out, running and waiting; jobs running; since
@@ -133,6 +138,7 @@ class GpuArbiter {
   static constexpr size_t kHistory = 256;
 
   bool Grantable(const std::vector<int>& gpus, uint64_t ticket) const;          // mu_ held
+  bool Before(uint64_t ticket, uint64_t other) const;                           // mu_ held
   bool HousekeepingOverdue(const Gpu& gpu, size_t kind, int64_t now_ns) const;  // mu_ held
   bool Excludes(SpanKind span, HousekeepingKind job) const;
   static int RunningHousekeeping(const Gpu& gpu);  // of either kind; mu_ held
@@ -143,6 +149,8 @@ class GpuArbiter {
   std::condition_variable cv_;
   uint64_t next_ticket_ = 0;  // guarded by mu_
   std::map<int, Gpu> gpus_;   // keys fixed at construction; values guarded by mu_
+  std::map<uint64_t, std::string> waiting_tenants_;  // by ticket; guarded by mu_
+  FairShare share_;                                  // guarded by mu_
 };
 
 }  // namespace kc::pool

@@ -23,10 +23,13 @@ class GpuLease {
   GpuLease(GpuArbiter& arbiter, std::vector<int> gpus)
       : arbiter_(arbiter), gpus_(std::move(gpus)) {}
 
-  void Acquire(const std::string& holder) { arbiter_.Acquire(gpus_, holder); }
+  void Acquire(const std::string& holder, const TenantShare& share = {}) {
+    arbiter_.Acquire(gpus_, holder, {}, share);
+  }
   // False, holding nothing, if `give_up` turned true while waiting.
-  bool AcquireUnless(const std::string& holder, const std::function<bool()>& give_up) {
-    return arbiter_.Acquire(gpus_, holder, give_up);
+  bool AcquireUnless(const std::string& holder, const std::function<bool()>& give_up,
+                     const TenantShare& share = {}) {
+    return arbiter_.Acquire(gpus_, holder, give_up, share);
   }
   void Release() { arbiter_.Release(gpus_); }
   // A span on the set's GPUs (gpu_arbiter.h); EndSpan returns the house-keeping

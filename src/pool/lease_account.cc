@@ -4,8 +4,8 @@ namespace kc::pool {
 bool LeaseAccount::Acquire(const std::function<bool()>& give_up) {
   if (held_) return true;
   const Clock::time_point asked = Clock::now();
-  const bool granted =
-      give_up ? lease_.AcquireUnless(holder_, give_up) : (lease_.Acquire(holder_), true);
+  const bool granted = give_up ? lease_.AcquireUnless(holder_, give_up, share_)
+                               : (lease_.Acquire(holder_, share_), true);
   const Clock::time_point now = Clock::now();
   last_wait_ = now - asked;
   wait_ms_ += ToMilliseconds(last_wait_);

@@ -18,7 +18,8 @@ namespace kc::pool {
 
 class LeaseAccount {
  public:
-  LeaseAccount(GpuLease& lease, std::string holder) : lease_(lease), holder_(std::move(holder)) {}
+  LeaseAccount(GpuLease& lease, std::string holder, TenantShare share = {})
+      : lease_(lease), holder_(std::move(holder)), share_(std::move(share)) {}
   // Whatever ended the run, the lease goes back.
   ~LeaseAccount() { Release(); }
   LeaseAccount(const LeaseAccount&) = delete;
@@ -42,6 +43,7 @@ class LeaseAccount {
  private:
   GpuLease& lease_;
   const std::string holder_;
+  const TenantShare share_;
   bool held_ = false;
   Clock::time_point held_since_;
   Clock::duration last_wait_{};

@@ -70,7 +70,7 @@ ReservedRun ReservedGpuJobs::Run(RunRequest request, int gpu_count) {
     return reserved;
   }
   GpuLease lease(arbiter_, *chosen_ids);
-  LeaseAccount account(lease, request.request_id);
+  LeaseAccount account(lease, request.request_id, request.share);
   const bool granted =
       account.Acquire([&] { return request.cancel != nullptr && request.cancel->raised(); });
   if (!granted) {

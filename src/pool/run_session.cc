@@ -58,7 +58,8 @@ RunSession::RunSession(Worker worker, const RunRequest& request)
       request_(request),
       output_limit_(static_cast<size_t>(std::max<int64_t>(0, request.output_limit_bytes))) {
   result_.seal_key = worker_.seal_key;
-  if (request.lease_mode == LeaseMode::kShared) lease_.emplace(*request.lease, request.request_id);
+  if (request.lease_mode == LeaseMode::kShared)
+    lease_.emplace(*request.lease, request.request_id, request.share);
 }
 
 RunResult RunSession::Run() {

@@ -95,6 +95,16 @@ bool WorkerPool::Submit(std::shared_ptr<Job> job) {
   return queue_.Push(std::move(job));
 }
 
+size_t WorkerPool::Revoke(const std::function<bool(const Job&)>& revoked) {
+  auto taken = queue_.TakeIf(revoked);
+  for (auto& job : taken) {
+    JobResult result = Busy(*job);
+    result.revoked = true;
+    job->done(std::move(result));
+  }
+  return taken.size();
+}
+
 PoolLoad WorkerPool::Load() const {
   PoolLoad load;
   load.request_capacity = shutting_down_ ? 0 : seat_count_;
@@ -108,7 +118,9 @@ void WorkerPool::SeatLoop(DeviceWorkers& device, std::string seat) {
   std::unique_ptr<WorkerProcess> occupant;
   while (auto job = queue_.Pop()) {
     ++running_;
+    const auto started = Clock::now();
     RunJob(device, seat, occupant, *job);
+    queue_.Charge(*job, MillisecondsSince(started) / 1000);
     --running_;
   }
 }
@@ -122,6 +134,7 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
     return;
   }
   const auto started = Clock::now();
+  job.run.share = job.share;
   if (job.gpu_count > 0) return RunReservedJob(seat, job, started);
   job.run.lease = device.lease();
   job.run.census = device.census();

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -59,14 +60,17 @@ struct JobResult {
   std::string worker_id;
   pid_t pid = -1;
   bool cancelled = false;  // the client went away, before or while it ran
+  bool revoked = false;    // its key was revoked while it waited (never ran)
   // For a gpu_access violation: who held the GPU lease when it happened.
   std::optional<std::string> interfered_request_id;
   std::vector<int> gpu_ids;  // a reserved job's GPUs (options.gpu_count); else empty
 };
 
 struct Job {
-  RunRequest run;     // `workspace` and `lease` are filled in by the pool; `cancel` by the caller
-  int gpu_count = 0;  // > 0: whole GPUs on a transient worker (reserved_gpu_job.h)
+  RunRequest run;      // `workspace` and `lease` are filled in by the pool; `cancel` by the caller
+  int gpu_count = 0;   // > 0: whole GPUs on a transient worker (reserved_gpu_job.h)
+  TenantShare share;   // for the fair share of seats (fair_share.h); the lease's is run.share
+  std::string key_id;  // which of the tenant's keys, for revocation (never the key)
   std::function<void(JobResult)> done;  // called exactly once, from a pool thread
   Clock::time_point enqueued;
   Clock::time_point wait_deadline;
@@ -95,6 +99,9 @@ class WorkerPool {
   int reservable_gpus() const { return reserved_ ? reserved_->gpu_count() : 0; }
 
   PoolLoad Load() const;
+  std::map<std::string, int> WaitingByTenant() const { return queue_.WaitingByTenant(); }
+  // Answers every waiting job `revoked` picks as revoked; returns how many.
+  size_t Revoke(const std::function<bool(const Job&)>& revoked);
   const nlohmann::json& describe() const { return describe_; }
   // The sandbox's mode and parts (worker_setup.h); valid after Start.
   nlohmann::json DescribeSandbox() const { return setup_ ? setup_->Describe() : nullptr; }

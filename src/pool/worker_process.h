@@ -75,6 +75,7 @@ struct RunRequest {
   const GpuCensus* census = nullptr;
   std::string census_unavailable;
   std::shared_ptr<const CancelFlag> cancel;  // raised: kill the worker, end kCancelled
+  TenantShare share;                         // its place in the lease's fair share
 };
 
 struct CapturedStream {

@@ -17,10 +17,13 @@ using namespace std::chrono_literals;
 struct TestJob {
   int id = 0;
   Clock::time_point wait_deadline;
+  TenantShare share;
 };
 
-std::shared_ptr<TestJob> MakeJob(int id, Clock::duration patience = 1h) {
-  return std::make_shared<TestJob>(TestJob{id, Clock::now() + patience});
+std::shared_ptr<TestJob> MakeJob(int id, Clock::duration patience = 1h, std::string tenant = "",
+                                 double weight = 1) {
+  return std::make_shared<TestJob>(
+      TestJob{id, Clock::now() + patience, {std::move(tenant), weight}});
 }
 
 // Collects the ids handed to on_expired, from any thread.
@@ -139,6 +142,59 @@ TEST(AdmissionQueue, DestructorExpiresQueuedJobs) {
     ASSERT_TRUE(queue.Push(MakeJob(1)));
   }
   EXPECT_EQ(expired.ids(), std::vector<int>{1});
+}
+
+TEST(AdmissionQueue, OneTenantIsServedInArrivalOrder) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(8, expired.Callback());
+  for (int id = 1; id <= 4; ++id)
+    ASSERT_TRUE(queue.Push(MakeJob(id, 1h, "a")));
+  for (int id = 1; id <= 4; ++id) {
+    auto job = queue.Pop();
+    EXPECT_EQ(job->id, id);
+    queue.Charge(*job, 1.0);
+  }
+}
+
+TEST(AdmissionQueue, ALateTenantWaitsBehindNoneOfAFloodsQueue) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(512, expired.Callback());
+  for (int id = 0; id < 200; ++id)
+    ASSERT_TRUE(queue.Push(MakeJob(id, 1h, "flood")));
+  auto first = queue.Pop();  // a flood job holds the seat
+  ASSERT_TRUE(queue.Push(MakeJob(1000, 1h, "late")));
+  queue.Charge(*first, 1.0);
+  EXPECT_EQ(queue.Pop()->id, 1000);  // next, not 200th
+}
+
+TEST(AdmissionQueue, WeightsShareTheSeatTime) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(512, expired.Callback());
+  for (int id = 0; id < 100; ++id) {
+    ASSERT_TRUE(queue.Push(MakeJob(id, 1h, "a", 3)));
+    ASSERT_TRUE(queue.Push(MakeJob(1000 + id, 1h, "b", 1)));
+  }
+  int a = 0;
+  for (int i = 0; i < 80; ++i) {
+    auto job = queue.Pop();
+    a += job->share.tenant == "a";
+    queue.Charge(*job, 0.5);
+  }
+  EXPECT_NEAR(a, 60, 1);  // 3:1
+}
+
+TEST(AdmissionQueue, TakeIfRemovesTheChosenWaitersAndCountsByTenant) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(8, expired.Callback());
+  ASSERT_TRUE(queue.Push(MakeJob(1, 1h, "a")));
+  ASSERT_TRUE(queue.Push(MakeJob(2, 1h, "b")));
+  ASSERT_TRUE(queue.Push(MakeJob(3, 1h, "a")));
+  EXPECT_EQ(queue.WaitingByTenant(), (std::map<std::string, int>{{"a", 2}, {"b", 1}}));
+  auto taken = queue.TakeIf([](const TestJob& job) { return job.share.tenant == "a"; });
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[0]->id, 1);
+  EXPECT_EQ(queue.size(), 1u);
+  EXPECT_EQ(queue.Pop()->id, 2);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -384,6 +385,85 @@ TEST(GpuArbiter, OverlappingSetsNeverDeadlockOrShare) {
   EXPECT_EQ(served, kThreads * kRounds);
   for (int g : kEightGpus)
     EXPECT_EQ(arbiter.depth(g), 0);
+}
+
+}  // namespace
+}  // namespace kc::pool
+
+namespace kc::pool {
+namespace {
+
+// Tenants that keep the GPU's queue full, each thread holding for `hold` per grant.
+double ShareOfFirstTenant(double weight_a, double weight_b) {
+  GpuArbiter arbiter({0});
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::map<std::string, double> held;
+  auto saturate = [&](std::string tenant, double weight) {
+    while (!stop) {
+      arbiter.Acquire({0}, tenant, {}, {tenant, weight});
+      const auto since = Clock::now();
+      std::this_thread::sleep_for(2ms);
+      const double seconds = MillisecondsSince(since) / 1000;
+      arbiter.Release({0});
+      std::lock_guard lock(mu);
+      held[tenant] += seconds;
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {  // several waiters each, as seats would be
+    threads.emplace_back(saturate, "a", weight_a);
+    threads.emplace_back(saturate, "b", weight_b);
+  }
+  std::this_thread::sleep_for(1500ms);
+  stop = true;
+  for (auto& t : threads)
+    t.join();
+  return held["a"] / (held["a"] + held["b"]);
+}
+
+TEST(GpuArbiterFairShare, WeightsThreeToOneGiveThreeQuartersOfTheLeaseTime) {
+  EXPECT_NEAR(ShareOfFirstTenant(3, 1), 0.75, 0.05);
+}
+
+TEST(GpuArbiterFairShare, EqualWeightsShareEqually) {
+  EXPECT_NEAR(ShareOfFirstTenant(1, 1), 0.5, 0.05);
+}
+
+TEST(GpuArbiterFairShare, ALateTenantGoesBeforeAFloodsQueue) {
+  GpuArbiter arbiter({0});
+  arbiter.Acquire({0}, "flood-0", {}, {"flood", 1});
+  std::vector<std::thread> flood;
+  std::mutex mu;
+  std::vector<std::string> order;
+  for (int i = 1; i <= 5; ++i) {
+    flood.emplace_back([&, i] {
+      arbiter.Acquire({0}, "flood-" + std::to_string(i), {}, {"flood", 1});
+      {
+        std::lock_guard lock(mu);
+        order.push_back("flood");
+      }
+      std::this_thread::sleep_for(1ms);
+      arbiter.Release({0});
+    });
+  }
+  ASSERT_TRUE(WaitUntil([&] { return arbiter.depth(0) == 6; }));
+  std::thread late([&] {
+    arbiter.Acquire({0}, "late-1", {}, {"late", 1});
+    {
+      std::lock_guard lock(mu);
+      order.push_back("late");
+    }
+    arbiter.Release({0});
+  });
+  ASSERT_TRUE(WaitUntil([&] { return arbiter.depth(0) == 7; }));
+  std::this_thread::sleep_for(5ms);
+  arbiter.Release({0});  // flood-0 charged: the late tenant is behind nobody
+  late.join();
+  for (auto& t : flood)
+    t.join();
+  ASSERT_EQ(order.size(), 6u);
+  EXPECT_EQ(order.front(), "late");
 }
 
 }  // namespace
