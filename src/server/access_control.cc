@@ -33,6 +33,16 @@ size_t AccessControl::key_count() const {
   return keys_ ? keys_->size() : 0;
 }
 
+TenantLimits AccessControl::LimitsOf(const std::string& tenant) const {
+  std::lock_guard lock(mu_);
+  return keys_ ? keys_->LimitsOf(tenant) : TenantLimits{};
+}
+
+bool AccessControl::StillValid(std::string_view key_id) const {
+  std::lock_guard lock(mu_);
+  return keys_ && keys_->Knows(key_id);
+}
+
 AccessDecision AccessControl::Check(Access needed, std::string_view authorization,
                                     std::string_view source) {
   if (!enabled() || needed == Access::kOpen) return {};

@@ -44,6 +44,10 @@ class AccessControl {
   // Reads the file again; on error the old keys stay.
   Status Reload();
   size_t key_count() const;
+  // The tenant's limits (tenant_limits.h); none without keys.
+  TenantLimits LimitsOf(const std::string& tenant) const;
+  // Whether the key of this id (Caller::key_id) is still in the file.
+  bool StillValid(std::string_view key_id) const;
 
  private:
   std::filesystem::path file_;

@@ -28,6 +28,19 @@ StatusOr<AccessKeys> AccessKeys::Parse(std::string_view text, std::string_view n
       return InvalidArgumentError("--auth-keys " + std::string(name) + " line " +
                                   std::to_string(number) + ": " + what);
     };
+    if (tenant == "limits") {
+      std::string whose, field;
+      if (!(fields >> whose)) return bad("expected: limits TENANT name=value ...");
+      std::vector<std::string> settings;
+      while (fields >> field && !field.starts_with("#"))
+        settings.push_back(field);
+      auto limits = ParseTenantLimits(settings);
+      if (!limits.ok()) return bad(limits.status().message());
+      if (!keys.limits_.emplace(whose, *limits).second) {
+        return bad("a second limits line for '" + whose + "'");
+      }
+      continue;
+    }
     if (!(fields >> sha256 >> role) || (fields >> extra)) {
       return bad("expected three fields: tenant, the key's sha256, role");
     }
@@ -43,7 +56,8 @@ StatusOr<AccessKeys> AccessKeys::Parse(std::string_view text, std::string_view n
       if (entry.sha256 == sha256) return bad("this key is listed twice");
     }
     keys.entries_.push_back(
-        {sha256, {tenant, role == "operator" ? Role::kOperator : Role::kTenant}});
+        {sha256,
+         {tenant, role == "operator" ? Role::kOperator : Role::kTenant, sha256.substr(0, 16)}});
   }
   if (keys.entries_.empty()) {
     return InvalidArgumentError("--auth-keys " + std::string(name) +
@@ -60,6 +74,20 @@ std::optional<Caller> AccessKeys::Find(std::string_view key) const {
     if (ConstantTimeEquals(presented, entry.sha256)) found = entry.caller;
   }
   return found;
+}
+
+bool AccessKeys::Knows(std::string_view key_id) const {
+  for (const Entry& entry : entries_) {
+    if (entry.caller.key_id == key_id) return true;
+  }
+  return false;
+}
+
+const TenantLimits& AccessKeys::LimitsOf(const std::string& tenant) const {
+  static const TenantLimits kNone;
+  auto it = limits_.find(tenant);
+  if (it == limits_.end()) it = limits_.find("*");
+  return it == limits_.end() ? kNone : it->second;
 }
 
 std::string_view BearerKey(std::string_view authorization) {

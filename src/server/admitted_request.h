@@ -18,6 +18,8 @@ struct AdmittedRequest {
   store::Resolution resolution;
   double timeout_seconds = 0;
   int64_t output_limit_bytes = 0;
+  pool::TenantShare share;  // whose request, and its weight ("" without keys)
+  std::string key_id;       // the key it came with (access_keys.h), for revocation
 };
 
 // The seat's job for `admitted`; its `done` is the caller's to set.

@@ -348,8 +348,12 @@ int App::Run() {
     if (sig_ec) return;
     if (access_->enabled()) {
       if (Status loaded = access_->Reload(); loaded.ok()) {
+        // Running requests of a revoked key finish; its waiting ones are answered 401.
+        const size_t revoked = pool_->Revoke([this](const pool::Job& job) {
+          return !job.key_id.empty() && !access_->StillValid(job.key_id);
+        });
         events_.Emit(pool::EventLevel::kInfo, "auth_keys_reloaded",
-                     {{"keys", access_->key_count()}});
+                     {{"keys", access_->key_count()}, {"revoked_waiting_requests", revoked}});
       } else {
         events_.Emit(pool::EventLevel::kError, "auth_keys_reload_failed",
                      {{"error", loaded.message()}});

@@ -28,6 +28,7 @@
 #include "server/http_reply.h"
 #include "server/metrics.h"
 #include "server/server_config.h"
+#include "server/tenant_quotas.h"
 #include "store/blob_store.h"
 #include "store/build_cache.h"
 
@@ -81,6 +82,8 @@ class App {
                    std::string_view target) const;
   HttpReply HandleHealth() const;
   HttpReply HandleMetrics() const;
+  // GET /usage: the caller's usage and remaining budget; an operator's key gets every tenant's.
+  HttpReply HandleUsage(const std::optional<Caller>& caller) const;
   HttpReply RequestTooLarge(const std::string& request_id, uint64_t declared);
   // The keys check of a route (access_control.h): who calls (nobody without keys), or the
   // 401/403/429 to answer.
@@ -126,6 +129,7 @@ class App {
   BuildCacheHooks build_cache_hooks_{build_cache_};
   std::unique_ptr<pool::WorkerPool> pool_;
   std::unique_ptr<AccessControl> access_ = std::make_unique<AccessControl>();  // open by default
+  TenantQuotas quotas_{std::chrono::seconds(config_.quota_window_seconds)};
   std::unique_ptr<cluster::ClusterNode> cluster_;  // null: a single node
   // Every HTTPS connection's context (--tls-cert); none: plain HTTP. Made in Run(), before the
   // first connection, and kept past io_, whose connections use it.

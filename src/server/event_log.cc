@@ -71,7 +71,23 @@ EventLog::~EventLog() {
   writer_.join();
 }
 
+void EventLog::NameTenant(const std::string& request_id, const std::string& tenant) {
+  std::lock_guard lock(tenants_mu_);
+  if (!tenants_.insert_or_assign(request_id, tenant).second) return;
+  named_.push_back(request_id);
+  if (named_.size() > kNamedRequests) {
+    tenants_.erase(named_.front());
+    named_.pop_front();
+  }
+}
+
 void EventLog::Emit(pool::EventLevel level, std::string_view event, nlohmann::json fields) {
+  if (auto id = fields.find("request_id"); id != fields.end() && id->is_string()) {
+    std::lock_guard lock(tenants_mu_);
+    if (auto named = tenants_.find(id->get<std::string>()); named != tenants_.end()) {
+      fields["tenant"] = named->second;
+    }
+  }
   std::string timestamp = FormatUtcNow("%Y-%m-%dT%H:%M:%S", 3);
   nlohmann::ordered_json record = {
       {"timestamp", timestamp}, {"level", LevelName(level)}, {"event", event}};

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "pool/event_sink.h"
 
@@ -26,6 +27,9 @@ class EventLog : public pool::EventSink {
 
   void Emit(pool::EventLevel level, std::string_view event, nlohmann::json fields) override;
   void SaveProgram(const std::string& request_id, const std::string& program_json);
+  // Every later line with this request_id names its tenant (the last kNamedRequests requests).
+  void NameTenant(const std::string& request_id, const std::string& tenant);
+  static constexpr size_t kNamedRequests = 4096;
   const std::filesystem::path& run_dir() const { return run_dir_; }
 
  private:
@@ -41,6 +45,9 @@ class EventLog : public pool::EventSink {
   std::deque<std::string> console_lines_;  // guarded by mu_
   bool stopping_ = false;                  // guarded by mu_
   std::ofstream file_;                     // writer thread only
+  std::mutex tenants_mu_;
+  std::unordered_map<std::string, std::string> tenants_;  // request id -> tenant; tenants_mu_
+  std::deque<std::string> named_;                         // in naming order; tenants_mu_
   std::thread writer_;
 };
 

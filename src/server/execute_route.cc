@@ -50,6 +50,10 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
                                              std::shared_ptr<pool::CancelFlag> cancel) {
   const std::string& request_id = arrival.request_id;
   const auto received = arrival.received;
+  // Whose request (none without keys), and what that tenant may use (tenant_limits.h).
+  const std::string tenant = arrival.caller ? arrival.caller->tenant : "";
+  const TenantLimits limits = access_->LimitsOf(tenant);
+  if (arrival.caller) events_.NameTenant(request_id, tenant);
   ++in_flight_;
   struct InFlight {
     std::atomic<int>& count;
@@ -81,6 +85,14 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
     co_return finish(
         EndingReply(RequestEnding::kShuttingDown, "server is shutting down", request_id));
   }
+  if (limits.max_request_bytes &&
+      arrival.body_bytes > static_cast<uint64_t>(*limits.max_request_bytes)) {
+    co_return finish(EndingReply(
+        RequestEnding::kRequestTooLarge,
+        "request body of " + std::to_string(arrival.body_bytes) + " bytes exceeds tenant '" +
+            tenant + "' limit max_request_bytes " + std::to_string(*limits.max_request_bytes),
+        request_id));
+  }
 
   // The checks that need the whole body, validation and cache look-ups: on
   // the parse pool (the body itself was hashed and stored as it arrived).
@@ -89,7 +101,8 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
   Status refused = body.status();
   // GCC 12 destroys temporaries inside a co_await expression twice, so every
   // awaitable with state is built into a named variable first.
-  auto prepare = [this, ingest, refused, request_id]() -> net::awaitable<Prepared> {
+  auto prepare = [this, ingest, refused, request_id, tenant,
+                  allowed_gpus = limits.gpu_count]() -> net::awaitable<Prepared> {
     Prepared out;
     auto fail = [&](const Status& status) {
       out.reply = EndingReply(EndingForStatus(status), status.message(), request_id);
@@ -100,6 +113,15 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
     auto parsed = ingest->Finish();
     if (!parsed.ok()) co_return fail(parsed.status());
     const auto& options = parsed->request.program.options;
+    if (options.gpu_count && allowed_gpus &&
+        static_cast<int64_t>(*options.gpu_count) > *allowed_gpus) {
+      out.reply = EndingReply(RequestEnding::kForbidden,
+                              "options.gpu_count: tenant '" + tenant + "' may reserve at most " +
+                                  std::to_string(*allowed_gpus) + " GPUs (limit gpu_count), not " +
+                                  std::to_string(*options.gpu_count),
+                              request_id);
+      co_return out;
+    }
     if (options.gpu_count && config_.device == Device::kCpu) {
       co_return reject(
           "options.gpu_count: this is a CPU server; gpu_count exceeds its GPU capacity (0)");
@@ -138,6 +160,20 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
   if (prepared.reply) co_return finish(std::move(*prepared.reply));
 
   auto admitted = std::make_shared<AdmittedRequest>(std::move(*prepared.admitted));
+  const auto waiting = pool_->WaitingByTenant();
+  const auto queued = waiting.find(tenant);
+  if (auto refusal = quotas_.Enter(tenant, limits, queued == waiting.end() ? 0 : queued->second)) {
+    HttpReply reply = EndingReply(RequestEnding::kQuotaExceeded, refusal->message, request_id);
+    reply.headers.emplace_back("Retry-After", std::to_string(refusal->retry_after_seconds));
+    co_return finish(std::move(reply));
+  }
+  struct Admitted {  // counted in flight until answered
+    TenantQuotas& quotas;
+    const std::string& tenant;
+    ~Admitted() { quotas.Leave(tenant); }
+  } counted{quotas_, tenant};
+  admitted->share = {tenant, limits.weight};
+  if (arrival.caller) admitted->key_id = arrival.caller->key_id;
   nlohmann::json accepted = ProgramShape(admitted->request.program);
   accepted["request_id"] = request_id;
   accepted["timeout_seconds"] = admitted->timeout_seconds;
@@ -170,7 +206,12 @@ net::awaitable<HttpReply> App::RunHere(std::shared_ptr<AdmittedRequest> admitted
   }
   while (!result->has_value())
     co_await wake->async_wait(net::as_tuple(net::use_awaitable));
-  if ((*result)->ran) metrics_.RecordRun(**result);
+  if (const pool::JobResult& ran = **result; ran.ran) {
+    metrics_.RecordRun(ran);
+    const double gpu_seconds = ran.run.lease_held_ms / 1000;
+    quotas_.Charge(admitted->share.tenant, gpu_seconds,
+                   std::max(ran.elapsed_ms / 1000 - gpu_seconds, 0.0));
+  }
 
   // Value checks, SHA-256 of results and multipart framing: on the parse pool.
   auto build = [this, admitted, result, request_id]() -> net::awaitable<HttpReply> {
@@ -195,6 +236,8 @@ std::shared_ptr<pool::Job> JobFor(const AdmittedRequest& admitted, const std::st
   job->run.output_limit_bytes = admitted.output_limit_bytes;
   job->run.max_response_bytes = max_response_bytes;
   job->run.timeout = std::chrono::nanoseconds(static_cast<int64_t>(admitted.timeout_seconds * 1e9));
+  job->share = admitted.share;
+  job->key_id = admitted.key_id;
   return job;
 }
 

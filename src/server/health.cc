@@ -63,8 +63,21 @@ HttpReply App::HandleHealth() const {
 }
 
 HttpReply App::HandleMetrics() const {
-  return {200, "text/plain; version=0.0.4; charset=utf-8",
-          metrics_.Render(pool_->Load(), shutting_down_.load()), ""};
+  std::string text = metrics_.Render(pool_->Load(), shutting_down_.load());
+  Metrics::RenderTenants(text, quotas_.Readings(), pool_->WaitingByTenant());
+  return {200, "text/plain; version=0.0.4; charset=utf-8", std::move(text), ""};
+}
+
+HttpReply App::HandleUsage(const std::optional<Caller>& caller) const {
+  nlohmann::json body;
+  if (caller && caller->role == Role::kOperator) {  // every tenant's
+    body["tenants"] = nlohmann::json::array();
+    for (const auto& [tenant, reading] : quotas_.Readings())
+      body["tenants"].push_back(quotas_.Usage(tenant, access_->LimitsOf(tenant)));
+  }
+  const std::string tenant = caller ? caller->tenant : "";
+  body["usage"] = quotas_.Usage(tenant, access_->LimitsOf(tenant));
+  return {200, "application/json", body.dump(), ""};
 }
 
 }  // namespace kc::server

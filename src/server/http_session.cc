@@ -36,6 +36,7 @@ enum class Route {
   kPeerBlobPush,
   kHealth,
   kMetrics,
+  kUsage,
   kWrongMethod,
   kNotFound
 };
@@ -48,6 +49,7 @@ Access AccessOf(Route route) {
     case Route::kExecute:
     case Route::kUploadBlob:
     case Route::kLookUpBlob:
+    case Route::kUsage:
       return Access::kTenant;
     case Route::kMetrics:
       return Access::kOperator;
@@ -69,6 +71,7 @@ Route RouteOf(http::verb method, std::string_view target) {
   }
   if (target == "/health") return get ? Route::kHealth : Route::kWrongMethod;
   if (target == "/metrics") return get ? Route::kMetrics : Route::kWrongMethod;
+  if (target == "/usage") return get ? Route::kUsage : Route::kWrongMethod;
   return Route::kNotFound;
 }
 
@@ -150,6 +153,8 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
       co_return app.HandleHealth();
     case Route::kMetrics:
       co_return app.HandleMetrics();
+    case Route::kUsage:
+      co_return app.HandleUsage(arrival.caller);
     case Route::kWrongMethod:
       co_return EndingReply(RequestEnding::kMethodNotAllowed, "method not allowed", "");
     case Route::kNotFound:

@@ -268,12 +268,20 @@ int main(int argc, char** argv) {
                  "three missed beats")
       ->needs(cluster_flag)
       ->check(CLI::Range(1, 300));
-  cli.add_option("--auth-keys", config.auth_keys,
-                 "API keys: one line per key, 'TENANT SHA256-OF-KEY tenant|operator' (make\n"
-                 "them with `kcoral keys new TENANT`). Then /execute and /blobs need a key,\n"
-                 "/metrics an operator's, /health none; SIGHUP reloads the file. Without it\n"
-                 "anyone who reaches the port may run code (docs/deploy.md)")
-      ->check(CLI::ExistingFile);
+  auto* auth_keys =
+      cli.add_option("--auth-keys", config.auth_keys,
+                     "API keys: one line per key, 'TENANT SHA256-OF-KEY tenant|operator' (make\n"
+                     "them with `kcoral keys new TENANT`), and per tenant 'limits TENANT\n"
+                     "in_flight=8 queued=100 gpu_seconds=600 cpu_seconds=1800\n"
+                     "max_request_bytes=1G gpu_count=1 weight=3' (each optional; 'limits *'\n"
+                     "for the rest). Then /execute, /blobs and /usage need a key, /metrics an\n"
+                     "operator's, /health none; SIGHUP reloads the file. Without it anyone who\n"
+                     "reaches the port may run code (docs/deploy.md)")
+          ->check(CLI::ExistingFile);
+  cli.add_option("--quota-window-seconds", config.quota_window_seconds,
+                 "The window of the limits' gpu_seconds and cpu_seconds")
+      ->needs(auth_keys)
+      ->check(CLI::Range(1, 31 * 24 * 3600));
   std::string secret_file;
   cli.add_option("--cluster-secret-file", secret_file,
                  "The cluster's shared secret, for its nodes' requests to each other (blob\n"

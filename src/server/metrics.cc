@@ -26,7 +26,46 @@ void Sample(std::string& out, const std::string& name, const std::string& labels
   out += " " + Number(value) + "\n";
 }
 
+// A tenant's name is the operator's text: quoted as the format asks.
+std::string TenantLabel(const std::string& tenant) {
+  std::string label = "tenant=\"";
+  for (char c : tenant) {
+    if (c == '\\' || c == '"') label += '\\';
+    label += c == '\n' ? 'n' : c;
+  }
+  return label + "\"";
+}
+
 }  // namespace
+
+void Metrics::RenderTenants(std::string& out,
+                            const std::map<std::string, TenantQuotas::Reading>& readings,
+                            const std::map<std::string, int>& waiting) {
+  Header(out, "kcoral_tenant_requests_total", "counter", "Requests admitted, by tenant.");
+  for (const auto& [tenant, r] : readings)
+    Sample(out, "kcoral_tenant_requests_total", TenantLabel(tenant),
+           static_cast<double>(r.requests));
+  Header(out, "kcoral_tenant_refused_total", "counter",
+         "Requests refused for a tenant's limit, by tenant and limit.");
+  for (const auto& [tenant, r] : readings) {
+    for (const auto& [limit, count] : r.refused)
+      Sample(out, "kcoral_tenant_refused_total", TenantLabel(tenant) + ",limit=\"" + limit + "\"",
+             static_cast<double>(count));
+  }
+  Header(out, "kcoral_tenant_in_flight", "gauge", "Requests admitted and not yet answered.");
+  for (const auto& [tenant, r] : readings)
+    Sample(out, "kcoral_tenant_in_flight", TenantLabel(tenant), static_cast<double>(r.in_flight));
+  Header(out, "kcoral_tenant_queued", "gauge", "Requests waiting for a seat, by tenant.");
+  for (const auto& [tenant, count] : waiting)
+    Sample(out, "kcoral_tenant_queued", TenantLabel(tenant), count);
+  Header(out, "kcoral_tenant_gpu_seconds_total", "counter", "GPU lease time used, by tenant.");
+  for (const auto& [tenant, r] : readings)
+    Sample(out, "kcoral_tenant_gpu_seconds_total", TenantLabel(tenant), r.gpu_seconds_total);
+  Header(out, "kcoral_tenant_cpu_seconds_total", "counter",
+         "Seat time off the GPU lease (compiles, CPU runs), by tenant.");
+  for (const auto& [tenant, r] : readings)
+    Sample(out, "kcoral_tenant_cpu_seconds_total", TenantLabel(tenant), r.cpu_seconds_total);
+}
 
 void Metrics::Histogram::Observe(double seconds) {
   for (size_t i = 0; i < kBuckets.size(); ++i) {

@@ -17,6 +17,7 @@
 
 #include "pool/event_sink.h"
 #include "pool/worker_pool.h"
+#include "server/tenant_quotas.h"
 
 namespace kc::server {
 
@@ -32,6 +33,10 @@ class Metrics : public pool::EventSink {
   void RecordRun(const pool::JobResult& result);
 
   std::string Render(const pool::PoolLoad& load, bool shutting_down) const;
+  // Usage per tenant (tenant names only, never keys); "" is everyone without a key.
+  static void RenderTenants(std::string& out,
+                            const std::map<std::string, TenantQuotas::Reading>& readings,
+                            const std::map<std::string, int>& waiting);
 
  private:
   // Upper bounds in seconds, from a trivial CPU round trip to a long benchmark.

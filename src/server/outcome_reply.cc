@@ -284,6 +284,11 @@ HttpReply BuildOutcomeReply(const OutcomeContext& context, pool::JobResult& resu
                        "the client closed the connection; the program was cancelled",
                        context.request_id);
   }
+  if (result.revoked) {
+    return EndingReply(RequestEnding::kUnauthorized,
+                       "the API key of this request was revoked while it waited for a seat",
+                       context.request_id);
+  }
   if (!result.ran)
     return EndingReply(RequestEnding::kSaturated, "server saturated", context.request_id);
   if (context.output_limit_bytes == 0) {

@@ -29,6 +29,8 @@ EndingTraits TraitsOf(RequestEnding ending) {
       return {429, "unauthorized", "rejected", EventLevel::kWarning, true};
     case RequestEnding::kForbidden:
       return {403, "forbidden", "rejected", EventLevel::kWarning, false};
+    case RequestEnding::kQuotaExceeded:  // its Retry-After says when the limit frees
+      return {429, "quota", "quota", EventLevel::kWarning, false};
     case RequestEnding::kConflict:
       return {409, "conflict", "rejected", EventLevel::kWarning, false};
     case RequestEnding::kCancelled:

@@ -27,6 +27,7 @@ enum class RequestEnding {
   kTooManyFailures,        // 429 unauthorized: too many failed key checks from one address
   kForbidden,              // 403 forbidden: a route the key's role may not use
   kConflict,               // 409 conflict: an Idempotency-Key already bound to another program
+  kQuotaExceeded,          // 429 quota: a tenant's limit that frees later (Retry-After: when)
   kCancelled,              // 499 cancelled: the client hung up (nobody reads the reply)
   kShuttingDown,           // 503 busy: the server is draining
   kSaturated,              // 503 busy: no seat in time, or the queue is full

@@ -65,6 +65,7 @@ struct ServerConfig {
   std::string node_url;  // how other nodes and clients reach this one; '' derives it
   // --auth-keys: the file of API keys (server/access_keys.h); empty: no keys, as always.
   std::string auth_keys;
+  int quota_window_seconds = 3600;  // the window of the limits' gpu/cpu seconds (tenant_quotas.h)
   uint64_t max_libraries_per_worker = 256;
   int io_threads = 1;
   int parse_threads = 2;

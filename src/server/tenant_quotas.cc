@@ -1,0 +1,139 @@
+#include "server/tenant_quotas.h"
+
+#include <cmath>
+
+namespace kc::server {
+
+namespace {
+
+std::string Seconds(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f", value);
+  return text;
+}
+
+nlohmann::json Budget(double used, const std::optional<double>& limit) {
+  nlohmann::json budget = {{"used", used}, {"limit", nullptr}, {"remaining", nullptr}};
+  if (limit) {
+    budget["limit"] = *limit;
+    budget["remaining"] = std::max(*limit - used, 0.0);
+  }
+  return budget;
+}
+
+}  // namespace
+
+TenantQuotas::TenantQuotas(std::chrono::seconds window, Clock::time_point start)
+    : window_(std::max(window, std::chrono::seconds(1))), start_(start) {}
+
+int64_t TenantQuotas::WindowNow(Clock::time_point now) const {
+  return (now - start_) / window_;
+}
+
+int TenantQuotas::SecondsToWindowEnd(Clock::time_point now) const {
+  const auto end = start_ + window_ * (WindowNow(now) + 1);
+  return static_cast<int>(std::ceil(std::chrono::duration<double>(end - now).count()));
+}
+
+TenantQuotas::Account& TenantQuotas::Current(const std::string& tenant, Clock::time_point now) {
+  Account& account = accounts_[tenant];
+  if (const int64_t window = WindowNow(now); account.window != window) {
+    account.window = window;
+    account.gpu_seconds = account.cpu_seconds = 0;
+  }
+  return account;
+}
+
+std::optional<QuotaRefusal> TenantQuotas::Enter(const std::string& tenant,
+                                                const TenantLimits& limits, int queued) {
+  const auto now = Clock::now();
+  std::lock_guard lock(mu_);
+  Account& account = Current(tenant, now);
+  const std::string whose = tenant.empty() ? "this server's" : "tenant '" + tenant + "'";
+  std::optional<QuotaRefusal> refusal;
+  if (limits.in_flight && account.reading.in_flight >= *limits.in_flight) {
+    refusal = QuotaRefusal{"in_flight",
+                           whose + " limit in_flight=" + std::to_string(*limits.in_flight) +
+                               " is reached; it frees when one of those requests is answered",
+                           1};
+  } else if (limits.queued && queued >= *limits.queued) {
+    refusal = QuotaRefusal{"queued",
+                           whose + " limit queued=" + std::to_string(*limits.queued) +
+                               " is reached; it frees when one of them takes a seat",
+                           1};
+  } else if (limits.gpu_seconds && account.gpu_seconds >= *limits.gpu_seconds) {
+    const int wait = SecondsToWindowEnd(now);
+    refusal = QuotaRefusal{"gpu_seconds",
+                           whose + " limit gpu_seconds=" + Seconds(*limits.gpu_seconds) + " per " +
+                               std::to_string(window_.count()) + " s window is spent (" +
+                               Seconds(account.gpu_seconds) + " s used); it frees in " +
+                               std::to_string(wait) + " s",
+                           wait};
+  } else if (limits.cpu_seconds && account.cpu_seconds >= *limits.cpu_seconds) {
+    const int wait = SecondsToWindowEnd(now);
+    refusal = QuotaRefusal{"cpu_seconds",
+                           whose + " limit cpu_seconds=" + Seconds(*limits.cpu_seconds) + " per " +
+                               std::to_string(window_.count()) + " s window is spent (" +
+                               Seconds(account.cpu_seconds) + " s used); it frees in " +
+                               std::to_string(wait) + " s",
+                           wait};
+  }
+  if (refusal) {
+    ++account.reading.refused[refusal->limit];
+    return refusal;
+  }
+  ++account.reading.in_flight;
+  ++account.reading.requests;
+  return std::nullopt;
+}
+
+void TenantQuotas::Leave(const std::string& tenant) {
+  std::lock_guard lock(mu_);
+  --accounts_[tenant].reading.in_flight;
+}
+
+void TenantQuotas::Charge(const std::string& tenant, double gpu_seconds, double cpu_seconds) {
+  const auto now = Clock::now();
+  std::lock_guard lock(mu_);
+  Account& account = Current(tenant, now);
+  account.gpu_seconds += gpu_seconds;
+  account.cpu_seconds += cpu_seconds;
+  account.reading.gpu_seconds_total += gpu_seconds;
+  account.reading.cpu_seconds_total += cpu_seconds;
+}
+
+nlohmann::json TenantQuotas::Usage(const std::string& tenant, const TenantLimits& limits) const {
+  const auto now = Clock::now();
+  std::lock_guard lock(mu_);
+  Account account;
+  if (auto it = accounts_.find(tenant); it != accounts_.end()) account = it->second;
+  if (account.window != WindowNow(now)) account.gpu_seconds = account.cpu_seconds = 0;
+  auto optional = [](const auto& value) -> nlohmann::json {
+    return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+  };
+  return {
+      {"tenant", tenant},
+      {"window_seconds", window_.count()},
+      {"window_ends_in_seconds", SecondsToWindowEnd(now)},
+      {"in_flight", {{"used", account.reading.in_flight}, {"limit", optional(limits.in_flight)}}},
+      {"queued_limit", optional(limits.queued)},
+      {"gpu_seconds", Budget(account.gpu_seconds, limits.gpu_seconds)},
+      {"cpu_seconds", Budget(account.cpu_seconds, limits.cpu_seconds)},
+      {"max_request_bytes", optional(limits.max_request_bytes)},
+      {"gpu_count", optional(limits.gpu_count)},
+      {"weight", limits.weight},
+      {"requests", account.reading.requests},
+      {"refused", account.reading.refused},
+      {"gpu_seconds_total", account.reading.gpu_seconds_total},
+      {"cpu_seconds_total", account.reading.cpu_seconds_total}};
+}
+
+std::map<std::string, TenantQuotas::Reading> TenantQuotas::Readings() const {
+  std::map<std::string, Reading> readings;
+  std::lock_guard lock(mu_);
+  for (const auto& [tenant, account] : accounts_)
+    readings[tenant] = account.reading;
+  return readings;
+}
+
+}  // namespace kc::server

@@ -1,0 +1,71 @@
+// TenantQuotas: each tenant's use of this server against its limits (tenant_limits.h;
+// issue 27, docs/deploy.md "Quotas and fair share").
+//
+// Budgets are checked at admission and charged after the run, so a request never dies for
+// quota: a tenant can overdraw a window by what its running requests use, each bounded by its
+// own timeout. GPU seconds are lease time; CPU seconds are seat time off the lease (compiles,
+// cpu_only runs, and everything on a CPU server). Windows are fixed, counted from the server's
+// start, --quota-window-seconds long; a refusal for a spent budget says when the window ends.
+// Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "base/clock.h"
+#include "server/tenant_limits.h"
+
+namespace kc::server {
+
+struct QuotaRefusal {
+  std::string limit;    // in_flight, queued, gpu_seconds, cpu_seconds
+  std::string message;  // names the limit and when it frees
+  int retry_after_seconds = 1;
+};
+
+class TenantQuotas {
+ public:
+  explicit TenantQuotas(std::chrono::seconds window, Clock::time_point start = Clock::now());
+
+  // Admits a request of `tenant`, with `queued` of its requests waiting for a seat now, and
+  // counts it in flight until Leave; or says which limit refuses it.
+  std::optional<QuotaRefusal> Enter(const std::string& tenant, const TenantLimits& limits,
+                                    int queued);
+  void Leave(const std::string& tenant);
+  // What a run used, charged to the window it ended in.
+  void Charge(const std::string& tenant, double gpu_seconds, double cpu_seconds);
+
+  // {"tenant", "window_seconds", "window_ends_in_seconds", "in_flight", "requests", "refused",
+  //  "gpu_seconds": {"used", "limit", "remaining"}, "cpu_seconds": {...}, totals}
+  nlohmann::json Usage(const std::string& tenant, const TenantLimits& limits) const;
+
+  struct Reading {
+    int64_t in_flight = 0;
+    uint64_t requests = 0;
+    std::map<std::string, uint64_t> refused;  // by limit
+    double gpu_seconds_total = 0, cpu_seconds_total = 0;
+  };
+  std::map<std::string, Reading> Readings() const;
+
+ private:
+  struct Account {
+    Reading reading;
+    int64_t window = -1;  // the window index gpu/cpu_seconds belong to
+    double gpu_seconds = 0, cpu_seconds = 0;
+  };
+  int64_t WindowNow(Clock::time_point now) const;
+  Account& Current(const std::string& tenant, Clock::time_point now);  // mu_ held
+  int SecondsToWindowEnd(Clock::time_point now) const;
+
+  const std::chrono::seconds window_;
+  const Clock::time_point start_;
+  mutable std::mutex mu_;
+  std::map<std::string, Account> accounts_;  // mu_
+};
+
+}  // namespace kc::server
