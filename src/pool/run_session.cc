@@ -142,11 +142,9 @@ RunSession::Step RunSession::OnFrame(ipc::Frame& frame, Pipes& pipes) {
       if (leased) return OnLeaseRelease();
       break;
     case MessageType::kInstruction:
-      OnInstruction(frame);
-      return Step::kContinue;
+      return OnInstruction(frame);
     case MessageType::kInstructionEnd:
-      OnInstructionEnd();
-      return Step::kContinue;
+      return OnInstructionEnd(frame);
     case MessageType::kOutcome:
       if (frame.fds.size() == 2) return OnOutcome(frame, pipes);
       break;
@@ -173,6 +171,12 @@ RunSession::Step RunSession::OnLeaseAcquire() {
 // A reserved job's GPUs outlive the run: their holder gives them back.
 RunSession::Step RunSession::OnLeaseRelease() {
   if (!lease_) return Step::kContinue;
+  const auto& releases = request_.releases_at;
+  const int at = running_instruction_;
+  if (at < 0 || static_cast<size_t>(at) >= releases.size() || !releases[at]) {
+    ++result_.refused_releases;  // kept: the GPU stays this run's, and counted against it
+    return Step::kContinue;
+  }
   OnSpanEnd();
   lease_->Release();
   return Step::kContinue;
@@ -214,15 +218,28 @@ void RunSession::OnSpanEnd() {
   TakeCensus();
 }
 
-void RunSession::OnInstruction(const ipc::Frame& frame) {
+RunSession::Step RunSession::OnInstruction(const ipc::Frame& frame) {
   StatusOr<ipc::ProgressMessage> progress = ipc::DecodeProgress(frame);
   const int64_t index = progress.ok() ? progress->index : -1;
-  result_.instruction_index = index >= 0 && index <= INT32_MAX ? static_cast<int>(index) : -1;
+  if (running_instruction_ >= 0 || index != last_started_ + 1) {
+    return Killed(RunResult::Ending::kBroken,
+                  "worker sent instruction " + std::to_string(index) + " out of order (after " +
+                      std::to_string(last_started_) + "): user code forged the engine's frames");
+  }
+  running_instruction_ = last_started_ = result_.instruction_index = static_cast<int>(index);
   instruction_since_ = Clock::now();
   wait_before_instruction_ = lease_ ? lease_->wait_ms() : 0;
+  return Step::kContinue;
 }
 
-void RunSession::OnInstructionEnd() {
+RunSession::Step RunSession::OnInstructionEnd(const ipc::Frame& frame) {
+  StatusOr<ipc::ProgressMessage> progress = ipc::DecodeProgress(frame);
+  if (!progress.ok() || progress->index != running_instruction_) {
+    return Killed(RunResult::Ending::kBroken, "worker ended an instruction it was not running (" +
+                                                  std::to_string(running_instruction_) +
+                                                  " runs): user code forged the engine's frames");
+  }
+  running_instruction_ = -1;
   if (result_.instruction_index >= 0 &&
       result_.instruction_times.size() < RunResult::kTimedInstructions) {
     const double wait = lease_ ? lease_->wait_ms() : 0;
@@ -231,6 +248,7 @@ void RunSession::OnInstructionEnd() {
          wait - wait_before_instruction_, lease_ ? lease_->held() : false});
   }
   result_.instruction_index = -1;
+  return Step::kContinue;
 }
 
 RunSession::Step RunSession::OnOutcome(ipc::Frame& frame, Pipes& pipes) {

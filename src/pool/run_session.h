@@ -7,7 +7,13 @@
 //   - kNone: a CPU worker; a lease frame is a broken worker;
 //   - kShared: the seat's GpuLease, taken on lease_acquire and given back on lease_release or
 //     at the end, whatever ended the run; lease waits never consume the execution budget;
-//     a span_begin under the lease is a timing span (gpu_arbiter.h);
+//     a span_begin under the lease is a timing span (gpu_arbiter.h). A lease_release is
+//     honoured only inside an instruction where the engine gives the lease back
+//     (RunRequest::releases_at); elsewhere it is user code's forgery and the lease stays held
+//     (the engine's own release after the last instruction is one: the run's end gives the
+//     lease back a moment later). Instructions must start in order, one at a time, and end
+//     where they started, so user code cannot pose as a later instruction either;
+
 //   - kReserved: the caller holds every GPU the worker sees for the worker's whole life
 //     (reserved_gpu_job.h): lease frames are granted at once, spans are not gated.
 //
@@ -61,8 +67,8 @@ class RunSession {
   Step OnSpanBegin();
   void OnSpanEnd();
   void TakeCensus();
-  void OnInstruction(const ipc::Frame& frame);
-  void OnInstructionEnd();
+  Step OnInstruction(const ipc::Frame& frame);
+  Step OnInstructionEnd(const ipc::Frame& frame);
   Step OnOutcome(ipc::Frame& frame, Pipes& pipes);
   Step OnOutput(int fd, CapturedStream& stream);
   Step Crashed();
@@ -80,6 +86,8 @@ class RunSession {
   std::optional<LeaseAccount> lease_;  // kShared only
   std::optional<GpuArbiter::SpanStart> span_;
   Clock::time_point span_since_, instruction_since_;
+  int running_instruction_ = -1;  // between instruction and instruction_end; else -1
+  int last_started_ = -1;
   double wait_before_instruction_ = 0;  // lease wait when the instruction began
 };
 

@@ -186,6 +186,10 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
                   {"span_held_ms", result.run.span_held_ms},
                   {"instructions", std::move(instructions)}});
   }
+  if (result.run.refused_releases > 0) {  // user code tried to give the lease back early
+    events_.Emit(EventLevel::kWarning, "lease_release_refused",
+                 {{"request_id", job.run.request_id}, {"count", result.run.refused_releases}});
+  }
   if (result.run.span_wait_ms > 1) {  // a timing span waited for house-keeping
     events_.Emit(EventLevel::kInfo, "span_waited",
                  {{"request_id", job.run.request_id}, {"span_wait_ms", result.run.span_wait_ms}});

@@ -76,6 +76,10 @@ struct RunRequest {
   std::string census_unavailable;
   std::shared_ptr<const CancelFlag> cancel;  // raised: kill the worker, end kCancelled
   TenantShare share;                         // its place in the lease's fair share
+  // By instruction index: whether the engine gives the GPU lease back there (file uploads, file
+  // and folder returns, cpu_only runs: spec/protocol.md §2.6). A lease_release anywhere else is
+  // user code forging one to use the GPU off the lease: refused, the lease stays held.
+  std::vector<bool> releases_at;
 };
 
 struct CapturedStream {
@@ -130,6 +134,7 @@ struct RunResult {
   std::string retire_reason;  // the worker asks to be retired: poisoned_context, library_limit,
                               // worker_asked (any other text it sent)
   int64_t gpu_access_detected_ns = 0;  // steady clock; 0: no gpu_access violation
+  int refused_releases = 0;            // lease_release frames where the program gives no lease back
   // The worker's key for sealed benchmark records (ipc/frame.h ready), to check what it returned.
   std::string seal_key;
 };

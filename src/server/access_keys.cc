@@ -1,5 +1,6 @@
 #include "server/access_keys.h"
 
+#include <cctype>
 #include <fstream>
 #include <sstream>
 
@@ -7,6 +8,20 @@
 #include "base/sha256.h"
 
 namespace kc::server {
+
+namespace {
+
+// A tenant's name is a NATS subject token in a cluster (kcoral.work.<pool>.<tenant>) and a
+// Prometheus label: plain characters only.
+bool SubjectSafe(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 StatusOr<AccessKeys> AccessKeys::Load(const std::filesystem::path& file) {
   std::ifstream in(file);
@@ -48,6 +63,9 @@ StatusOr<AccessKeys> AccessKeys::Parse(std::string_view text, std::string_view n
       return bad(
           "the second field must be the key's SHA-256 (64 lowercase hex characters), "
           "never the key itself");
+    }
+    if (!SubjectSafe(tenant)) {
+      return bad("a tenant's name is 1-64 letters, digits, '_' or '-', not '" + tenant + "'");
     }
     if (role != "tenant" && role != "operator") {
       return bad("role must be tenant or operator, not '" + role + "'");

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "pool/cancel_flag.h"
 #include "pool/worker_pool.h"
@@ -26,6 +27,10 @@ struct AdmittedRequest {
 std::shared_ptr<pool::Job> JobFor(const AdmittedRequest& admitted, const std::string& request_id,
                                   std::shared_ptr<pool::CancelFlag> cancel,
                                   uint64_t max_response_bytes);
+
+// By instruction: whether the worker's engine gives the GPU lease back there (file uploads,
+// file and folder returns, cpu_only runs; spec/protocol.md §2.6): RunRequest::releases_at.
+std::vector<bool> LeaseReleases(const protocol::Program& program);
 
 // True when some run of the program may touch a GPU (not cpu_only), or it asks for GPUs.
 bool NeedsGpu(const protocol::Program& program);

@@ -111,7 +111,9 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
         {"deadline_unix_ms",
          UnixMillisecondsNow() + static_cast<int64_t>(admitted->timeout_seconds * 1000)},
         {"timeout_seconds", admitted->timeout_seconds},
-        {"output_limit_bytes", admitted->output_limit_bytes}};
+        {"output_limit_bytes", admitted->output_limit_bytes},
+        {"tenant", admitted->share.tenant},
+        {"weight", admitted->share.weight}};
     const std::string& program_json = admitted->request.program_json;
     if (program_json.size() <= kInlineProgramBytes) {
       work["program"] = program_json;
@@ -121,7 +123,10 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
       blobs_.Add(*blob);
       work["program_sha256"] = program_hash;
     }
-    if (Status queued = cluster_->Queue(*pool, "anonymous", key, *claim, work.dump());
+    // Tenant names are subject-safe (access_keys.cc); everyone without a key is "anonymous".
+    const std::string& tenant = admitted->share.tenant;
+    if (Status queued =
+            cluster_->Queue(*pool, tenant.empty() ? "anonymous" : tenant, key, *claim, work.dump());
         !queued.ok()) {
       co_return fail(queued);
     }

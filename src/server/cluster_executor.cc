@@ -172,6 +172,9 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
   admitted.timeout_seconds =
       std::min(work.value("timeout_seconds", 60.0), static_cast<double>(left_ms) / 1e3);
   admitted.output_limit_bytes = work.value("output_limit_bytes", int64_t{0});
+  // The entry node admitted it for its tenant: seats and leases here share by that weight.
+  admitted.share = {work.value("tenant", ""), work.value("weight", 1.0)};
+  if (!admitted.share.tenant.empty()) app_.events_.NameTenant(request_id, admitted.share.tenant);
 
   auto cancel = std::make_shared<pool::CancelFlag>();
   {
@@ -196,7 +199,7 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
     std::lock_guard lock(mu_);
     cancels_.erase(key);
   }
-  if (ran.ran) app_.metrics_.RecordRun(ran);
+  if (ran.ran) app_.RecordRun(admitted.share.tenant, ran);
   OutcomeContext context{request_id, &admitted.request.program, app_.config_.max_response_bytes,
                          admitted.output_limit_bytes};
   return BuildOutcomeReply(context, ran);

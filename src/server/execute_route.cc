@@ -206,12 +206,7 @@ net::awaitable<HttpReply> App::RunHere(std::shared_ptr<AdmittedRequest> admitted
   }
   while (!result->has_value())
     co_await wake->async_wait(net::as_tuple(net::use_awaitable));
-  if (const pool::JobResult& ran = **result; ran.ran) {
-    metrics_.RecordRun(ran);
-    const double gpu_seconds = ran.run.lease_held_ms / 1000;
-    quotas_.Charge(admitted->share.tenant, gpu_seconds,
-                   std::max(ran.elapsed_ms / 1000 - gpu_seconds, 0.0));
-  }
+  if ((*result)->ran) RecordRun(admitted->share.tenant, **result);
 
   // Value checks, SHA-256 of results and multipart framing: on the parse pool.
   auto build = [this, admitted, result, request_id]() -> net::awaitable<HttpReply> {
@@ -221,6 +216,12 @@ net::awaitable<HttpReply> App::RunHere(std::shared_ptr<AdmittedRequest> admitted
   };
   auto building = net::co_spawn(cpu_pool_, std::move(build), net::use_awaitable);
   co_return co_await std::move(building);
+}
+
+void App::RecordRun(const std::string& tenant, const pool::JobResult& ran) {
+  metrics_.RecordRun(ran);
+  const double gpu_seconds = ran.run.lease_held_ms / 1000;
+  quotas_.Charge(tenant, gpu_seconds, std::max(ran.elapsed_ms / 1000 - gpu_seconds, 0.0));
 }
 
 std::shared_ptr<pool::Job> JobFor(const AdmittedRequest& admitted, const std::string& request_id,
@@ -236,9 +237,24 @@ std::shared_ptr<pool::Job> JobFor(const AdmittedRequest& admitted, const std::st
   job->run.output_limit_bytes = admitted.output_limit_bytes;
   job->run.max_response_bytes = max_response_bytes;
   job->run.timeout = std::chrono::nanoseconds(static_cast<int64_t>(admitted.timeout_seconds * 1e9));
+  job->run.releases_at = LeaseReleases(admitted.request.program);
   job->share = admitted.share;
   job->key_id = admitted.key_id;
   return job;
+}
+
+std::vector<bool> LeaseReleases(const protocol::Program& program) {
+  std::vector<bool> releases;
+  std::unordered_map<std::string_view, bool> cpu_only;  // said by get_function, for its runs
+  for (const auto& ins : program.instructions) {
+    using protocol::Op;
+    if (ins.op == Op::kGetFunction) cpu_only[ins.id] = ins.cpu_only;
+    auto fn = cpu_only.find(ins.fn_ref);
+    releases.push_back((ins.op == Op::kUpload && ins.upload_kind == protocol::UploadKind::kFile) ||
+                       (ins.op == Op::kReturn && ins.return_kind != protocol::ReturnKind::kValue) ||
+                       (ins.op == Op::kRun && fn != cpu_only.end() && fn->second));
+  }
+  return releases;
 }
 
 bool NeedsGpu(const protocol::Program& program) {

@@ -6,7 +6,6 @@ own usage, an operator everyone's; /metrics counts per tenant by name, never by 
 line of a request names its tenant; SIGHUP answers a revoked key's waiting requests 401 while its
 running one finishes."""
 
-import json
 import os
 import signal
 import threading
@@ -19,6 +18,7 @@ from conftest import Server, wait_for
 from wire import assert_error, execute, module_program
 
 from kcoral.keys import key_line, new_key
+
 
 def sleeping(seconds: float) -> dict:
     return module_program("import time\ndef main(s):\n    time.sleep(s)\n    return s\n", args=[seconds])
@@ -52,7 +52,9 @@ def quota_server(tmp_path_factory):
 def test_in_flight_is_429_quota_with_retry_after_and_frees(quota_server):
     server, keys = quota_server
     box = {}
-    running = threading.Thread(target=lambda: box.update(r=execute(server.url, sleeping(1.5), headers=bearer(keys["inflight"]))))
+    running = threading.Thread(
+        target=lambda: box.update(r=execute(server.url, sleeping(1.5), headers=bearer(keys["inflight"])))
+    )
     running.start()
     wait_for(lambda: any(e["event"] == "request_accepted" and e.get("tenant") == "inflight" for e in server.events()),
              10, "the first request to be admitted")  # fmt: skip

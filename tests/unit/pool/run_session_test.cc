@@ -110,6 +110,49 @@ TEST(RunSession, SharedLeaseIsTakenGivenBackAndMeasured) {
   EXPECT_EQ(result.seal_key, "key");
 }
 
+// User code can send lease_release itself to run on the GPU off the lease (issue 27): only the
+// instructions where the engine gives the lease back may.
+TEST(RunSession, AReleaseWhereTheProgramGivesNoLeaseBackIsRefused) {
+  GpuArbiter arbiter({3});
+  GpuLease lease(arbiter, {3});
+  FakeWorker worker;
+  RunRequest request = Request(LeaseMode::kShared, &lease);
+  request.releases_at = {false, true};  // a GPU run, then a cpu_only run
+  worker.Start(request);
+  worker.Receive();
+  worker.Send(ipc::Encode(MessageType::kInstruction, ipc::ProgressMessage{0}));
+  worker.Ask(MessageType::kLeaseAcquire, MessageType::kLeaseGranted);
+  worker.Send(ipc::Signal(MessageType::kLeaseRelease));                // forged
+  worker.Ask(MessageType::kLeaseAcquire, MessageType::kLeaseGranted);  // a round trip: read
+  EXPECT_EQ(lease.HolderAt(NowNs()), "req-1");                         // still ours
+  worker.Send(ipc::Encode(MessageType::kInstructionEnd, ipc::ProgressMessage{0}));
+  worker.Send(ipc::Encode(MessageType::kInstruction, ipc::ProgressMessage{1}));
+  worker.Send(ipc::Signal(MessageType::kLeaseRelease));  // the engine's, before a cpu_only run
+  worker.Ask(MessageType::kSpanBegin, MessageType::kSpanGranted);
+  EXPECT_EQ(lease.HolderAt(NowNs()), std::nullopt);
+  worker.Send(ipc::Signal(MessageType::kSpanEnd));
+  worker.Send(ipc::Encode(MessageType::kInstructionEnd, ipc::ProgressMessage{1}));
+  worker.Answer();
+  RunResult result = worker.Finish();
+  EXPECT_EQ(result.ending, RunResult::Ending::kOutcome) << result.message;
+  EXPECT_EQ(result.refused_releases, 1);
+}
+
+TEST(RunSession, AnInstructionOutOfOrderIsAForgery) {
+  GpuArbiter arbiter({4});
+  GpuLease lease(arbiter, {4});
+  FakeWorker worker;
+  RunRequest request = Request(LeaseMode::kShared, &lease);
+  request.releases_at = {false, false, true};
+  worker.Start(request);
+  worker.Receive();
+  worker.Send(ipc::Encode(MessageType::kInstruction, ipc::ProgressMessage{0}));
+  worker.Send(ipc::Encode(MessageType::kInstruction, ipc::ProgressMessage{2}));  // posing as 2
+  RunResult result = worker.Finish();
+  EXPECT_EQ(result.ending, RunResult::Ending::kBroken);
+  EXPECT_NE(result.message.find("out of order"), std::string::npos) << result.message;
+}
+
 TEST(RunSession, SharedLeaseWaitsAreMeasuredAndNeverConsumeTheBudget) {
   GpuArbiter arbiter({0});
   GpuLease lease(arbiter, {0});

@@ -53,6 +53,9 @@ TEST(AccessKeysLimits, ATenantsLineElseTheStarLineElseNone) {
   auto twice =
       AccessKeys::Parse("alice " + sha + " tenant\nlimits a queued=1\nlimits a queued=2\n", "keys");
   EXPECT_TRUE(testing::Contains(twice.status().message(), "line 3: a second limits line for 'a'"));
+  auto dotted = AccessKeys::Parse("al.ice " + sha + " tenant\n", "keys");
+  EXPECT_TRUE(
+      testing::Contains(dotted.status().message(), "letters, digits, '_' or '-', not 'al.ice'"));
   auto bad = AccessKeys::Parse("alice " + sha + " tenant\nlimits a queued=x\n", "keys");
   EXPECT_TRUE(testing::Contains(bad.status().message(), "line 2: limit 'queued'"));
 }
