@@ -86,8 +86,9 @@ Status ClusterNode::Serve(const std::string& pool) {
   return parts_->work->Serve(pool);
 }
 
-StatusOr<std::unique_ptr<WorkItem>> ClusterNode::NextWork(std::chrono::milliseconds wait) {
-  KC_ASSIGN_OR_RETURN(auto delivery, parts_->work->Next(wait));
+StatusOr<std::unique_ptr<WorkItem>> ClusterNode::NextWork(
+    std::chrono::milliseconds wait, const std::function<double(const std::string&)>& rank) {
+  KC_ASSIGN_OR_RETURN(auto delivery, parts_->work->Next(wait, rank));
   return std::unique_ptr<WorkItem>(std::move(delivery));
 }
 
@@ -165,7 +166,8 @@ StatusOr<std::unique_ptr<Listening>> ClusterNode::Await(const std::string&,
 Status ClusterNode::Serve(const std::string&) {
   return NoCluster();
 }
-StatusOr<std::unique_ptr<WorkItem>> ClusterNode::NextWork(std::chrono::milliseconds) {
+StatusOr<std::unique_ptr<WorkItem>> ClusterNode::NextWork(
+    std::chrono::milliseconds, const std::function<double(const std::string&)>&) {
   return NoCluster();
 }
 StatusOr<bool> ClusterNode::StoreOutcome(const std::string&, const std::string&) {

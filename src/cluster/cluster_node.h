@@ -52,8 +52,10 @@ class ClusterNode {
   // --- as an executing node
   // Starts pulling requests of `pool`.
   Status Serve(const std::string& pool);
-  // The next one, waiting up to `wait`; null when none came.
-  StatusOr<std::unique_ptr<WorkItem>> NextWork(std::chrono::milliseconds wait);
+  // The next one, from the tenant of lowest `rank` that has one (work_queue.h), waiting up to
+  // `wait`; null when none came.
+  StatusOr<std::unique_ptr<WorkItem>> NextWork(
+      std::chrono::milliseconds wait, const std::function<double(const std::string&)>& rank);
   // Stores and announces `key`'s outcome unless one is there: true when this one is the answer.
   StatusOr<bool> StoreOutcome(const std::string& key, const std::string& record);
   // Announces an answer that is not kept (a 503, a 400) and releases the key's claim, so that

@@ -1,5 +1,8 @@
 #include "cluster/work_queue.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace kc::cluster {
 
 namespace {
@@ -24,6 +27,11 @@ Delivery::~Delivery() {
 
 std::string_view Delivery::data() const {
   return {natsMsg_GetData(message_), static_cast<size_t>(natsMsg_GetDataLength(message_))};
+}
+
+std::string Delivery::tenant() const {
+  const std::string_view subject = natsMsg_GetSubject(message_);
+  return std::string(subject.substr(subject.rfind('.') + 1));
 }
 
 void Delivery::InProgress() {
@@ -71,11 +79,48 @@ StatusOr<std::unique_ptr<WorkQueue>> WorkQueue::Open(NatsLink& link, WorkQueueOp
 }
 
 WorkQueue::~WorkQueue() {
-  if (pull_ != nullptr) natsSubscription_Destroy(pull_);  // the durable consumer stays
+  for (auto& [tenant, pull] : pulls_)
+    natsSubscription_Destroy(pull);  // the durable consumers stay
+  if (wake_ != nullptr) natsSubscription_Destroy(wake_);
+}
+
+std::string WorkQueue::Durable(std::string_view pool, std::string_view tenant) {
+  return "pool-" + std::string(pool) + "--" + std::string(tenant);  // no "." in a durable name
+}
+
+Status WorkQueue::EnsureConsumer(const std::string& pool, const std::string& tenant) {
+  const std::string durable = Durable(pool, tenant);
+  {
+    std::lock_guard lock(ensured_mu_);
+    if (ensured_.count(durable)) return Status::Ok();
+  }
+  const std::string subject = "kcoral.work." + pool + "." + tenant;
+  jsConsumerConfig config;
+  jsConsumerConfig_Init(&config);
+  config.Durable = durable.c_str();
+  config.FilterSubject = subject.c_str();
+  config.AckPolicy = js_AckExplicit;
+  config.AckWait = Nanoseconds(options_.ack_wait);
+  config.MaxDeliver = options_.max_runs + 1;  // the last delivery only says "failed"
+  config.MaxAckPending = -1;
+  jsConsumerInfo* info = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  natsStatus s = js_AddConsumer(&info, link_.jetstream(), kStream, &config, nullptr, &code);
+  if (s != NATS_OK) {  // another node made it, maybe with other settings: that one serves
+    s = js_GetConsumerInfo(&info, link_.jetstream(), kStream, durable.c_str(), nullptr, &code);
+  }
+  jsConsumerInfo_Destroy(info);
+  if (s != NATS_OK) {
+    return UnavailableError("making the work queue's consumer " + durable + ": " + NatsError(s));
+  }
+  std::lock_guard lock(ensured_mu_);
+  ensured_.insert(durable);
+  return Status::Ok();
 }
 
 Status WorkQueue::Publish(std::string_view pool, std::string_view tenant, const std::string& id,
                           std::string_view payload) {
+  KC_RETURN_IF_ERROR(EnsureConsumer(std::string(pool), std::string(tenant)));
   const std::string subject = "kcoral.work." + std::string(pool) + "." + std::string(tenant);
   jsPubOptions options;
   jsPubOptions_Init(&options);
@@ -86,34 +131,64 @@ Status WorkQueue::Publish(std::string_view pool, std::string_view tenant, const 
                                   static_cast<int>(payload.size()), &options, &code);
   jsPubAck_Destroy(ack);
   if (s != NATS_OK) return UnavailableError("queueing the request in the cluster: " + NatsError(s));
+  // Wakes an idle node of the pool; one that misses it finds the request within its wait.
+  const std::string wake = "kcoral.wake." + std::string(pool);
+  (void)natsConnection_Publish(link_.connection(), wake.c_str(), tenant.data(),
+                               static_cast<int>(tenant.size()));
   return Status::Ok();
 }
 
 Status WorkQueue::Serve(const std::string& pool) {
-  const std::string subject = "kcoral.work." + pool + ".>";
-  const std::string durable = "pool-" + pool;
-  jsSubOptions options;
-  jsSubOptions_Init(&options);
-  options.Stream = kStream;
-  options.Config.AckPolicy = js_AckExplicit;
-  options.Config.AckWait = Nanoseconds(options_.ack_wait);
-  options.Config.MaxDeliver = options_.max_runs + 1;  // the last delivery only says "failed"
-  options.Config.MaxAckPending = -1;
+  pool_ = pool;
+  const std::string wake = "kcoral.wake." + pool;
+  const natsStatus s = natsConnection_SubscribeSync(&wake_, link_.connection(), wake.c_str());
+  if (s != NATS_OK) return UnavailableError("pulling work for pool " + pool + ": " + NatsError(s));
+  return BindTenants({});
+}
+
+Status WorkQueue::BindTenants(const std::set<std::string>& woken) {
+  std::set<std::string> tenants = woken;
+  jsConsumerNamesList* names = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  const natsStatus s = js_PullSubscribe(&pull_, link_.jetstream(), subject.c_str(), durable.c_str(),
-                                        nullptr, &options, &code);
-  if (s != NATS_OK) {
-    return UnavailableError("pulling work for pool " + pool + ": " + NatsError(s));
+  natsStatus s = js_ConsumerNames(&names, link_.jetstream(), kStream, nullptr, &code);
+  if (s != NATS_OK && s != NATS_NOT_FOUND) {
+    return UnavailableError("listing the work queue's consumers: " + NatsError(s));
+  }
+  const std::string prefix = Durable(pool_, "");
+  for (int i = 0; names != nullptr && i < names->Count; ++i) {
+    const std::string_view name = names->List[i];
+    if (name.starts_with(prefix)) tenants.emplace(name.substr(prefix.size()));
+  }
+  jsConsumerNamesList_Destroy(names);
+  for (const std::string& tenant : tenants) {
+    if (pulls_.count(tenant)) continue;
+    KC_RETURN_IF_ERROR(EnsureConsumer(pool_, tenant));
+    const std::string durable = Durable(pool_, tenant);
+    const std::string subject = "kcoral.work." + pool_ + "." + tenant;
+    jsSubOptions options;
+    jsSubOptions_Init(&options);
+    options.Stream = kStream;
+    options.Consumer = durable.c_str();  // bind: EnsureConsumer made it
+    natsSubscription* pull = nullptr;
+    s = js_PullSubscribe(&pull, link_.jetstream(), subject.c_str(), durable.c_str(), nullptr,
+                         &options, &code);
+    if (s != NATS_OK) {
+      return UnavailableError("pulling work for pool " + pool_ + ", tenant " + tenant + ": " +
+                              NatsError(s));
+    }
+    pulls_[tenant] = pull;
   }
   return Status::Ok();
 }
 
-StatusOr<std::unique_ptr<Delivery>> WorkQueue::Next(std::chrono::milliseconds wait) {
+std::unique_ptr<Delivery> WorkQueue::TryFetch(natsSubscription* pull) {
+  jsFetchRequest request;
+  jsFetchRequest_Init(&request);
+  request.Batch = 1;
+  request.NoWait = true;  // one round trip: a message, or "none now"
+  request.Expires = 1'000'000'000;
   natsMsgList list{};
-  jsErrCode code = static_cast<jsErrCode>(0);
-  const natsStatus s = natsSubscription_Fetch(&list, pull_, 1, wait.count(), &code);
-  if (s == NATS_TIMEOUT) return std::unique_ptr<Delivery>();
-  if (s != NATS_OK) return UnavailableError("pulling work: " + NatsError(s));
+  if (natsSubscription_FetchRequest(&list, pull, &request) != NATS_OK) return nullptr;
   std::unique_ptr<Delivery> delivery;
   if (list.Count > 0) {
     delivery = std::make_unique<Delivery>(list.Msgs[0]);
@@ -121,6 +196,52 @@ StatusOr<std::unique_ptr<Delivery>> WorkQueue::Next(std::chrono::milliseconds wa
   }
   natsMsgList_Destroy(&list);
   return delivery;
+}
+
+StatusOr<std::unique_ptr<Delivery>> WorkQueue::Next(std::chrono::milliseconds wait,
+                                                    const Rank& rank) {
+  auto take_wakes = [&](std::set<std::string>& woken) {  // those already here
+    int pending = 0, bytes = 0;
+    natsMsg* message = nullptr;
+    while (natsSubscription_GetPending(wake_, &pending, &bytes) == NATS_OK && pending > 0 &&
+           natsSubscription_NextMsg(&message, wake_, 1) == NATS_OK) {
+      woken.emplace(natsMsg_GetData(message), natsMsg_GetDataLength(message));
+      natsMsg_Destroy(message);
+    }
+  };
+  auto fetch_in_order = [&]() -> std::unique_ptr<Delivery> {
+    std::vector<std::pair<double, std::string>> order;
+    for (const auto& [tenant, pull] : pulls_)
+      order.emplace_back(rank(tenant), tenant);
+    std::sort(order.begin(), order.end());
+    for (const auto& [ranked, tenant] : order) {
+      if (auto delivery = TryFetch(pulls_.at(tenant))) return delivery;
+    }
+    return nullptr;
+  };
+  auto bind_new = [&](const std::set<std::string>& woken) {
+    const bool unknown = std::any_of(woken.begin(), woken.end(),
+                                     [&](const std::string& t) { return !pulls_.count(t); });
+    return unknown ? BindTenants(woken) : Status::Ok();
+  };
+  std::set<std::string> woken;
+  take_wakes(woken);
+  KC_RETURN_IF_ERROR(bind_new(woken));
+  if (auto delivery = fetch_in_order()) return delivery;
+  natsMsg* message = nullptr;
+  const natsStatus s = natsSubscription_NextMsg(&message, wake_, wait.count());
+  woken.clear();
+  if (s == NATS_OK) {
+    woken.emplace(natsMsg_GetData(message), natsMsg_GetDataLength(message));
+    natsMsg_Destroy(message);
+    take_wakes(woken);
+    KC_RETURN_IF_ERROR(bind_new(woken));
+  } else if (s == NATS_TIMEOUT) {  // idle: look for consumers made without a wake we heard
+    KC_RETURN_IF_ERROR(BindTenants({}));
+  } else {
+    return UnavailableError("waiting for work: " + NatsError(s));
+  }
+  return fetch_in_order();
 }
 
 }  // namespace kc::cluster

@@ -1,21 +1,30 @@
 // WorkQueue: the cluster's JetStream work queue (docs/cluster.md "Routing work"). An entry node
 // publishes a request to kcoral.work.<pool>.<tenant>; the nodes of a pool pull from one
-// durable consumer per pool, so a request is delivered to one node at a time, and JetStream
-// delivers it again, to any node of the pool, when its node stops saying "in progress".
+// durable consumer per pool and tenant, so a request is delivered to one node at a time, and
+// JetStream delivers it again, to any node of the pool, when its node stops saying "in
+// progress".
+//
+// Fair share (docs/cluster.md "Fair share"): when a seat frees, the executing node asks the
+// tenants' consumers in the order it is given (the tenant furthest behind first) and takes the
+// first request it finds, so one tenant's 5,000 queued requests never stand before another's
+// 10. An entry node creates its tenant's consumer before its first publish and then says
+// "kcoral.wake.<pool>" (core NATS, the tenant as data), so idle nodes pull at once; an idle node
+// also looks every `wait` for consumers it has not bound and for redeliveries.
 //
 //   KC_ASSIGN_OR_RETURN(auto queue, WorkQueue::Open(link, options));
-//   queue->Publish("cpu-1a2b3c4d", "anonymous", key, payload);   // entry node
-//   queue->Serve("cpu-1a2b3c4d");                                  // executing node
-//   auto delivery = queue->Next(1s);  // then InProgress() while it runs, Ack() when safe
-//
-// Tenants are subjects from the start, so fair share can pull per tenant later without a new
-// stream (docs/cluster.md "Fair share").
+//   queue->Publish("cpu-1a2b3c4d", "alice", key, payload);   // entry node
+//   queue->Serve("cpu-1a2b3c4d");                              // executing node
+//   auto delivery = queue->Next(1s, rank);  // then InProgress() while it runs, Ack() when safe
 #pragma once
 
 #include <nats/nats.h>
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -45,6 +54,8 @@ class Delivery : public WorkItem {
   Delivery& operator=(const Delivery&) = delete;
 
   std::string_view data() const override;
+  // The tenant's subject token: the last part of kcoral.work.<pool>.<tenant>.
+  std::string tenant() const override;
   // 1 for the first delivery, 2 after one redelivery, ...
   uint64_t delivered() const override { return delivered_; }
   // Tells JetStream the node is still on it (resets AckWait).
@@ -74,19 +85,32 @@ class WorkQueue {
   Status Publish(std::string_view pool, std::string_view tenant, const std::string& id,
                  std::string_view payload);
 
-  // Binds this node to `pool`'s consumer (created where it does not exist). Call once.
+  // This node pulls `pool`'s requests from now on. Call once.
   Status Serve(const std::string& pool);
-  // The next request for the served pool, waiting up to `wait`; null when none came.
-  StatusOr<std::unique_ptr<Delivery>> Next(std::chrono::milliseconds wait);
+  // The next request for the served pool, from the tenant of lowest `rank` that has one,
+  // waiting up to `wait` for one to come; null when none came.
+  using Rank = std::function<double(const std::string& tenant)>;
+  StatusOr<std::unique_ptr<Delivery>> Next(std::chrono::milliseconds wait, const Rank& rank);
 
   const WorkQueueOptions& options() const { return options_; }
 
  private:
   WorkQueue(NatsLink& link, WorkQueueOptions options) : link_(link), options_(options) {}
+  static std::string Durable(std::string_view pool, std::string_view tenant);
+  // The durable consumer of (pool, tenant), created where it does not exist.
+  Status EnsureConsumer(const std::string& pool, const std::string& tenant);
+  // Pull subscriptions to the served pool's consumers this node has not bound yet.
+  Status BindTenants(const std::set<std::string>& woken);
+  std::unique_ptr<Delivery> TryFetch(natsSubscription* pull);
 
   NatsLink& link_;
   const WorkQueueOptions options_;
-  natsSubscription* pull_ = nullptr;
+  std::mutex ensured_mu_;
+  std::set<std::string> ensured_;  // (pool, tenant) consumers made by this node; ensured_mu_
+  // The executing side: one thread (the executor's puller).
+  std::string pool_;
+  natsSubscription* wake_ = nullptr;
+  std::map<std::string, natsSubscription*> pulls_;  // by tenant
 };
 
 }  // namespace kc::cluster

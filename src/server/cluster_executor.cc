@@ -3,6 +3,7 @@
 #include <chrono>
 #include <future>
 
+#include "base/clock.h"
 #include "base/utc_time.h"
 #include "cluster/peer_client.h"
 #include "server/admitted_request.h"
@@ -45,7 +46,10 @@ void ClusterExecutor::PullLoop() {
       freed_.wait(lock, [&] { return running_ < seats_ || stopping_; });
       if (stopping_) return;
     }
-    auto next = node_.NextWork(std::chrono::milliseconds(500));
+    auto next = node_.NextWork(std::chrono::milliseconds(500), [this](const std::string& tenant) {
+      std::lock_guard lock(mu_);
+      return share_.VirtualTime(tenant);
+    });
     if (!next.ok()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));  // NATS away: try again
       continue;
@@ -55,35 +59,41 @@ void ClusterExecutor::PullLoop() {
       (*next)->GiveBack();
       return;
     }
+    const std::string tenant = (*next)->tenant();
     {
       std::lock_guard lock(mu_);
       ++running_;
+      share_.Arrive(tenant);
+      share_.Grant(tenant);
     }
-    std::thread([this, item = std::move(*next)]() mutable {
-      Execute(std::move(item));
+    std::thread([this, tenant, item = std::move(*next)]() mutable {
+      const auto started = Clock::now();
+      const double weight = Execute(std::move(item));
       std::lock_guard lock(mu_);
+      share_.Charge(tenant, weight, MillisecondsSince(started) / 1000);
       --running_;
       freed_.notify_all();  // the last use of `this` on this thread
     }).detach();
   }
 }
 
-void ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
+double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
   nlohmann::json work = nlohmann::json::parse(item->data(), nullptr, false);
   const std::string key = work.is_object() ? work.value("key", "") : "";
   if (key.empty()) {
     app_.events_.Emit(pool::EventLevel::kError, "cluster_request_dropped",
                       {{"reason", "a work message without a key"}});
     (void)item->Ack();
-    return;
+    return 1;
   }
+  const double weight = work.value("weight", 1.0);
   const std::string request_id = work.value("request_id", "");
   // Delivered before? Its outcome, if one was stored, is the answer, whoever stored it. (A
   // first delivery has none: the entry node looked before queueing it.)
   if (item->delivered() > 1) {
     if (auto stored = node_.Outcome(key); stored.ok() && stored->has_value()) {
       (void)item->Ack();
-      return;
+      return weight;
     }
   }
   app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_started",
@@ -93,6 +103,7 @@ void ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
                      {"delivered", item->delivered()}});
   HttpReply reply = Run(work, *item, key);
   Finish(work, key, reply, *item);
+  return weight;
 }
 
 HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& item,

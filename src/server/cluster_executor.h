@@ -4,7 +4,8 @@
 // reply where the entry node can answer from it, stores the outcome once, and only then
 // acknowledges. A node that dies before that never acknowledged: JetStream gives the request to
 // another node. Each request runs on a thread of its own, which says "in progress" while it
-// waits for its seat and runs.
+// waits for its seat and runs. A free seat pulls from the tenant furthest behind in this
+// node's fair share of seat time (pool/fair_share.h), by the weight its requests carry.
 #pragma once
 
 #include <atomic>
@@ -17,6 +18,7 @@
 
 #include "cluster/cluster_node.h"
 #include "pool/cancel_flag.h"
+#include "pool/fair_share.h"
 #include "server/http_reply.h"
 
 namespace kc::server {
@@ -37,7 +39,8 @@ class ClusterExecutor {
   ClusterExecutor(App& app, cluster::ClusterNode& node, int seats)
       : app_(app), node_(node), seats_(seats) {}
   void PullLoop();
-  void Execute(std::unique_ptr<cluster::WorkItem> item);
+  // Runs one request; returns its tenant's weight, for the seat time it is charged.
+  double Execute(std::unique_ptr<cluster::WorkItem> item);
   // The reply for one request's message; `key` is set as soon as it is known.
   HttpReply Run(const nlohmann::json& work, cluster::WorkItem& item, const std::string& key);
   // Keeps the reply where the entry node answers from it, stores the outcome, acknowledges.
@@ -51,7 +54,8 @@ class ClusterExecutor {
   std::unique_ptr<cluster::Listening> hear_cancel_;
   std::mutex mu_;
   std::condition_variable freed_;
-  int running_ = 0;                                                             // mu_
+  int running_ = 0;        // mu_
+  pool::FairShare share_;  // mu_: which tenant's queue a free seat pulls from next
   std::unordered_map<std::string, std::shared_ptr<pool::CancelFlag>> cancels_;  // mu_
   std::thread puller_;
 };

@@ -1,5 +1,6 @@
 """Issue 27, fair share of seats (src/pool/fair_share.h, admission_queue.h): on a server with one
-seat, a tenant that keeps 200 requests queued does not make another tenant wait behind them: B's
+seat, and through a cluster of two one-seat nodes (JetStream consumers per tenant, pulled in fair
+order: src/cluster/work_queue.h), a tenant that keeps 200 requests queued does not make another tenant wait behind them: B's
 p50 wait is at most its wait alone plus one hold of the seat by A (the seat's time per request
 under the flood, its worker's fork and hand-over included). With weights 3:1 and both
 tenants saturating, A gets 75% +- 5% of the seat time. GPU leases use the same FairShare
@@ -55,42 +56,56 @@ async def saturate(url: str, key: str, width: int, stop: asyncio.Event, outcomes
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def server_with(tmp_path, limits: list[str]):
+def write_keys(tmp_path, limits: list[str]):
     keys = {"a": new_key(), "b": new_key(), "ops": new_key()}
     lines = [key_line(t, k, "operator" if t == "ops" else "tenant") for t, k in keys.items()]
     (tmp_path / "keys.txt").write_text("\n".join(lines + limits) + "\n")
-    return Server(tmp_path, "--auth-keys", str(tmp_path / "keys.txt"), "--num-workers", "1"), keys
+    return tmp_path / "keys.txt", keys
 
 
-def test_a_flood_of_200_queued_does_not_make_another_tenant_wait_behind_it(tmp_path):
-    server, keys = server_with(tmp_path, [])
+def server_with(tmp_path, limits: list[str]):
+    path, keys = write_keys(tmp_path, limits)
+    return Server(tmp_path, "--auth-keys", str(path), "--num-workers", "1"), keys
+
+
+def flood_against_twenty(entry_a: str, entry_b: str, keys: dict, seats: int):
+    """B's 20 waits alone, then beside A's flood of 200, and one hold of a seat under the flood."""
 
     async def b_sends_20(client) -> list[float]:
-        """One at a time, a random pause apart: B's arrivals are not in step with A's holds."""
+        """One at a time, a random pause apart: B's arrivals are not in step with A's holds.
+        The wait is the latency less the run's own time on its seat."""
         waits = []
         for _ in range(20):
             await asyncio.sleep(random.uniform(0, 0.1))
-            waits.append((await post(client, server.url, keys["b"], sleeping(0.05)))["queue_ms"])
+            started = time.monotonic()
+            outcome = await post(client, entry_b, keys["b"], sleeping(0.05))
+            waits.append((time.monotonic() - started) * 1000 - outcome["elapsed_ms"])
         return waits
 
     async def scenario():
         async with httpx.AsyncClient() as client:
             alone = await b_sends_20(client)
             stop, flood = asyncio.Event(), []
-            flooding = asyncio.create_task(saturate(server.url, keys["a"], 200, stop, flood))
+            flooding = asyncio.create_task(saturate(entry_a, keys["a"], 200, stop, flood))
             deadline = time.monotonic() + 60
             while len(flood) < 5 and time.monotonic() < deadline:  # the flood's queue is full
                 await asyncio.sleep(0.1)
             started, served_before = time.monotonic(), len(flood)
             crowded = await b_sends_20(client)
-            # The seat is never idle meanwhile: its hold per request, fork and hand-over included.
-            hold = (time.monotonic() - started) * 1000 / (len(flood) - served_before + len(crowded))
+            # The seats are never idle meanwhile: a seat's hold per request, fork and hand-over
+            # included.
+            hold = seats * (time.monotonic() - started) * 1000 / (len(flood) - served_before + len(crowded))
             stop.set()
             await flooding
             return alone, crowded, flood, hold
 
+    return asyncio.run(scenario())
+
+
+def test_a_flood_of_200_queued_does_not_make_another_tenant_wait_behind_it(tmp_path):
+    server, keys = server_with(tmp_path, [])
     try:
-        alone, crowded, flood, hold = asyncio.run(scenario())
+        alone, crowded, flood, hold = flood_against_twenty(server.url, server.url, keys, seats=1)
         print(f"B alone p50 wait {statistics.median(alone):.1f} ms; beside A's 200: "
               f"{statistics.median(crowded):.1f} ms; the seat's hold per request {hold:.1f} ms; A ran {len(flood)}")  # fmt: skip
         assert len(flood) >= 5
@@ -124,3 +139,30 @@ def test_weights_three_to_one_share_the_seat_three_quarters_to_one_quarter(tmp_p
         assert a / (a + b) == pytest.approx(0.75, abs=0.05)
     finally:
         server.stop()
+
+
+def test_through_a_cluster_a_flood_does_not_make_another_tenant_wait_behind_it(tmp_path_factory):
+    """Two one-seat nodes on a real 3-server JetStream cluster, one keys file: A floods through
+    one node, B sends through the other; B's requests are pulled before A's queue."""
+    from nats_cluster import NatsCluster
+    from test_cluster_routing import SECRET, wait_for_view
+
+    nats = NatsCluster(tmp_path_factory.mktemp("nats-fair"))
+    nodes = []
+    try:
+        path, keys = write_keys(tmp_path_factory.mktemp("fair-keys"), [])
+        nodes = [
+            Server(tmp_path_factory.mktemp("node"), "--cluster", nats.flag, "--cluster-heartbeat-seconds", "1",
+                   "--num-workers", "1", "--auth-keys", str(path), env=SECRET)
+            for _ in range(2)
+        ]  # fmt: skip
+        wait_for_view(nodes)
+        alone, crowded, flood, hold = flood_against_twenty(nodes[0].url, nodes[1].url, keys, seats=2)
+        print(f"cluster: B alone p50 wait {statistics.median(alone):.1f} ms; beside A's 200: "
+              f"{statistics.median(crowded):.1f} ms; a seat's hold per request {hold:.1f} ms; A ran {len(flood)}")  # fmt: skip
+        assert len(flood) >= 5
+        assert statistics.median(crowded) <= statistics.median(alone) + hold
+    finally:
+        for node in nodes:
+            node.stop()
+        nats.stop()
