@@ -111,9 +111,9 @@ class App {
                                                 std::string request_id,
                                                 std::optional<std::string> idempotency_key,
                                                 std::shared_ptr<pool::CancelFlag> cancel);
-  // A run's queue wait and lease time for /metrics, and its GPU and CPU seconds for its
-  // tenant's quotas (tenant_quotas.h).
-  void RecordRun(const std::string& tenant, const pool::JobResult& ran);
+  // A run's queue wait and lease time for /metrics; returns what it used, for its tenant's
+  // quotas (tenant_quotas.h).
+  RunUsage RecordRun(const pool::JobResult& ran);
   // Whether a client retried request `key` on some node after `since` (an "attach" message).
   bool AttachedSince(const std::string& key, std::chrono::steady_clock::time_point since);
   // With --cluster: joins as node `<host>-<port>`, announcing this node's pool (docs/cluster.md).

@@ -101,13 +101,16 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
                      {"key", key},
                      {"entry_node", work.value("entry_node", "")},
                      {"delivered", item->delivered()}});
-  HttpReply reply = Run(work, *item, key);
-  Finish(work, key, reply, *item);
+  RunUsage used;
+  HttpReply reply = Run(work, *item, key, used);
+  // Charged once per request: only by the node whose outcome is the answer, so a redelivered
+  // run is never charged twice.
+  if (Finish(work, key, reply, *item)) app_.quotas_.Charge(work.value("tenant", ""), used);
   return weight;
 }
 
 HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& item,
-                               const std::string& key) {
+                               const std::string& key, RunUsage& used) {
   const std::string request_id = work.value("request_id", "");
   auto fail = [&](const Status& status) {
     return EndingReply(EndingForStatus(status), status.message(), request_id);
@@ -210,13 +213,13 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
     std::lock_guard lock(mu_);
     cancels_.erase(key);
   }
-  if (ran.ran) app_.RecordRun(admitted.share.tenant, ran);
+  if (ran.ran) used = app_.RecordRun(ran);
   OutcomeContext context{request_id, &admitted.request.program, app_.config_.max_response_bytes,
                          admitted.output_limit_bytes};
   return BuildOutcomeReply(context, ran);
 }
 
-void ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
+bool ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
                              const HttpReply& reply, cluster::WorkItem& item) {
   const std::string entry_url = work.value("entry_url", "");
   const std::string request_id = work.value("request_id", "");
@@ -224,7 +227,7 @@ void ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
   if (!record.ok()) {
     app_.events_.Emit(pool::EventLevel::kError, "cluster_outcome_unstored",
                       {{"request_id", request_id}, {"error", record.status().message()}});
-    return;  // not acknowledged: another node tries
+    return false;  // not acknowledged: another node tries
   }
   // Refusals and "try again" are answered, never kept (a retry runs anew); so is a
   // cancellation, which nobody waits for.
@@ -234,7 +237,7 @@ void ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
   if (!kept && record->body == nullptr) {
     node_.AnswerOnce(key, record->record.dump());
     (void)item.Ack();
-    return;
+    return true;
   }
   if (record->body != nullptr) {
     // The entry node answers from its own copy; this node keeps one for retries elsewhere.
@@ -264,7 +267,7 @@ void ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
   if (!stored.ok()) {
     app_.events_.Emit(pool::EventLevel::kError, "cluster_outcome_unstored",
                       {{"request_id", request_id}, {"error", stored.status().message()}});
-    return;  // not acknowledged: JetStream gives it to another node after ack_wait
+    return false;  // not acknowledged: JetStream gives it to another node after ack_wait
   }
   const Status acked = item.Ack();
   app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_executed",
@@ -274,6 +277,7 @@ void ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
                      {"first_outcome", *stored},
                      {"http_status", reply.status},
                      {"acknowledged", acked.ok()}});
+  return *stored;
 }
 
 }  // namespace kc::server

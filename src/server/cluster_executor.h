@@ -20,6 +20,7 @@
 #include "pool/cancel_flag.h"
 #include "pool/fair_share.h"
 #include "server/http_reply.h"
+#include "server/tenant_quotas.h"
 
 namespace kc::server {
 
@@ -42,9 +43,11 @@ class ClusterExecutor {
   // Runs one request; returns its tenant's weight, for the seat time it is charged.
   double Execute(std::unique_ptr<cluster::WorkItem> item);
   // The reply for one request's message; `key` is set as soon as it is known.
-  HttpReply Run(const nlohmann::json& work, cluster::WorkItem& item, const std::string& key);
+  HttpReply Run(const nlohmann::json& work, cluster::WorkItem& item, const std::string& key,
+                RunUsage& used);
   // Keeps the reply where the entry node answers from it, stores the outcome, acknowledges.
-  void Finish(const nlohmann::json& work, const std::string& key, const HttpReply& reply,
+  // True when this node's outcome is the request's answer.
+  bool Finish(const nlohmann::json& work, const std::string& key, const HttpReply& reply,
               cluster::WorkItem& item);
 
   App& app_;

@@ -206,7 +206,7 @@ net::awaitable<HttpReply> App::RunHere(std::shared_ptr<AdmittedRequest> admitted
   }
   while (!result->has_value())
     co_await wake->async_wait(net::as_tuple(net::use_awaitable));
-  if ((*result)->ran) RecordRun(admitted->share.tenant, **result);
+  if ((*result)->ran) quotas_.Charge(admitted->share.tenant, RecordRun(**result));
 
   // Value checks, SHA-256 of results and multipart framing: on the parse pool.
   auto build = [this, admitted, result, request_id]() -> net::awaitable<HttpReply> {
@@ -218,10 +218,10 @@ net::awaitable<HttpReply> App::RunHere(std::shared_ptr<AdmittedRequest> admitted
   co_return co_await std::move(building);
 }
 
-void App::RecordRun(const std::string& tenant, const pool::JobResult& ran) {
+RunUsage App::RecordRun(const pool::JobResult& ran) {
   metrics_.RecordRun(ran);
   const double gpu_seconds = ran.run.lease_held_ms / 1000;
-  quotas_.Charge(tenant, gpu_seconds, std::max(ran.elapsed_ms / 1000 - gpu_seconds, 0.0));
+  return {gpu_seconds, std::max(ran.elapsed_ms / 1000 - gpu_seconds, 0.0)};
 }
 
 std::shared_ptr<pool::Job> JobFor(const AdmittedRequest& admitted, const std::string& request_id,

@@ -92,14 +92,14 @@ void TenantQuotas::Leave(const std::string& tenant) {
   --accounts_[tenant].reading.in_flight;
 }
 
-void TenantQuotas::Charge(const std::string& tenant, double gpu_seconds, double cpu_seconds) {
+void TenantQuotas::Charge(const std::string& tenant, const RunUsage& used) {
   const auto now = Clock::now();
   std::lock_guard lock(mu_);
   Account& account = Current(tenant, now);
-  account.gpu_seconds += gpu_seconds;
-  account.cpu_seconds += cpu_seconds;
-  account.reading.gpu_seconds_total += gpu_seconds;
-  account.reading.cpu_seconds_total += cpu_seconds;
+  account.gpu_seconds += used.gpu_seconds;
+  account.cpu_seconds += used.cpu_seconds;
+  account.reading.gpu_seconds_total += used.gpu_seconds;
+  account.reading.cpu_seconds_total += used.cpu_seconds;
 }
 
 nlohmann::json TenantQuotas::Usage(const std::string& tenant, const TenantLimits& limits) const {

@@ -22,6 +22,12 @@
 
 namespace kc::server {
 
+// What one run used, for its tenant's budgets: GPU seconds are its lease time, CPU seconds
+// its seat time off the lease.
+struct RunUsage {
+  double gpu_seconds = 0, cpu_seconds = 0;
+};
+
 struct QuotaRefusal {
   std::string limit;    // in_flight, queued, gpu_seconds, cpu_seconds
   std::string message;  // names the limit and when it frees
@@ -38,7 +44,7 @@ class TenantQuotas {
                                     int queued);
   void Leave(const std::string& tenant);
   // What a run used, charged to the window it ended in.
-  void Charge(const std::string& tenant, double gpu_seconds, double cpu_seconds);
+  void Charge(const std::string& tenant, const RunUsage& used);
 
   // {"tenant", "window_seconds", "window_ends_in_seconds", "in_flight", "requests", "refused",
   //  "gpu_seconds": {"used", "limit", "remaining"}, "cpu_seconds": {...}, totals}

@@ -85,7 +85,7 @@ TEST(TenantQuotas, ASpentBudgetSaysWhenItsWindowEnds) {
   limits.gpu_seconds = 10;
   ASSERT_FALSE(quotas.Enter("a", limits, 0));
   quotas.Leave("a");
-  quotas.Charge("a", 12, 0);  // overdrawn by the run in progress: never killed for it
+  quotas.Charge("a", {12, 0});  // overdrawn by the run in progress: never killed for it
   auto spent = quotas.Enter("a", limits, 0);
   ASSERT_TRUE(spent);
   EXPECT_EQ(spent->limit, "gpu_seconds");
@@ -101,7 +101,7 @@ TEST(TenantQuotas, ANewWindowStartsAfresh) {
   TenantQuotas quotas(1s, Clock::now());
   TenantLimits limits;
   limits.cpu_seconds = 0.5;
-  quotas.Charge("a", 0, 1);
+  quotas.Charge("a", {0, 1});
   ASSERT_TRUE(quotas.Enter("a", limits, 0));
   std::this_thread::sleep_for(1100ms);
   EXPECT_FALSE(quotas.Enter("a", limits, 0));
