@@ -44,6 +44,19 @@ TenantQuotas::Account& TenantQuotas::Current(const std::string& tenant, Clock::t
   return account;
 }
 
+std::optional<QuotaRefusal> TenantQuotas::Spent(const std::string& name,
+                                                const std::optional<double>& limit, double used,
+                                                const std::string& whose,
+                                                Clock::time_point now) const {
+  if (!limit || used < *limit) return std::nullopt;
+  const int wait = SecondsToWindowEnd(now);
+  return QuotaRefusal{name,
+                      whose + " limit " + name + "=" + Seconds(*limit) + " per " +
+                          std::to_string(window_.count()) + " s window is spent (" + Seconds(used) +
+                          " s used); it frees in " + std::to_string(wait) + " s",
+                      wait};
+}
+
 std::optional<QuotaRefusal> TenantQuotas::Enter(const std::string& tenant,
                                                 const TenantLimits& limits, int queued) {
   const auto now = Clock::now();
@@ -61,22 +74,10 @@ std::optional<QuotaRefusal> TenantQuotas::Enter(const std::string& tenant,
                            whose + " limit queued=" + std::to_string(*limits.queued) +
                                " is reached; it frees when one of them takes a seat",
                            1};
-  } else if (limits.gpu_seconds && account.gpu_seconds >= *limits.gpu_seconds) {
-    const int wait = SecondsToWindowEnd(now);
-    refusal = QuotaRefusal{"gpu_seconds",
-                           whose + " limit gpu_seconds=" + Seconds(*limits.gpu_seconds) + " per " +
-                               std::to_string(window_.count()) + " s window is spent (" +
-                               Seconds(account.gpu_seconds) + " s used); it frees in " +
-                               std::to_string(wait) + " s",
-                           wait};
-  } else if (limits.cpu_seconds && account.cpu_seconds >= *limits.cpu_seconds) {
-    const int wait = SecondsToWindowEnd(now);
-    refusal = QuotaRefusal{"cpu_seconds",
-                           whose + " limit cpu_seconds=" + Seconds(*limits.cpu_seconds) + " per " +
-                               std::to_string(window_.count()) + " s window is spent (" +
-                               Seconds(account.cpu_seconds) + " s used); it frees in " +
-                               std::to_string(wait) + " s",
-                           wait};
+  } else {
+    refusal = Spent("gpu_seconds", limits.gpu_seconds, account.gpu_seconds, whose, now);
+    if (!refusal)
+      refusal = Spent("cpu_seconds", limits.cpu_seconds, account.cpu_seconds, whose, now);
   }
   if (refusal) {
     ++account.reading.refused[refusal->limit];

@@ -67,6 +67,10 @@ class TenantQuotas {
   int64_t WindowNow(Clock::time_point now) const;
   Account& Current(const std::string& tenant, Clock::time_point now);  // mu_ held
   int SecondsToWindowEnd(Clock::time_point now) const;
+  // The refusal for a budget of `name` that `used` has spent, if it has.
+  std::optional<QuotaRefusal> Spent(const std::string& name, const std::optional<double>& limit,
+                                    double used, const std::string& whose,
+                                    Clock::time_point now) const;
 
   const std::chrono::seconds window_;
   const Clock::time_point start_;
