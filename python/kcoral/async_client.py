@@ -36,7 +36,7 @@ from .connections import with_api_key, async_client_options
 from .errors import KCoralError, TransportError
 from .failover import Failover, entry_urls, key_or_fresh, refuse_shared_key
 from .mapping import Outcome, check_concurrency, map_tasks
-from .negotiation import check_program, execute_steps, health_steps, target_of, wire_options
+from .negotiation import check_program, execute_steps, health_steps, target_of, usage_steps, wire_options
 from .program import Program
 from .result import ProgramResult
 from .tls import transport_error, trust
@@ -116,6 +116,10 @@ class AsyncClient:
                 return await adrive(health_steps(), partial(self._send, attempts.url))
             except (TransportError, KCoralError) as error:
                 attempts.retry_or_raise(error)
+
+    async def usage(self) -> dict[str, Any]:
+        """This key's usage and remaining budget, as Client.usage."""
+        return await adrive(usage_steps(), partial(self._send, self._failover.url))
 
     async def target(self) -> dict[str, Any]:
         """The server's compile target from ``/health``, e.g. ``{"arch": "sm_90a"}``."""

@@ -15,7 +15,7 @@ from .connections import with_api_key, client_options
 from .errors import KCoralError, TransportError
 from .failover import Failover, entry_urls, key_or_fresh, refuse_shared_key
 from .mapping import Outcome, check_concurrency, map_threads
-from .negotiation import check_program, execute_steps, health_steps, target_of, wire_options
+from .negotiation import check_program, execute_steps, health_steps, target_of, usage_steps, wire_options
 from .program import Program
 from .result import ProgramResult
 from .tls import transport_error, trust
@@ -113,6 +113,11 @@ class Client:
                 return drive(health_steps(), partial(self._send, attempts.url))
             except (TransportError, KCoralError) as error:
                 attempts.retry_or_raise(error)
+
+    def usage(self) -> dict[str, Any]:
+        """This key's usage and remaining budget (``GET /usage``; docs/deploy.md): ``usage`` is
+        the caller's tenant, ``tenants`` everyone's when the key is an operator's."""
+        return drive(usage_steps(), partial(self._send, self._failover.url))
 
     def target(self) -> dict[str, Any]:
         """The server's compile target from ``/health``, e.g. ``{"arch": "sm_90a"}``."""

@@ -119,6 +119,18 @@ def health_steps() -> Steps[dict[str, Any]]:
     return body
 
 
+def usage_steps() -> Steps[dict[str, Any]]:
+    """``GET /usage`` (a key's tenant: its usage, limits and what remains in the window; an
+    operator's key: everyone's too, under ``tenants``)."""
+    response = yield Request("GET", "/usage")
+    if response.status_code != 200:
+        raise _server_error(response)
+    body = strict_json_loads(response.content, "usage body")
+    if not isinstance(body, dict) or not isinstance(body.get("usage"), dict):
+        raise ProtocolError("usage body has no usage object")
+    return body
+
+
 def target_of(health: dict[str, Any]) -> dict[str, Any]:
     """The compile target in a health body, e.g. ``{"arch": "sm_90a"}``."""
     target = health.get("target")
