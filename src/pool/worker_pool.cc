@@ -101,6 +101,8 @@ PoolLoad WorkerPool::Load() const {
   load.requests_in_progress = running_.load();
   load.requests_waiting = static_cast<int>(queue_.size());
   if (arbiter_) load.gpus = arbiter_->Activities();
+  for (const auto& device : devices_)
+    load.devices.push_back({device->spec().name, device->spec().seats, device->Count()});
   return load;
 }
 
@@ -108,7 +110,9 @@ void WorkerPool::SeatLoop(DeviceWorkers& device, std::string seat) {
   std::unique_ptr<WorkerProcess> occupant;
   while (auto job = queue_.Pop()) {
     ++running_;
+    device.SeatBusy();
     RunJob(device, seat, occupant, *job);
+    device.SeatIdle();
     --running_;
   }
 }

@@ -36,18 +36,21 @@ enum class Route {
   kPeerBlobPush,
   kHealth,
   kMetrics,
+  kDashboard,  // the page, its script and its style
+  kStatus,     // what the page shows
   kWrongMethod,
   kNotFound
 };
 constexpr std::string_view kPeerBlobsPrefix = "/cluster/blobs/";
 
-// Who may use a route: /health is open, the cluster's routes check the cluster's secret instead
+// Who may use a route: /health and the dashboard's page are open, the cluster's routes check the cluster's secret instead
 // of a key (peer_auth.h), and a wrong method or an unknown path gets its 405 or 404.
 Access AccessOf(Route route) {
   switch (route) {
     case Route::kExecute:
     case Route::kUploadBlob:
     case Route::kLookUpBlob:
+    case Route::kStatus:  // a tenant sees its own requests there (status_board.h)
       return Access::kTenant;
     case Route::kMetrics:
       return Access::kOperator;
@@ -69,6 +72,11 @@ Route RouteOf(http::verb method, std::string_view target) {
   }
   if (target == "/health") return get ? Route::kHealth : Route::kWrongMethod;
   if (target == "/metrics") return get ? Route::kMetrics : Route::kWrongMethod;
+  if (target == "/dashboard" || target == "/dashboard/" || target == "/dashboard/dashboard.js" ||
+      target == "/dashboard/dashboard.css") {
+    return get ? Route::kDashboard : Route::kWrongMethod;
+  }
+  if (target == "/api/status") return get ? Route::kStatus : Route::kWrongMethod;
   return Route::kNotFound;
 }
 
@@ -150,6 +158,10 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
       co_return app.HandleHealth();
     case Route::kMetrics:
       co_return app.HandleMetrics();
+    case Route::kDashboard:
+      co_return app.HandleDashboard(head.target());
+    case Route::kStatus:
+      co_return app.HandleStatus(arrival.caller);
     case Route::kWrongMethod:
       co_return EndingReply(RequestEnding::kMethodNotAllowed, "method not allowed", "");
     case Route::kNotFound:
