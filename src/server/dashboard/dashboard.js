@@ -26,7 +26,6 @@
   let timer = null;
   let polling = false;
   let lastStatus = null;
-  let lastOk = 0;
   let nextDelay = 1000;
   const openRequests = new Set();
 
@@ -203,13 +202,13 @@
     const nodes = (cluster.nodes || []).map((n) => {
       const pools = n.pools || [];
       const pool = (k) => pools.reduce((sum, p) => sum + (p[k] || 0), 0);
-      return el("tr", {}, td(n.node_id || n.url || "?", "mono"), td(n.url || "", "mono"),
+      return el("tr", { "data-node": n.node_id || n.url || "" }, td(n.node_id || "?", "mono"), td(n.url || "", "mono"),
         td(pools.map((p) => p.pool).join(", ")), td(pool("request_capacity"), "num"),
         td(pool("requests_in_progress"), "num"), td(pool("requests_waiting"), "num"),
         td(n.shutting_down ? pill("leaving", "warn") : pill("up", "ok")));
     });
     const pools = (cluster.pools || []).map((p) => el("tr", {}, td(p.pool || "?", "mono"),
-      td(fmt(p.nodes !== undefined ? p.nodes : null), "num"),
+      td(Array.isArray(p.nodes) ? String(p.nodes.length) : fmt(p.nodes), "num"),
       td(fmt(p.request_capacity), "num"), td(fmt(p.requests_in_progress), "num"),
       td(fmt(p.requests_waiting), "num")));
     replace("cluster",
@@ -444,6 +443,8 @@
     renderCharts(status);
     renderRequests(status);
     document.body.setAttribute("data-generated", String(status.generated_unix_ms || 0));
+    document.getElementById("freshness").textContent =
+      (polling ? "live · " : "saved status · ") + "as of " + clock(status.generated_unix_ms || Date.now());
     document.body.setAttribute("data-snapshot-builds", String(status.snapshot_builds || 0));
   }
 
@@ -476,9 +477,7 @@
       document.getElementById("board").hidden = false;
       document.getElementById("key-form").hidden = true;
       document.getElementById("key-button").hidden = !key;
-      lastOk = Date.now();
       render(status);
-      document.getElementById("freshness").textContent = "live · updated " + clock(lastOk);
     } catch (e) {
       document.getElementById("freshness").textContent = "cannot reach the server (" + e.message + ")";
     }
