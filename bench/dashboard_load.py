@@ -1,6 +1,6 @@
 """What 64 live dashboard viewers cost a server (issue 28).
 
-    python bench/dashboard_load.py [--viewers 64] [--seconds 60] [--rounds 6] [--requests 100]
+    python bench/dashboard_load.py [--viewers 64] [--seconds 60] [--rounds 6] [--requests 300]
 
 Starts its own CPU server on a free loopback port and, in one run:
   1. measures the server process's CPU (utime + stime from /proc/<pid>/stat, all its threads;
@@ -8,7 +8,11 @@ Starts its own CPU server on a free loopback port and, in one run:
      --viewers httpx clients each polling GET /api/status once a second (spread over the second);
   2. times a trivial program (--requests, one after another) in --rounds rounds that take turns
      without and with the viewers polling, so load from elsewhere on the machine reaches both
-     alike, and compares the pooled p50 and p99.
+     alike, and compares the pooled p50 and p99 (and the server's CPU while serving them).
+The viewers run in a process of their own, at the lowest priority: in the timing process their
+JSON parsing would hold its GIL, and at normal priority their own CPU would compete with the
+server's requests on a small machine; real viewers poll from elsewhere, and what the server does
+for them stays measured at the server's priority.
 Prints a table; exits 1 unless the viewers' CPU stays under 1% of one core and the p50 and p99
 with viewers are within 5% of those without.
 """
@@ -24,7 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
+import multiprocessing
 import time
 from pathlib import Path
 
@@ -49,8 +53,22 @@ def start_server() -> tuple[subprocess.Popen, str]:
         port = s.getsockname()[1]
     log_dir = tempfile.mkdtemp(prefix="kcoral-bench-dashboard-")
     process = subprocess.Popen(
-        [sys.executable, "-m", "kcoral", "server", "--port", str(port), "--log-dir", log_dir,
-         "--num-workers", "2", "--max-requests-per-worker", "0"],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "kcoral",
+            "server",
+            "--device",
+            "cpu",
+            "--port",
+            str(port),
+            "--log-dir",
+            log_dir,
+            "--num-workers",
+            "2",
+            "--max-requests-per-worker",
+            "0",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
@@ -84,16 +102,31 @@ def cpu_seconds(pid: int) -> float:
 
 
 class Viewers:
-    """`count` httpx clients polling /api/status once a second while `on` is set; a thread."""
+    """`count` httpx clients polling /api/status once a second while `on` is set, in a process of
+    their own (so that their JSON parsing never holds the timing client's GIL)."""
 
     def __init__(self, url: str, count: int):
         self.url, self.count = url, count
-        self.on = threading.Event()
-        self.done = threading.Event()
-        self.polls = 0
-        self.failures = 0
-        self.thread = threading.Thread(target=lambda: asyncio.run(self._run()), daemon=True)
-        self.thread.start()
+        self.on = multiprocessing.Event()
+        self.done = multiprocessing.Event()
+        self._polls = multiprocessing.Value("i", 0)
+        self._failures = multiprocessing.Value("i", 0)
+        self.process = multiprocessing.Process(target=self._main, daemon=True)
+        self.process.start()
+
+    @property
+    def polls(self) -> int:
+        return self._polls.value
+
+    @property
+    def failures(self) -> int:
+        return self._failures.value
+
+    def _main(self) -> None:
+        # Lowest priority: real viewers poll from other machines, so their own CPU must not be
+        # what slows this machine's requests; the server's work for them stays at normal priority.
+        os.nice(19)
+        asyncio.run(self._run())
 
     async def _one(self, offset: float) -> None:
         async with httpx.AsyncClient(timeout=10) as client:
@@ -106,10 +139,14 @@ class Viewers:
                 try:
                     response = await client.get(self.url + "/api/status")
                     response.json()  # a viewer reads what it fetched
-                    self.polls += 1
-                    self.failures += response.status_code != 200
+                    with self._polls.get_lock():
+                        self._polls.value += 1
+                    failed = response.status_code != 200
                 except httpx.HTTPError:
-                    self.failures += 1
+                    failed = True
+                if failed:
+                    with self._failures.get_lock():
+                        self._failures.value += 1
                 await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - started)))
 
     async def _run(self) -> None:
@@ -117,7 +154,10 @@ class Viewers:
 
     def close(self) -> None:
         self.done.set()
-        self.thread.join(30)
+        self.process.join(30)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
 
 
 def snapshot_builds(url: str) -> int:
@@ -149,7 +189,7 @@ def main() -> int:
     parser.add_argument("--viewers", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--requests", type=int, default=100, help="trivial requests per round and phase")
+    parser.add_argument("--requests", type=int, default=300, help="trivial requests per round and phase")
     args = parser.parse_args()
 
     process, url = start_server()
@@ -170,13 +210,20 @@ def main() -> int:
             time.sleep(1.5)
 
             without, with_viewers = [], []
+            busy_cpu = [0.0, 0.0]  # server CPU seconds while serving, without and with viewers
+            busy_seconds = [0.0, 0.0]
             for _ in range(args.rounds):
-                without += timed_requests(client, args.requests)
-                viewers.on.set()
-                time.sleep(1.2)
-                with_viewers += timed_requests(client, args.requests)
-                viewers.on.clear()
-                time.sleep(1.2)
+                for phase, times in ((0, without), (1, with_viewers)):
+                    if phase:
+                        viewers.on.set()
+                        time.sleep(1.2)
+                    cpu, started = cpu_seconds(process.pid), time.monotonic()
+                    times += timed_requests(client, args.requests)
+                    busy_cpu[phase] += cpu_seconds(process.pid) - cpu
+                    busy_seconds[phase] += time.monotonic() - started
+                    if phase:
+                        viewers.on.clear()
+                        time.sleep(1.2)
     finally:
         viewers.close()
         stop_server(process)
@@ -191,7 +238,11 @@ def main() -> int:
     print(f"{'measure':<44}{'no viewers':>14}{'viewers':>14}{'limit':>12}{'':>6}")
     print(f"{'server CPU, % of one core':<44}{idle_cpu:>13.2%} {viewed_cpu:>13.2%} {'< 1%':>11}  {verdict(cpu_ok)}")
     print(f"{'polls answered (failures)':<44}{'-':>14}{f'{polls} ({viewers.failures})':>14}")
-    print(f"{'snapshots built (per second)':<44}{'-':>14}{f'{builds} ({builds / viewed_seconds:.2f})':>14}{'<= 1/s':>12}")
+    print(
+        f"{'snapshots built (per second)':<44}{'-':>14}{f'{builds} ({builds / viewed_seconds:.2f})':>14}{'<= 1/s':>12}"
+    )
+    busy = [busy_cpu[k] / busy_seconds[k] for k in (0, 1)]
+    print(f"{'server CPU while serving requests, %':<44}{busy[0]:>13.2%} {busy[1]:>13.2%}")
     n = f"{len(without)} / {len(with_viewers)}"
     print(f"{'trivial request p50, ms (' + n + ')':<44}{p50[0]:>14.2f}{p50[1]:>14.2f}{'+5%':>12}  {verdict(p50_ok)}")
     print(f"{'trivial request p99, ms':<44}{p99[0]:>14.2f}{p99[1]:>14.2f}{'+5%':>12}  {verdict(p99_ok)}")

@@ -110,7 +110,7 @@ class DeviceWorkers {
   std::deque<std::unique_ptr<WorkerProcess>> ready_;  // guarded by mu_
   // Started, not yet prepared, with their deadlines; guarded by mu_.
   std::deque<std::pair<std::unique_ptr<WorkerProcess>, Clock::time_point>> started_;
-  int preparing_ = 0;      // taken from started_ by a preparer; guarded by mu_
+  int preparing_ = 0;             // taken from started_ by a preparer; guarded by mu_
   std::atomic<int> retiring_{0};  // in Retire now
   std::atomic<int> busy_{0};
   bool stopping_ = false;  // guarded by mu_

@@ -221,12 +221,12 @@ std::vector<GpuArbiter::Activity> GpuArbiter::Activities() const {
   const int64_t now = NowNs();
   std::vector<Activity> out;
   for (const auto& [index, gpu] : gpus_) {
-    out.push_back({index, gpu.duty.Read(now), RunningHousekeeping(gpu),
-                   static_cast<int>(gpu.waiters.size()) + (gpu.held ? 1 : 0),
-                   gpu.held ? gpu.holder : std::string(),
-                   gpu.held ? static_cast<double>(now - gpu.held_since_ns) / 1e9 : 0.0,
-                   static_cast<double>(gpu.held_closed_ns + (gpu.held ? now - gpu.held_since_ns : 0)) /
-                       1e9});
+    out.push_back(
+        {index, gpu.duty.Read(now), RunningHousekeeping(gpu),
+         static_cast<int>(gpu.waiters.size()) + (gpu.held ? 1 : 0),
+         gpu.held ? gpu.holder : std::string(),
+         gpu.held ? static_cast<double>(now - gpu.held_since_ns) / 1e9 : 0.0,
+         static_cast<double>(gpu.held_closed_ns + (gpu.held ? now - gpu.held_since_ns : 0)) / 1e9});
   }
   return out;
 }

@@ -104,11 +104,11 @@ class GpuArbiter {
   // What a GPU is doing, for /metrics and /health.
   struct Activity {
     int gpu = 0;
-    DutyMeter::Reading duty;       // timing spans' share of wall time
-    int housekeeping_running = 0;  // contexts being created or destroyed now
-    int depth = 0;                 // holder plus waiters
-    std::string holder;            // the lease's holder (a request id); empty: free
-    double held_seconds = 0;       // how long the holder has held it
+    DutyMeter::Reading duty;        // timing spans' share of wall time
+    int housekeeping_running = 0;   // contexts being created or destroyed now
+    int depth = 0;                  // holder plus waiters
+    std::string holder;             // the lease's holder (a request id); empty: free
+    double held_seconds = 0;        // how long the holder has held it
     double held_total_seconds = 0;  // every tenure since the start, the open one included
   };
   std::vector<Activity> Activities() const;

@@ -140,7 +140,7 @@ class App {
   store::BuildCache build_cache_;
   BuildCacheHooks build_cache_hooks_{build_cache_};
   std::unique_ptr<pool::WorkerPool> pool_;
-  RequestRing requests_;    // the dashboard's last requests
+  RequestRing requests_;           // the dashboard's last requests
   mutable StatusHistory history_;  // and its last hour (GPU time sampled by const readers too)
   std::unique_ptr<GpuTelemetry> gpu_telemetry_;  // GPU servers; made in Run()
   StatusBoard status_board_{[this] { return BuildStatus(); }};

@@ -23,31 +23,39 @@ double Rounded(double value, double unit = 0.001) {
   return std::round(value / unit) * unit;
 }
 
+// One request of the ring. Every viewer fetches 200 of these a second, so what is empty is left
+// out (the page reads a missing member as empty or zero) and each timeline step is an array in
+// the order of kTimelineFields.
+constexpr const char* kTimelineFields[] = {"index", "op", "id", "ms", "lease_wait_ms", "leased"};
+
 nlohmann::json RequestJson(const RequestRecord& r) {
   nlohmann::json timeline = nlohmann::json::array();
   for (const TimelineStep& step : r.run.timeline) {
-    timeline.push_back({{"index", step.index},
-                        {"op", step.op},
-                        {"id", step.id},
-                        {"ms", Rounded(step.ms)},
-                        {"lease_wait_ms", Rounded(step.lease_wait_ms)},
-                        {"leased", step.leased}});
+    timeline.push_back(
+        {step.index, step.op, step.id, Rounded(step.ms), Rounded(step.lease_wait_ms), step.leased});
   }
-  return {{"request_id", r.request_id},
-          {"tenant", r.tenant},
-          {"finished_unix_ms", r.finished_unix_ms},
-          {"http_status", r.http_status},
-          {"finish_reason", r.finish_reason},
-          {"error_kind", r.error_kind},
-          {"error_message", r.error_message},
-          {"integrity", r.integrity},
-          {"total_ms", Rounded(r.total_ms)},
-          {"worker_id", r.run.worker_id},
-          {"queue_ms", Rounded(r.run.queue_ms)},
-          {"lease_wait_ms", Rounded(r.run.lease_wait_ms)},
-          {"lease_held_ms", Rounded(r.run.lease_held_ms)},
-          {"span_held_ms", Rounded(r.run.span_held_ms)},
-          {"timeline", std::move(timeline)}};
+  nlohmann::json out = {{"request_id", r.request_id},
+                        {"finished_unix_ms", r.finished_unix_ms},
+                        {"http_status", r.http_status},
+                        {"finish_reason", r.finish_reason},
+                        {"total_ms", Rounded(r.total_ms)}};
+  auto text = [&](const char* key, const std::string& value) {
+    if (!value.empty()) out[key] = value;
+  };
+  auto number = [&](const char* key, double value) {
+    if (value != 0) out[key] = Rounded(value);
+  };
+  text("tenant", r.tenant);
+  text("error_kind", r.error_kind);
+  text("error_message", r.error_message);
+  text("integrity", r.integrity);
+  text("worker_id", r.run.worker_id);
+  number("queue_ms", r.run.queue_ms);
+  number("lease_wait_ms", r.run.lease_wait_ms);
+  number("lease_held_ms", r.run.lease_held_ms);
+  number("span_held_ms", r.run.span_held_ms);
+  if (!timeline.empty()) out["timeline"] = std::move(timeline);
+  return out;
 }
 
 // The arbiter's view of each GPU (pool/gpu_arbiter.h) joined with its NVML reading.
@@ -130,9 +138,13 @@ nlohmann::json App::BuildStatus() const {
   for (const RequestRecord& record : requests_.Records())
     requests.push_back(RequestJson(record));
   status["requests"] = std::move(requests);
+  status["timeline_fields"] = kTimelineFields;
   status["requests_finished"] = requests_.finished();
+  // Only the intervals with something in them; the page fills in the quiet ones from first_t.
   nlohmann::json points = nlohmann::json::array();
-  for (const StatusHistory::Point& p : history_.Points(now)) {
+  const std::vector<StatusHistory::Point> hour = history_.Points(now);
+  for (const StatusHistory::Point& p : hour) {
+    if (p.requests == 0 && p.lease_held_seconds == 0 && p.span_seconds == 0) continue;
     points.push_back({{"t", p.start_unix_ms},
                       {"requests", p.requests},
                       {"errors", p.errors},
@@ -143,6 +155,8 @@ nlohmann::json App::BuildStatus() const {
   }
   const int gpu_count = static_cast<int>(load.gpus.size());
   status["history"] = {{"step_seconds", StatusHistory::kStep.count()},
+                       {"intervals", hour.size()},
+                       {"first_t", hour.empty() ? 0 : hour.front().start_unix_ms},
                        {"gpu_count", gpu_count},
                        {"points", std::move(points)}};
   status["cluster"] = cluster_ ? cluster_->Describe() : nlohmann::json(nullptr);

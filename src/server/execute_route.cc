@@ -39,11 +39,11 @@ nlohmann::json ProgramShape(const protocol::Program& program) {
 // instructions with their ops and ids.
 RunNote NoteOf(const pool::JobResult& result, const protocol::Program& program) {
   static const char* kOps[] = {"upload", "get_function", "run", "return"};
-  RunNote note{result.worker_id,          result.queue_ms,          result.run.lease_wait_ms,
-               result.run.lease_held_ms,  result.run.span_held_ms,  {}};
+  RunNote note{result.worker_id,         result.queue_ms,         result.run.lease_wait_ms,
+               result.run.lease_held_ms, result.run.span_held_ms, {}};
   for (const pool::RunResult::InstructionTime& t : result.run.instruction_times) {
-    TimelineStep step{.index = t.index, .ms = t.ms, .lease_wait_ms = t.lease_wait_ms,
-                      .leased = t.leased};
+    TimelineStep step{
+        .index = t.index, .ms = t.ms, .lease_wait_ms = t.lease_wait_ms, .leased = t.leased};
     if (t.index >= 0 && static_cast<size_t>(t.index) < program.instructions.size()) {
       const protocol::Instruction& instruction = program.instructions[t.index];
       step.op = kOps[static_cast<int>(instruction.op)];

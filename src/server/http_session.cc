@@ -43,8 +43,9 @@ enum class Route {
 };
 constexpr std::string_view kPeerBlobsPrefix = "/cluster/blobs/";
 
-// Who may use a route: /health and the dashboard's page are open, the cluster's routes check the cluster's secret instead
-// of a key (peer_auth.h), and a wrong method or an unknown path gets its 405 or 404.
+// Who may use a route: /health and the dashboard's page are open, the cluster's routes check the
+// cluster's secret instead of a key (peer_auth.h), and a wrong method or an unknown path gets its
+// 405 or 404.
 Access AccessOf(Route route) {
   switch (route) {
     case Route::kExecute:

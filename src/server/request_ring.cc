@@ -11,7 +11,8 @@ void RequestRing::Begin(const std::string& tenant) {
 
 void RequestRing::NoteRun(const std::string& request_id, RunNote note) {
   std::lock_guard lock(mu_);
-  if (notes_.insert_or_assign(request_id, std::move(note)).second) note_order_.push_back(request_id);
+  if (notes_.insert_or_assign(request_id, std::move(note)).second)
+    note_order_.push_back(request_id);
   while (note_order_.size() > kPendingNotes) {
     notes_.erase(note_order_.front());
     note_order_.pop_front();

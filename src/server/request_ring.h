@@ -45,15 +45,15 @@ struct RunNote {
 
 struct RequestRecord {
   std::string request_id;
-  std::string tenant;          // empty: no keys
+  std::string tenant;  // empty: no keys
   int64_t finished_unix_ms = 0;
   int http_status = 0;
-  std::string finish_reason;   // spec/server.md §6
-  std::string error_kind;      // empty: none
-  std::string error_message;   // cut to kMessageChars
-  std::string integrity;       // "trusted", "flagged", "unverified" or empty (no sealed results)
+  std::string finish_reason;  // spec/server.md §6
+  std::string error_kind;     // empty: none
+  std::string error_message;  // cut to kMessageChars
+  std::string integrity;      // "trusted", "flagged", "unverified" or empty (no sealed results)
   double total_ms = 0;
-  RunNote run;                 // empty when it never reached a worker
+  RunNote run;  // empty when it never reached a worker
 };
 
 class RequestRing {
@@ -73,11 +73,11 @@ class RequestRing {
 
  private:
   mutable std::mutex mu_;
-  std::deque<RequestRecord> records_;                // mu_
-  std::unordered_map<std::string, RunNote> notes_;   // mu_
-  std::deque<std::string> note_order_;               // mu_: notes_' keys, oldest first
-  std::map<std::string, int> in_flight_;             // mu_
-  uint64_t finished_ = 0;                            // mu_
+  std::deque<RequestRecord> records_;               // mu_
+  std::unordered_map<std::string, RunNote> notes_;  // mu_
+  std::deque<std::string> note_order_;              // mu_: notes_' keys, oldest first
+  std::map<std::string, int> in_flight_;            // mu_
+  uint64_t finished_ = 0;                           // mu_
 };
 
 }  // namespace kc::server

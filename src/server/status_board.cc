@@ -46,7 +46,9 @@ StatusBoard::Seen StatusBoard::View(const std::optional<Caller>& viewer, Clock::
   auto& text = views_[kind];
   if (text == nullptr) {
     nlohmann::json view = everything ? status_ : TenantView(status_, viewer->tenant);
-    view["viewer"] = {{"role", !viewer ? "open" : everything ? "operator" : "tenant"},
+    view["viewer"] = {{"role", !viewer      ? "open"
+                               : everything ? "operator"
+                                            : "tenant"},
                       {"tenant", viewer ? viewer->tenant : ""}};
     text = std::make_shared<const std::string>(
         view.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));

@@ -53,10 +53,10 @@ class StatusBoard {
   const Builder build_;
   const std::chrono::milliseconds max_age_;
   mutable std::mutex mu_;
-  std::optional<Clock::time_point> built_at_;                          // mu_
-  nlohmann::json status_;                                              // mu_
+  std::optional<Clock::time_point> built_at_;                        // mu_
+  nlohmann::json status_;                                            // mu_
   std::map<std::string, std::shared_ptr<const std::string>> views_;  // mu_: by viewer kind
-  uint64_t builds_ = 0;                                                // mu_
+  uint64_t builds_ = 0;                                              // mu_
 };
 
 }  // namespace kc::server

@@ -59,8 +59,7 @@ void StatusHistory::Record(const Finished& request) {
   }
 }
 
-void StatusHistory::SampleGpuTime(int64_t unix_ms, double lease_held_seconds,
-                                  double span_seconds) {
+void StatusHistory::SampleGpuTime(int64_t unix_ms, double lease_held_seconds, double span_seconds) {
   const GpuSample sample{unix_ms, lease_held_seconds, span_seconds};
   std::lock_guard lock(mu_);
   if (!gpu_samples_.empty() && unix_ms < gpu_samples_.back().unix_ms) return;  // clock stepped

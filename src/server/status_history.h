@@ -45,8 +45,8 @@ class StatusHistory {
     int64_t start_unix_ms = 0;
     uint64_t requests = 0;
     std::map<std::string, uint64_t> errors;  // by kind
-    double p50_ms = 0, p99_ms = 0;            // 0 when no request finished
-    double lease_held_seconds = 0;  // GPU time in the interval, all GPUs
+    double p50_ms = 0, p99_ms = 0;           // 0 when no request finished
+    double lease_held_seconds = 0;           // GPU time in the interval, all GPUs
     double span_seconds = 0;
   };
   // Every interval of the hour up to `now_unix_ms`, oldest first; quiet ones are zero.

@@ -159,8 +159,10 @@ def test_dashboard_shows_requests_charts_and_new_requests_live(make_server, brow
     # The failed request opens its instruction timeline: one bar per instruction it ran.
     browser.find_element("css selector", f"tr[data-request-id='{ids[3]}']").click()
     bars = browser.find_elements("css selector", f"svg.timeline[data-request='{ids[3]}'] rect[data-step]")
-    timeline = next(r for r in shown["requests"] if r["request_id"] == ids[3])["timeline"]
-    assert len(bars) == len(timeline) >= 3
+    failed = next(r for r in shown["requests"] if r["request_id"] == ids[3])
+    assert len(bars) == len(failed["timeline"]) >= 3
+    assert shown["timeline_fields"] == ["index", "op", "id", "ms", "lease_wait_ms", "leased"]
+    assert [step[1] for step in failed["timeline"]] == ["upload", "get_function", "run"]
 
     # Live again: a new request is on the page within 2 s of its answer.
     browser.execute_script("window.kcoralDashboard.start()")

@@ -308,10 +308,24 @@
     }));
   }
 
+  // The server sends only the intervals with something in them, and where the hour starts.
+  function hourOf(history, step) {
+    const sent = history.points || [];
+    if (!history.first_t || !history.intervals) return sent;
+    const byT = new Map(sent.map((p) => [p.t, p]));
+    const hour = [];
+    for (let k = 0; k < history.intervals; k++) {
+      const t = history.first_t + k * step * 1000;
+      hour.push(byT.get(t) || { t, requests: 0, errors: {}, p50_ms: 0, p99_ms: 0,
+        lease_held_seconds: 0, span_seconds: 0 });
+    }
+    return hour;
+  }
+
   function renderCharts(status) {
     const history = status.history || { points: [], step_seconds: 10, gpu_count: 0 };
     const step = history.step_seconds || 10;
-    const points = history.points || [];
+    const points = hourOf(history, step);
     const gpus = history.gpu_count || 0;
     document.getElementById("charts-step").textContent =
       `(${step} s intervals; ${points.reduce((s, p) => s + p.requests, 0)} requests)`;
@@ -393,8 +407,11 @@
     });
     return el("div", {}, chart, legend([["instruction", "#2b6cb0"], ["holding the GPU lease", "#805ad5"],
       ["waiting for the lease", "#e2d9f3"]]),
-    el("div", { class: "muted", text: `worker ${r.worker_id || "?"} · queued ${fmtMs(r.queue_ms)} · ` +
-      `lease held ${fmtMs(r.lease_held_ms)} · timing spans ${fmtMs(r.span_held_ms)} · total ${fmtMs(r.total_ms)}` }),
+    el("div", { class: "muted", text: [`worker ${r.worker_id || "?"}`, `queued ${fmtMs(r.queue_ms)}`,
+      r.lease_held_ms ? `lease held ${fmtMs(r.lease_held_ms)}` : null,
+      r.lease_wait_ms ? `waited ${fmtMs(r.lease_wait_ms)} for the lease` : null,
+      r.span_held_ms ? `timing spans ${fmtMs(r.span_held_ms)}` : null,
+      `total ${fmtMs(r.total_ms)}`].filter(Boolean).join(" · ") }),
     r.error_message ? el("div", { class: "muted", text: "error: " + r.error_message }) : null);
   }
 
@@ -433,7 +450,21 @@
 
   // --- polling and keys --------------------------------------------------------------------
 
+  // Requests arrive with their empty members left out and each timeline step as an array in
+  // the order of status.timeline_fields (a recorded status may hold objects: both are read).
+  function normalise(status) {
+    const fields = status.timeline_fields || ["index", "op", "id", "ms", "lease_wait_ms", "leased"];
+    status.requests = (status.requests || []).map((r) => ({
+      tenant: "", error_kind: "", error_message: "", integrity: "", worker_id: "",
+      queue_ms: 0, lease_wait_ms: 0, lease_held_ms: 0, span_held_ms: 0, ...r,
+      timeline: (r.timeline || []).map((step) => (Array.isArray(step)
+        ? Object.fromEntries(fields.map((name, k) => [name, step[k]])) : step)),
+    }));
+    return status;
+  }
+
   function render(status) {
+    status = normalise(status);
     lastStatus = status;
     renderHeader(status);
     renderGpus(status);

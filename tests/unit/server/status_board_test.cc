@@ -8,10 +8,11 @@ namespace {
 using std::chrono::milliseconds;
 
 nlohmann::json Status(int build) {
-  return {{"build", build},
-          {"requests",
-           {{{"request_id", "a1"}, {"tenant", "alice"}}, {{"request_id", "b1"}, {"tenant", "bob"}}}},
-          {"queue", {{"waiting", 2}, {"by_tenant", {{"alice", 1}, {"bob", 1}}}}}};
+  return {
+      {"build", build},
+      {"requests",
+       {{{"request_id", "a1"}, {"tenant", "alice"}}, {{"request_id", "b1"}, {"tenant", "bob"}}}},
+      {"queue", {{"waiting", 2}, {"by_tenant", {{"alice", 1}, {"bob", 1}}}}}};
 }
 
 struct Fixture {
@@ -32,8 +33,8 @@ TEST(StatusBoard, BuildsAtMostOncePerMaxAgeForAllViewers) {
   EXPECT_EQ(f.board.builds(), 1u);
   f.board.View(std::nullopt, t0 + milliseconds(1000));
   EXPECT_EQ(f.calls, 2);
-  EXPECT_EQ(nlohmann::json::parse(*f.board.View(std::nullopt, t0 + milliseconds(1500)).text)["build"],
-            2);
+  EXPECT_EQ(
+      nlohmann::json::parse(*f.board.View(std::nullopt, t0 + milliseconds(1500)).text)["build"], 2);
 }
 
 TEST(StatusBoard, ViewersOfOneKindShareOneText) {
@@ -60,7 +61,8 @@ TEST(StatusBoard, ATenantSeesOnlyItsOwnRequestsAndQueue) {
 TEST(StatusBoard, AnOperatorAndAServerWithoutKeysSeeEverything) {
   Fixture f;
   const auto now = Clock::now();
-  for (const auto& viewer : {std::optional<Caller>(), std::optional<Caller>(Caller{"ops", Role::kOperator})}) {
+  for (const auto& viewer :
+       {std::optional<Caller>(), std::optional<Caller>(Caller{"ops", Role::kOperator})}) {
     const auto view = nlohmann::json::parse(*f.board.View(viewer, now).text);
     EXPECT_EQ(view["requests"].size(), 2u);
     EXPECT_EQ(view["queue"]["by_tenant"].size(), 2u);
