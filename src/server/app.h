@@ -88,7 +88,7 @@ class App {
   // GET /dashboard and its script and style (open), GET /api/status (a key, when there are
   // keys): the live dashboard of issue 28 (dashboard_routes.cc).
   HttpReply HandleDashboard(std::string_view target) const;
-  HttpReply HandleStatus(const std::optional<Caller>& caller);
+  net::awaitable<HttpReply> HandleStatus(std::optional<Caller> caller);
   HttpReply RequestTooLarge(const std::string& request_id, uint64_t declared);
   // The keys check of a route (access_control.h): who calls (nobody without keys), or the
   // 401/403/429 to answer.

@@ -161,8 +161,10 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
       co_return app.HandleMetrics();
     case Route::kDashboard:
       co_return app.HandleDashboard(head.target());
-    case Route::kStatus:
-      co_return app.HandleStatus(arrival.caller);
+    case Route::kStatus: {
+      auto status = app.HandleStatus(std::move(arrival.caller));  // named: see execute_route.cc
+      co_return co_await std::move(status);
+    }
     case Route::kWrongMethod:
       co_return EndingReply(RequestEnding::kMethodNotAllowed, "method not allowed", "");
     case Route::kNotFound:

@@ -29,14 +29,32 @@ nlohmann::json TenantView(const nlohmann::json& status, const std::string& tenan
 
 }  // namespace
 
+// Each kind of viewer gets its own text: they differ at least in "viewer".
+std::string StatusBoard::KindOf(const std::optional<Caller>& viewer) {
+  if (!viewer) return "open";
+  return (viewer->role == Role::kOperator ? "operator:" : "tenant:") + viewer->tenant;
+}
+
+bool StatusBoard::Fresh(Clock::time_point now) const {
+  return built_at_ && now - *built_at_ < max_age_ && now >= *built_at_;
+}
+
+std::optional<StatusBoard::Seen> StatusBoard::Ready(const std::optional<Caller>& viewer,
+                                                    Clock::time_point now) const {
+  const std::string kind = KindOf(viewer);
+  std::lock_guard lock(mu_);
+  if (!Fresh(now)) return std::nullopt;
+  auto text = views_.find(kind);
+  if (text == views_.end()) return std::nullopt;
+  return Seen{text->second,
+              std::chrono::duration_cast<std::chrono::milliseconds>(now - *built_at_)};
+}
+
 StatusBoard::Seen StatusBoard::View(const std::optional<Caller>& viewer, Clock::time_point now) {
   const bool everything = !viewer || viewer->role == Role::kOperator;
-  // Each kind of viewer gets its own text: they differ at least in "viewer".
-  const std::string kind = !viewer      ? std::string("open")
-                           : everything ? "operator:" + viewer->tenant
-                                        : "tenant:" + viewer->tenant;
+  const std::string kind = KindOf(viewer);
   std::lock_guard lock(mu_);
-  if (!built_at_ || now - *built_at_ >= max_age_ || now < *built_at_) {
+  if (!Fresh(now)) {
     status_ = build_();
     built_at_ = now;
     ++builds_;

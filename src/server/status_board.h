@@ -11,7 +11,8 @@
 //   std::shared_ptr<const std::string> body = board.View(caller, Clock::now()).text;
 //
 // Thread-safe: the builder runs under the board's lock, so viewers arriving during a build wait
-// for it instead of starting their own.
+// for it instead of starting their own. The server calls Ready on its event loop and View, which
+// may build, on its parse pool (dashboard_routes.cc), so a build never stalls other requests.
 #pragma once
 
 #include <chrono>
@@ -46,10 +47,16 @@ class StatusBoard {
     std::chrono::milliseconds age{0};
   };
   Seen View(const std::optional<Caller>& viewer, Clock::time_point now);
+  // View's answer when it is ready without a build or a cut (a fresh build, this viewer kind's
+  // text made): cheap enough for the event loop, which sends the rest to a worker thread.
+  std::optional<Seen> Ready(const std::optional<Caller>& viewer, Clock::time_point now) const;
   std::chrono::milliseconds max_age() const { return max_age_; }
   uint64_t builds() const;
 
  private:
+  static std::string KindOf(const std::optional<Caller>& viewer);
+  bool Fresh(Clock::time_point now) const;  // mu_ held
+
   const Builder build_;
   const std::chrono::milliseconds max_age_;
   mutable std::mutex mu_;

@@ -79,5 +79,20 @@ TEST(StatusBoard, CountsItsBuildsInTheStatus) {
   EXPECT_EQ(view["snapshot_builds"], 2);
 }
 
+TEST(StatusBoard, ReadyOnlyWhenNeitherABuildNorACutIsDue) {
+  Fixture f;
+  const auto t0 = Clock::now();
+  const Caller alice{"alice", Role::kTenant};
+  EXPECT_FALSE(f.board.Ready(std::nullopt, t0));  // nothing built yet
+  const auto built = f.board.View(std::nullopt, t0);
+  const auto ready = f.board.Ready(std::nullopt, t0 + milliseconds(300));
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->text.get(), built.text.get());
+  EXPECT_EQ(ready->age, milliseconds(300));
+  EXPECT_FALSE(f.board.Ready(alice, t0 + milliseconds(300)));  // alice's cut is not made yet
+  EXPECT_FALSE(f.board.Ready(std::nullopt, t0 + milliseconds(1000)));  // a build is due
+  EXPECT_EQ(f.calls, 1);
+}
+
 }  // namespace
 }  // namespace kc::server
