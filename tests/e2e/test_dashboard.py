@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from selenium import webdriver  # never skipped: make deps installs selenium, chromium, chromedriver
 
 from conftest import Server, call, wait_for
 
@@ -35,8 +36,6 @@ RAISES = (
     "from kcoral.errors import ExecutionError\n"
     "def main():\n    raise ExecutionError('correctness', 'dashboard test: this one fails')\n"
 )
-
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is installed by `make deps`")
 
 
 @pytest.fixture
