@@ -4,7 +4,7 @@ PYTHON ?= python3
 BUILD_DIR ?= build/dev
 JOBS ?= $(shell nproc)
 DEBUG_INFO ?= ON
-PIP_PACKAGES = httpx numpy tqdm pytest apache-tvm-ffi ml_dtypes pybind11 scikit-build-core prometheus_client
+PIP_PACKAGES = httpx numpy tqdm pytest apache-tvm-ffi ml_dtypes pybind11 scikit-build-core prometheus_client selenium
 
 FUZZ_SECONDS ?= 30
 FUZZ_DIR ?= build/fuzz
@@ -18,7 +18,7 @@ deps:
 	  echo ">> installing Debian packages:" $$missing; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
-	@$(PYTHON) -c "import httpx, numpy, tqdm, pytest, tvm_ffi, ml_dtypes, pybind11, prometheus_client" 2>/dev/null || \
+	@$(PYTHON) -c "import httpx, numpy, tqdm, pytest, tvm_ffi, ml_dtypes, pybind11, prometheus_client, selenium" 2>/dev/null || \
 	  { echo ">> installing Python packages"; $(PYTHON) -m pip install -q $(PIP_PACKAGES); }
 
 build: deps

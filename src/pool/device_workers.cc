@@ -130,7 +130,18 @@ Status DeviceWorkers::Housekeeping(HousekeepingKind kind, const std::function<St
   return done;
 }
 
+DeviceWorkers::Census DeviceWorkers::Count() {
+  std::lock_guard lock(mu_);
+  return {busy_.load(), static_cast<int>(ready_.size()),
+          static_cast<int>(started_.size()) + preparing_, retiring_.load()};
+}
+
 void DeviceWorkers::Retire(std::unique_ptr<WorkerProcess> worker) {
+  ++retiring_;
+  struct Done {
+    std::atomic<int>& count;
+    ~Done() { --count; }
+  } done{retiring_};
   if (!lease_) return;  // the tree dies with `worker`
   // A context destroyed; SIGKILL, as fast as any gentler exit (bench/standby_steps.py).
   Housekeeping(HousekeepingKind::kContext, [&] {

@@ -9,6 +9,7 @@
 // thread alone uses the zygote.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -58,6 +59,18 @@ class DeviceWorkers {
   void Stop();
 
   const DeviceSpec& spec() const { return spec_; }
+  // Its processes now, for the dashboard: prepared stand-bys, those being started or
+  // prepared, and retired ones whose context is still being torn down.
+  struct Census {
+    int busy = 0;  // seats of this device running a program
+    int standby = 0;
+    int preparing = 0;
+    int retiring = 0;
+  };
+  Census Count();
+  // Seats call these around each job (worker_pool.cc).
+  void SeatBusy() { ++busy_; }
+  void SeatIdle() { --busy_; }
   GpuLease* lease() { return lease_.get(); }
   // Who holds this device's GPU (gpu_census.h); null on a CPU, or where NVML cannot say why:
   // census_unavailable().
@@ -97,7 +110,9 @@ class DeviceWorkers {
   std::deque<std::unique_ptr<WorkerProcess>> ready_;  // guarded by mu_
   // Started, not yet prepared, with their deadlines; guarded by mu_.
   std::deque<std::pair<std::unique_ptr<WorkerProcess>, Clock::time_point>> started_;
-  int preparing_ = 0;      // taken from started_ by a preparer; guarded by mu_
+  int preparing_ = 0;             // taken from started_ by a preparer; guarded by mu_
+  std::atomic<int> retiring_{0};  // in Retire now
+  std::atomic<int> busy_{0};
   bool stopping_ = false;  // guarded by mu_
   std::thread spawner_;
   std::vector<std::thread> preparers_;

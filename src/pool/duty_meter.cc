@@ -45,6 +45,7 @@ DutyMeter::Reading DutyMeter::Read(int64_t now_ns) const {
   reading.since_start = Fraction(closed_inside_ns_ + open_ns, now_ns - started_ns_);
   reading.window_seconds = static_cast<double>(now_ns - window_begin) / 1e9;
   reading.last_window = Fraction(window_inside, now_ns - window_begin);
+  reading.inside = depth_ > 0;
   return reading;
 }
 

@@ -32,6 +32,7 @@ class DutyMeter {
     double since_start = 0;     // inside_seconds / the time since the start, in [0, 1]
     double last_window = 0;     // the fraction of the last kWindow (or less, early on)
     double window_seconds = 0;  // that window's length
+    bool inside = false;        // a timing span is open now (the dashboard's "span in progress")
   };
   Reading Read(int64_t now_ns) const;
 

@@ -81,6 +81,7 @@ void GpuArbiter::Release(const std::vector<int>& gpus) {
     Gpu& gpu = gpus_.at(index);
     if (!gpu.held) continue;
     gpu.history.push_back({gpu.held_since_ns, now, gpu.holder});
+    gpu.held_closed_ns += now - gpu.held_since_ns;
     if (gpu.history.size() > kHistory) gpu.history.pop_front();
     share_.Charge(gpu.holder_share.tenant, gpu.holder_share.weight,
                   static_cast<double>(now - gpu.held_since_ns) / 1e9);
@@ -236,8 +237,12 @@ std::vector<GpuArbiter::Activity> GpuArbiter::Activities() const {
   const int64_t now = NowNs();
   std::vector<Activity> out;
   for (const auto& [index, gpu] : gpus_) {
-    out.push_back({index, gpu.duty.Read(now), RunningHousekeeping(gpu),
-                   static_cast<int>(gpu.waiters.size()) + (gpu.held ? 1 : 0)});
+    out.push_back(
+        {index, gpu.duty.Read(now), RunningHousekeeping(gpu),
+         static_cast<int>(gpu.waiters.size()) + (gpu.held ? 1 : 0),
+         gpu.held ? gpu.holder : std::string(),
+         gpu.held ? static_cast<double>(now - gpu.held_since_ns) / 1e9 : 0.0,
+         static_cast<double>(gpu.held_closed_ns + (gpu.held ? now - gpu.held_since_ns : 0)) / 1e9});
   }
   return out;
 }

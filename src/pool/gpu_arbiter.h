@@ -108,9 +108,12 @@ class GpuArbiter {
   // What a GPU is doing, for /metrics and /health.
   struct Activity {
     int gpu = 0;
-    DutyMeter::Reading duty;       // timing spans' share of wall time
-    int housekeeping_running = 0;  // contexts being created or destroyed now
-    int depth = 0;                 // holder plus waiters
+    DutyMeter::Reading duty;        // timing spans' share of wall time
+    int housekeeping_running = 0;   // contexts being created or destroyed now
+    int depth = 0;                  // holder plus waiters
+    std::string holder;             // the lease's holder (a request id); empty: free
+    double held_seconds = 0;        // how long the holder has held it
+    double held_total_seconds = 0;  // every tenure since the start, the open one included
   };
   std::vector<Activity> Activities() const;
 
@@ -126,6 +129,7 @@ class GpuArbiter {
     std::string holder;
     TenantShare holder_share;  // charged its tenure on release
     int64_t held_since_ns = 0;
+    int64_t held_closed_ns = 0;  // closed tenures, since the start
     std::deque<Tenure> history;
     // By HousekeepingKind: spans that keep it out, running and waiting; jobs running; since
     // when each waiting job waits.

@@ -111,6 +111,8 @@ PoolLoad WorkerPool::Load() const {
   load.requests_in_progress = running_.load();
   load.requests_waiting = static_cast<int>(queue_.size());
   if (arbiter_) load.gpus = arbiter_->Activities();
+  for (const auto& device : devices_)
+    load.devices.push_back({device->spec().name, device->spec().seats, device->Count()});
   return load;
 }
 
@@ -119,7 +121,9 @@ void WorkerPool::SeatLoop(DeviceWorkers& device, std::string seat) {
   while (auto job = queue_.Pop()) {
     ++running_;
     const auto started = Clock::now();
+    device.SeatBusy();
     RunJob(device, seat, occupant, *job);
+    device.SeatIdle();
     queue_.Charge(*job, MillisecondsSince(started) / 1000);
     --running_;
   }

@@ -76,11 +76,19 @@ struct Job {
   Clock::time_point wait_deadline;
 };
 
+// One device's seats and processes (device_workers.h), for the dashboard.
+struct DeviceLoad {
+  std::string name;  // "cpu", "gpu0"
+  int seats = 0;
+  DeviceWorkers::Census workers;
+};
+
 struct PoolLoad {
   int request_capacity = 0;
   int requests_in_progress = 0;
   int requests_waiting = 0;
   std::vector<GpuArbiter::Activity> gpus;  // empty on a CPU pool
+  std::vector<DeviceLoad> devices;
 };
 
 class WorkerPool {

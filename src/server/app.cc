@@ -150,7 +150,7 @@ App::Admission App::Admit(Access needed, std::string_view authorization, std::st
       pool::EventLevel::kWarning, "access_refused",
       {{"client", client}, {"http_status", decision.status}, {"reason", decision.message}});
   HttpReply reply = EndingReply(ending, decision.message, "");
-  metrics_.RecordRequest(reply.status, std::string(reply.finish_reason()), 0);
+  CountFinished(reply, 0, nullptr);
   return {std::nullopt, std::move(reply)};
 }
 
@@ -160,8 +160,7 @@ HttpReply App::RequestTooLarge(const std::string& request_id, uint64_t declared)
                                     " bytes exceeds max_request_bytes " +
                                     std::to_string(config_.max_request_bytes),
                                 request_id);
-  // Never reaches HandleExecute.
-  metrics_.RecordRequest(reply.status, std::string(reply.finish_reason()), 0);
+  CountFinished(reply, 0, nullptr);  // never reaches HandleExecute
   return reply;
 }
 
@@ -282,6 +281,11 @@ int App::Run() {
     return 1;
   }
   if (build_cache_.enabled()) options->hooks = &build_cache_hooks_;
+  std::vector<GpuTelemetry::Gpu> telemetry;
+  for (const pool::DeviceSpec& device : options->devices) {
+    if (device.gpu_index >= 0) telemetry.push_back({device.gpu_index, device.gpu_uuid});
+  }
+  gpu_telemetry_ = std::make_unique<GpuTelemetry>(std::move(telemetry));
   pool_ = std::make_unique<pool::WorkerPool>(std::move(*options), metrics_);
   if (Status started = pool_->Start(); !started.ok()) {
     std::string error = started.message();
@@ -319,6 +323,7 @@ int App::Run() {
     std::cerr << "kcoral server: " << joined.message() << "\n";
     return 1;
   }
+  if (config_.device == Device::kGpu) SampleGpuTime(pool_->Load(), UnixMillisecondsNow());  // zero
   events_.Emit(pool::EventLevel::kInfo, "pool_ready",
                {{"mode", FlagText(config_.device)},
                 {"workers", pool_->Load().request_capacity},

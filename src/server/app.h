@@ -25,9 +25,13 @@
 #include "server/build_cache_hooks.h"
 #include "server/event_log.h"
 #include "server/execute_ingest.h"
+#include "server/gpu_telemetry.h"
 #include "server/http_reply.h"
 #include "server/metrics.h"
+#include "server/request_ring.h"
 #include "server/server_config.h"
+#include "server/status_board.h"
+#include "server/status_history.h"
 #include "server/tenant_quotas.h"
 #include "store/blob_store.h"
 #include "store/build_cache.h"
@@ -84,6 +88,10 @@ class App {
   HttpReply HandleMetrics() const;
   // GET /usage: the caller's usage and remaining budget; an operator's key gets every tenant's.
   HttpReply HandleUsage(const std::optional<Caller>& caller) const;
+  // GET /dashboard and its script and style (open), GET /api/status (a key, when there are
+  // keys): the live dashboard of issue 28 (dashboard_routes.cc).
+  HttpReply HandleDashboard(std::string_view target) const;
+  net::awaitable<HttpReply> HandleStatus(std::optional<Caller> caller);
   HttpReply RequestTooLarge(const std::string& request_id, uint64_t declared);
   // The keys check of a route (access_control.h): who calls (nobody without keys), or the
   // 401/403/429 to answer.
@@ -121,6 +129,13 @@ class App {
   // This node's record in the cluster's registry: its URL, pool and load.
   nlohmann::json DescribeNode(const std::string& url) const;
   void BeginShutdown();
+  // The dashboard's status, whole (status_board.h cuts it per viewer).
+  nlohmann::json BuildStatus() const;
+  // A finished request, for /metrics and the dashboard's history (and its ring, when
+  // `record` is given: an /execute request).
+  void CountFinished(const HttpReply& reply, double total_ms, const RequestRecord* record);
+  // The GPUs' lease and timing-span totals, for the history's GPU-time charts.
+  void SampleGpuTime(const pool::PoolLoad& load, int64_t unix_ms) const;
   // "https" with --tls-cert, else "http".
   std::string_view Scheme() const { return config_.tls ? "https" : "http"; }
 
@@ -131,6 +146,10 @@ class App {
   store::BuildCache build_cache_;
   BuildCacheHooks build_cache_hooks_{build_cache_};
   std::unique_ptr<pool::WorkerPool> pool_;
+  RequestRing requests_;           // the dashboard's last requests
+  mutable StatusHistory history_;  // and its last hour (GPU time sampled by const readers too)
+  std::unique_ptr<GpuTelemetry> gpu_telemetry_;  // GPU servers; made in Run()
+  StatusBoard status_board_{[this] { return BuildStatus(); }};
   std::unique_ptr<AccessControl> access_ = std::make_unique<AccessControl>();  // open by default
   TenantQuotas quotas_{std::chrono::seconds(config_.quota_window_seconds)};
   std::unique_ptr<cluster::ClusterNode> cluster_;  // null: a single node

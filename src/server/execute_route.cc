@@ -35,6 +35,25 @@ nlohmann::json ProgramShape(const protocol::Program& program) {
   return {{"instructions", program.instructions.size()}, {"ops", ops}, {"uploads", uploads}};
 }
 
+// The dashboard's view of a run (request_ring.h): its lease, and the run_timeline event's
+// instructions with their ops and ids.
+RunNote NoteOf(const pool::JobResult& result, const protocol::Program& program) {
+  static const char* kOps[] = {"upload", "get_function", "run", "return"};
+  RunNote note{result.worker_id,         result.queue_ms,         result.run.lease_wait_ms,
+               result.run.lease_held_ms, result.run.span_held_ms, {}};
+  for (const pool::RunResult::InstructionTime& t : result.run.instruction_times) {
+    TimelineStep step{
+        .index = t.index, .ms = t.ms, .lease_wait_ms = t.lease_wait_ms, .leased = t.leased};
+    if (t.index >= 0 && static_cast<size_t>(t.index) < program.instructions.size()) {
+      const protocol::Instruction& instruction = program.instructions[t.index];
+      step.op = kOps[static_cast<int>(instruction.op)];
+      step.id = instruction.op == protocol::Op::kReturn ? instruction.key : instruction.id;
+    }
+    note.timeline.push_back(std::move(step));
+  }
+  return note;
+}
+
 }  // namespace
 
 std::vector<std::string_view> SuppliedRequestIds(const http::fields& fields) {
@@ -63,6 +82,7 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
                {{"request_id", request_id},
                 {"client", arrival.client},
                 {"content_length", arrival.body_bytes}});
+  requests_.Begin(tenant);
 
   auto finish = [&](HttpReply reply) {
     const double ms = MillisecondsSince(received);
@@ -76,7 +96,15 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
     if (!reply.error_kind.empty()) fields["error_kind"] = reply.error_kind;
     if (!reply.error_message.empty()) fields["error_message"] = reply.error_message.substr(0, 2048);
     events_.Emit(level, "request_finished", fields);
-    metrics_.RecordRequest(reply.status, std::string(reply.finish_reason()), ms);
+    RequestRecord record{.request_id = request_id,
+                         .tenant = tenant,
+                         .http_status = reply.status,
+                         .finish_reason = std::string(reply.finish_reason()),
+                         .error_kind = reply.error_kind,
+                         .error_message = reply.error_message,
+                         .integrity = reply.integrity,
+                         .total_ms = ms};
+    CountFinished(reply, ms, &record);
     reply.server_ms = ms;
     return reply;
   };
@@ -206,7 +234,10 @@ net::awaitable<HttpReply> App::RunHere(std::shared_ptr<AdmittedRequest> admitted
   }
   while (!result->has_value())
     co_await wake->async_wait(net::as_tuple(net::use_awaitable));
-  if ((*result)->ran) quotas_.Charge(admitted->share.tenant, RecordRun(**result));
+  if ((*result)->ran) {
+    quotas_.Charge(admitted->share.tenant, RecordRun(**result));
+    requests_.NoteRun(request_id, NoteOf(**result, admitted->request.program));
+  }
 
   // Value checks, SHA-256 of results and multipart framing: on the parse pool.
   auto build = [this, admitted, result, request_id]() -> net::awaitable<HttpReply> {

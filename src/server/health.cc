@@ -64,6 +64,13 @@ HttpReply App::HandleHealth() const {
 
 HttpReply App::HandleMetrics() const {
   std::string text = metrics_.Render(pool_->Load(), shutting_down_.load());
+  // The dashboard's shared status (status_board.h): builds rise at most once a second.
+  text +=
+      "# HELP kcoral_dashboard_snapshot_builds_total Dashboard status snapshots built (at most "
+      "one a second, shared by every viewer of /api/status).\n"
+      "# TYPE kcoral_dashboard_snapshot_builds_total counter\n"
+      "kcoral_dashboard_snapshot_builds_total " +
+      std::to_string(status_board_.builds()) + "\n";
   Metrics::RenderTenants(text, quotas_.Readings(), pool_->WaitingByTenant());
   return {200, "text/plain; version=0.0.4; charset=utf-8", std::move(text), ""};
 }

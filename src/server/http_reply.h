@@ -41,6 +41,9 @@ struct HttpReply {
   // For the event log (spec/server.md §6).
   std::string error_kind;
   std::string error_message;
+  // The verdict on its sealed benchmark results (result_verification.h SealTally), for the
+  // dashboard; empty when it returned none.
+  std::string integrity;
 
   size_t body_size() const { return pieces ? pieces->encoded.size() : body.size(); }
 

@@ -37,19 +37,23 @@ enum class Route {
   kHealth,
   kMetrics,
   kUsage,
+  kDashboard,  // the page, its script and its style
+  kStatus,     // what the page shows
   kWrongMethod,
   kNotFound
 };
 constexpr std::string_view kPeerBlobsPrefix = "/cluster/blobs/";
 
-// Who may use a route: /health is open, the cluster's routes check the cluster's secret instead
-// of a key (peer_auth.h), and a wrong method or an unknown path gets its 405 or 404.
+// Who may use a route: /health and the dashboard's page are open, the cluster's routes check the
+// cluster's secret instead of a key (peer_auth.h), and a wrong method or an unknown path gets its
+// 405 or 404.
 Access AccessOf(Route route) {
   switch (route) {
     case Route::kExecute:
     case Route::kUploadBlob:
     case Route::kLookUpBlob:
     case Route::kUsage:
+    case Route::kStatus:  // a tenant sees its own requests there (status_board.h)
       return Access::kTenant;
     case Route::kMetrics:
       return Access::kOperator;
@@ -72,6 +76,11 @@ Route RouteOf(http::verb method, std::string_view target) {
   if (target == "/health") return get ? Route::kHealth : Route::kWrongMethod;
   if (target == "/metrics") return get ? Route::kMetrics : Route::kWrongMethod;
   if (target == "/usage") return get ? Route::kUsage : Route::kWrongMethod;
+  if (target == "/dashboard" || target == "/dashboard/" || target == "/dashboard/dashboard.js" ||
+      target == "/dashboard/dashboard.css") {
+    return get ? Route::kDashboard : Route::kWrongMethod;
+  }
+  if (target == "/api/status") return get ? Route::kStatus : Route::kWrongMethod;
   return Route::kNotFound;
 }
 
@@ -155,6 +164,12 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
       co_return app.HandleMetrics();
     case Route::kUsage:
       co_return app.HandleUsage(arrival.caller);
+    case Route::kDashboard:
+      co_return app.HandleDashboard(head.target());
+    case Route::kStatus: {
+      auto status = app.HandleStatus(std::move(arrival.caller));  // named: see execute_route.cc
+      co_return co_await std::move(status);
+    }
     case Route::kWrongMethod:
       co_return EndingReply(RequestEnding::kMethodNotAllowed, "method not allowed", "");
     case Route::kNotFound:

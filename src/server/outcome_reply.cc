@@ -220,9 +220,11 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
     return engine_error(s.message());
   }
   // Sealed benchmark results are checked here, with the key of the worker that ran this request.
+  std::string integrity;
   if (MayHoldIntegrity(result.run.outcome_json)) {
-    VerifySealedResults(*results, {context.request_id, result.run.seal_key, context.program,
-                                   SpanConditions(result.run)});
+    integrity = VerifySealedResults(*results, {context.request_id, result.run.seal_key,
+                                               context.program, SpanConditions(result.run)})
+                    .Verdict();
   }
 
   std::string json;
@@ -266,6 +268,7 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
   }
   reply.error_kind = std::move(error_kind);
   reply.error_message = std::move(error_message);
+  reply.integrity = std::move(integrity);
   if (reply.body_size() > context.max_response_bytes) {
     return EndingReply(RequestEnding::kResponseTooLarge,
                        "the response is " + std::to_string(reply.body_size()) +

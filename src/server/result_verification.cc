@@ -108,6 +108,7 @@ bool SameValue(const JsonValue& a, const JsonValue& b) {
 class Verifier {
  public:
   explicit Verifier(const SealCheck& check) : check_(check) {}
+  const SealTally& tally() const { return tally_; }
 
   void Walk(JsonValue& node) {
     const JsonValue* type = node.Find("type");
@@ -172,6 +173,7 @@ class Verifier {
     Set(record_integrity, "altered_after_timing", BooleanNode(altered));
     Set(record_integrity, "provenance", Provenance(record_integrity));
     node = std::move(*record);
+    ++(trusted ? tally_.trusted : tally_.flagged);
     return true;
   }
 
@@ -220,6 +222,7 @@ class Verifier {
     Set(fields, "verified", BooleanNode(false));
     Set(fields, "trusted", BooleanNode(false));
     Set(fields, "reason", StringNode(std::move(reason)));
+    ++tally_.unverified;
     return false;
   }
 
@@ -255,6 +258,7 @@ class Verifier {
 
   const SealCheck& check_;
   std::optional<JsonValue> uploads_;
+  SealTally tally_;
 };
 
 }  // namespace
@@ -264,11 +268,18 @@ bool MayHoldIntegrity(std::string_view outcome_json) {
          outcome_json.find("\\u") != std::string_view::npos;
 }
 
-void VerifySealedResults(JsonValue& results, const SealCheck& check) {
-  if (!results.is_object()) return;
+std::string SealTally::Verdict() const {
+  if (unverified > 0) return "unverified";
+  if (flagged > 0) return "flagged";
+  return trusted > 0 ? "trusted" : "";
+}
+
+SealTally VerifySealedResults(JsonValue& results, const SealCheck& check) {
+  if (!results.is_object()) return {};
   Verifier verifier(check);
   for (JsonMember& member : results.object())
     verifier.Walk(member.value);
+  return verifier.tally();
 }
 
 }  // namespace kc::server

@@ -41,8 +41,18 @@ struct SealCheck {
 // any \u escape that could spell it. Lets the common answer skip the walk.
 bool MayHoldIntegrity(std::string_view outcome_json);
 
+// How the records of one outcome fared, for the dashboard's integrity verdict (issue 28).
+struct SealTally {
+  int trusted = 0;     // verified, no flags
+  int flagged = 0;     // verified, with flags
+  int unverified = 0;  // refused
+  // "unverified" if any was refused, else "flagged" if any has flags, else "trusted"; empty
+  // when the outcome held no record.
+  std::string Verdict() const;
+};
+
 // `results`: the outcome's results object (key -> wire value node, after FinalizeResults),
 // rewritten in place.
-void VerifySealedResults(protocol::JsonValue& results, const SealCheck& check);
+SealTally VerifySealedResults(protocol::JsonValue& results, const SealCheck& check);
 
 }  // namespace kc::server

@@ -27,6 +27,17 @@ TEST(DutyMeterTest, ClosedAndOpenSpansCount) {
   EXPECT_DOUBLE_EQ(reading.last_window, 0.5);
 }
 
+TEST(DutyMeterTest, SaysWhetherASpanIsOpen) {  // the dashboard's "span in progress"
+  DutyMeter meter(0);
+  EXPECT_FALSE(meter.Read(1 * kSecond).inside);
+  meter.SpanBegan(1 * kSecond);
+  meter.SpanBegan(2 * kSecond);
+  meter.SpanEnded(3 * kSecond);
+  EXPECT_TRUE(meter.Read(3 * kSecond).inside);  // one of two still open
+  meter.SpanEnded(4 * kSecond);
+  EXPECT_FALSE(meter.Read(4 * kSecond).inside);
+}
+
 TEST(DutyMeterTest, OverlappingSpansCountOnce) {
   DutyMeter meter(0);
   meter.SpanBegan(0);

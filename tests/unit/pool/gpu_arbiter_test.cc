@@ -387,6 +387,24 @@ TEST(GpuArbiter, OverlappingSetsNeverDeadlockOrShare) {
     EXPECT_EQ(arbiter.depth(g), 0);
 }
 
+TEST(GpuArbiter, ActivitiesNameTheHolderAndAddUpItsTime) {  // for the dashboard
+  GpuArbiter arbiter({0, 1});
+  ASSERT_TRUE(arbiter.Acquire({0}, "request-a"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto held = arbiter.Activities();
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held[0].holder, "request-a");
+  EXPECT_GE(held[0].held_seconds, 0.02);
+  EXPECT_EQ(held[0].held_total_seconds, held[0].held_seconds);
+  EXPECT_EQ(held[1].holder, "");
+  arbiter.Release({0});
+  const auto released = arbiter.Activities();
+  EXPECT_EQ(released[0].holder, "");
+  EXPECT_EQ(released[0].held_seconds, 0);
+  EXPECT_GE(released[0].held_total_seconds, held[0].held_total_seconds);  // closed tenures stay
+  EXPECT_EQ(released[1].held_total_seconds, 0);
+}
+
 }  // namespace
 }  // namespace kc::pool
 

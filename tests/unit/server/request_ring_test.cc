@@ -1,0 +1,81 @@
+#include "server/request_ring.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace kc::server {
+namespace {
+
+RequestRecord Record(const std::string& id, const std::string& tenant = "") {
+  RequestRecord record;
+  record.request_id = id;
+  record.tenant = tenant;
+  return record;
+}
+
+TEST(RequestRing, KeepsTheLastCapacityRequestsOldestFirst) {
+  RequestRing ring;
+  for (size_t i = 0; i < RequestRing::kCapacity + 5; ++i)
+    ring.Finish(Record("r" + std::to_string(i)));
+  const auto records = ring.Records();
+  ASSERT_EQ(records.size(), RequestRing::kCapacity);
+  EXPECT_EQ(records.front().request_id, "r5");
+  EXPECT_EQ(records.back().request_id, "r" + std::to_string(RequestRing::kCapacity + 4));
+  EXPECT_EQ(ring.finished(), RequestRing::kCapacity + 5);
+}
+
+TEST(RequestRing, FinishJoinsTheNotedRun) {
+  RequestRing ring;
+  RunNote note;
+  note.worker_id = "cpu/w0";
+  note.lease_held_ms = 12;
+  note.span_held_ms = 5;
+  note.timeline = {{.index = 0, .op = "upload", .ms = 1.5}};
+  ring.NoteRun("a", note);
+  ring.Finish(Record("a"));
+  ring.Finish(Record("b"));  // no note: it ran nowhere here
+  const auto records = ring.Records();
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].run.worker_id, "cpu/w0");
+  EXPECT_EQ(records[0].run.lease_held_ms, 12);
+  EXPECT_EQ(records[0].run.span_held_ms, 5);
+  ASSERT_EQ(records[0].run.timeline.size(), 1u);
+  EXPECT_EQ(records[0].run.timeline[0].op, "upload");
+  EXPECT_EQ(records[1].run.worker_id, "");
+}
+
+TEST(RequestRing, CutsLongErrorMessages) {
+  RequestRing ring;
+  RequestRecord record = Record("a");
+  record.error_message = std::string(5000, 'x');
+  ring.Finish(record);
+  EXPECT_EQ(ring.Records()[0].error_message.size(), RequestRing::kMessageChars);
+}
+
+TEST(RequestRing, CountsRequestsInFlightByTenant) {
+  RequestRing ring;
+  ring.Begin("alice");
+  ring.Begin("alice");
+  ring.Begin("bob");
+  EXPECT_EQ(ring.InFlightByTenant(), (std::map<std::string, int>{{"alice", 2}, {"bob", 1}}));
+  ring.Finish(Record("1", "alice"));
+  ring.Finish(Record("2", "bob"));
+  EXPECT_EQ(ring.InFlightByTenant(), (std::map<std::string, int>{{"alice", 1}}));
+}
+
+TEST(RequestRing, ForgetsNotesOfRequestsThatNeverFinishHere) {
+  RequestRing ring;
+  for (size_t i = 0; i < RequestRing::kPendingNotes + 10; ++i) {
+    RunNote note;
+    note.lease_held_ms = 1;
+    ring.NoteRun("n" + std::to_string(i), note);
+  }
+  ring.Finish(Record("n0"));  // its note, the oldest, went
+  ring.Finish(Record("n" + std::to_string(RequestRing::kPendingNotes + 9)));
+  EXPECT_EQ(ring.Records()[0].run.lease_held_ms, 0);
+  EXPECT_EQ(ring.Records()[1].run.lease_held_ms, 1);
+}
+
+}  // namespace
+}  // namespace kc::server
