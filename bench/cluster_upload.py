@@ -186,7 +186,9 @@ def wait_for_view(nodes: list[Node], timeout: float = 30) -> None:
     ids = {n.node_id for n in nodes}
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        seen = [{r["node_id"] for r in httpx.get(n.url + "/health", timeout=10).json()["cluster"]["nodes"]} for n in nodes]
+        seen = [
+            {r["node_id"] for r in httpx.get(n.url + "/health", timeout=10).json()["cluster"]["nodes"]} for n in nodes
+        ]
         if all(ids <= s for s in seen):
             return
         time.sleep(0.2)

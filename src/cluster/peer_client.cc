@@ -90,9 +90,8 @@ class Connection {
     if (ec) return UnavailableError("resolving " + at_.host + ": " + ec.message());
     auto& tcp_stream = Visit([](auto& s) -> PlainStream& { return beast::get_lowest_layer(s); });
     ec = Step(tcp_stream, [&](auto handler) {
-      tcp_stream.async_connect(endpoints, [handler](error_code ec, const tcp::endpoint&) mutable {
-        handler(ec, 0);
-      });
+      tcp_stream.async_connect(
+          endpoints, [handler](error_code ec, const tcp::endpoint&) mutable { handler(ec, 0); });
     });
     if (ec) return UnavailableError("connecting to " + Where() + ": " + ec.message());
     if (tls_) return Handshake(*tls_);
@@ -181,7 +180,7 @@ class Connection {
 
   const Endpoint at_;
   const std::chrono::seconds timeout_;
-  net::io_context io_{1};  // before the stream, which uses it
+  net::io_context io_{1};             // before the stream, which uses it
   std::optional<PlainStream> plain_;  // one of the two
   std::optional<TlsStream> tls_;
   bool handshaken_ = false;

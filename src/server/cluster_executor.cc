@@ -121,7 +121,9 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
     if (node.value("url", "") != sources.front()) sources.push_back(node.value("url", ""));
   const cluster::PeerClient& peers = *app_.peers_;
   auto fetch = [&](const std::string& sha) -> StatusOr<store::BlobPtr> {
-    Status last = NotFoundError("no node has blob " + sha);
+    // Every node's reason, the entry node's first: a certificate that does not verify is
+    // not hidden behind the other nodes' "not here".
+    std::string reasons;
     for (const auto& url : sources) {
       if (url.empty() || url == app_.node_url_) continue;
       const auto started = std::chrono::steady_clock::now();
@@ -137,11 +139,11 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
                            {"ms", std::round(took.count() * 100) / 100}});  // with the hash pass
         return blob;
       }
-      last = blob.status();
+      if (reasons.size() < 2000) reasons += (reasons.empty() ? "" : "; ") + blob.status().message();
     }
     // A 503, never kept: the client's retry sends the blob again.
-    return UnavailableError("blob " + sha +
-                            " could not be fetched from any node: " + last.message());
+    return UnavailableError("blob " + sha + " could not be fetched from any node: " +
+                            (reasons.empty() ? "no other node is known" : reasons));
   };
 
   AdmittedRequest admitted;

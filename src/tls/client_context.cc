@@ -51,7 +51,8 @@ Status ExpectPeerName(ssl_st* ssl, const std::string& host) {
   if (::X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) == 1) return Status::Ok();
   ::ERR_clear_error();  // not an address: the failed parse left a reason behind
   ::X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-  if (::SSL_set1_host(ssl, host.c_str()) != 1 || ::SSL_set_tlsext_host_name(ssl, host.c_str()) != 1) {
+  if (::SSL_set1_host(ssl, host.c_str()) != 1 ||
+      ::SSL_set_tlsext_host_name(ssl, host.c_str()) != 1) {
     return InvalidArgumentError("cannot expect the TLS peer name '" + host +
                                 "': " + TakeOpenSslError());
   }

@@ -2,7 +2,7 @@
 --tls-cert announce https:// URLs, and their blob fetches and result pushes to each other are
 TLS, each peer's certificate checked against --cluster-peer-ca (a CA pki.py makes at test time)
 and the host of its URL. A real 3-server NATS cluster and three HTTPS CPU nodes for the module;
-a peer whose certificate another CA signed is refused (its own small cluster); a node with
+a peer whose certificate another CA signed is refused (it joins for that test only); a node with
 --tls-cert in a cluster and no way to check its peers does not start."""
 
 from __future__ import annotations
@@ -143,21 +143,15 @@ def peer_signature(method: str, target: str) -> str:
     return now + "." + hmac.new(SECRET.encode(), message, hashlib.sha256).hexdigest()
 
 
-def test_a_peer_whose_certificate_the_ca_did_not_sign_is_refused(tmp_path_factory, pki):
-    """Its own NATS and two nodes: a good one (certificate and peer CA from `pki`) and an
-    impostor whose certificate another CA signed (it trusts `pki`'s CA itself, so it can fetch
-    from the good node). A request entering at the impostor and run on the good node cannot
-    fetch its tensor: the handshake fails on the certificate, no blob is accepted, and the
-    client gets a 503 that says why."""
+def test_a_peer_whose_certificate_the_ca_did_not_sign_is_refused(tmp_path_factory, nodes, nats, pki):
+    """An impostor joins the module's cluster (it has the secret, and trusts the CA itself, so it
+    can fetch from the others) with a certificate another CA signed. A request entering at the
+    impostor and run on a good node cannot fetch its tensor from it: the handshake fails on the
+    certificate, no blob is accepted, and the client gets a 503 that says why."""
     rogue_pki = make_pki(tmp_path_factory.mktemp("rogue-pki"), name="rogue")
-    nats = NatsCluster(tmp_path_factory.mktemp("nats-rogue"), size=1)
-    started = []
+    rogue = start_tls_node(tmp_path_factory, nats, rogue_pki, pki.ca)
     try:
-        good = start_tls_node(tmp_path_factory, nats, pki, pki.ca, "--cluster-replicas", "1")
-        started.append(good)
-        rogue = start_tls_node(tmp_path_factory, nats, rogue_pki, pki.ca, "--cluster-replicas", "1")
-        started.append(rogue)
-        wait_for_view(started)
+        wait_for_view([*nodes, rogue])
         data = np.arange(MIB // 2, dtype=np.float32)  # 2 MiB
         for attempt in range(TRIES):
             tensor = data + attempt
@@ -169,20 +163,22 @@ def test_a_peer_whose_certificate_the_ca_did_not_sign_is_refused(tmp_path_factor
                     break
             assert result.completed, result.error  # ran on the impostor itself
         else:
-            pytest.fail(f"no request ran on the good node in {TRIES} tries")
+            pytest.fail(f"no request ran on a good node in {TRIES} tries")
         assert refused.status_code == 503, refused
         assert "certificate verify failed" in str(refused), refused
         sha = hashlib.sha256(tensor.tobytes()).hexdigest()
-        assert not [e for e in good.events() if e["event"] == "cluster_blob_fetched"]
+        assert not [e for _, e in events(nodes, "cluster_blob_fetched") if e["sha256"] == sha]
         target = f"/cluster/blobs/{sha}"
-        kept = httpx.get(
-            good.url + target, headers={"X-KCoral-Peer": peer_signature("GET", target)}, verify=good.verify, timeout=10
-        )
-        assert kept.status_code == 404  # nothing of the impostor's was accepted
+        for good in nodes:  # nothing of the impostor's was accepted
+            kept = httpx.get(
+                good.url + target,
+                headers={"X-KCoral-Peer": peer_signature("GET", target)},
+                verify=good.verify,
+                timeout=10,
+            )
+            assert kept.status_code == 404
     finally:
-        for n in started:
-            n.stop()
-        nats.stop()
+        rogue.stop()
 
 
 def run_server(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -212,8 +208,6 @@ def test_a_peer_ca_file_that_is_not_pem_stops_the_server_naming_it(tmp_path, pki
 
 
 def test_peer_no_verify_and_a_peer_ca_together_are_refused(pki):
-    run = run_server(
-        "--cluster", "nats://127.0.0.1:1", "--cluster-peer-ca", str(pki.ca), "--cluster-peer-no-verify"
-    )
+    run = run_server("--cluster", "nats://127.0.0.1:1", "--cluster-peer-ca", str(pki.ca), "--cluster-peer-no-verify")
     assert run.returncode != 0
     assert "excludes" in run.stderr, run.stderr
