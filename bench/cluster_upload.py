@@ -1,7 +1,7 @@
 """What a large upload costs through a cluster (issue 26 item 4: "a large upload costs at most
 the direct time, plus one node-to-node transfer, plus one hash pass"; docs/cluster.md).
 
-    python bench/cluster_upload.py [--sizes 64,256] [--rounds 3] [--nats 1] [--out DIR]
+    python bench/cluster_upload.py [--sizes 64,256] [--rounds 3] [--nats 3] [--out DIR]
 
 Starts NATS JetStream on loopback (--nats servers, replicas as many), a node without --cluster
 ("direct") and a 2-node cluster (CPU nodes of one reused worker each, room for a 1 GiB
@@ -140,7 +140,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="64,256", help="tensor sizes, MiB")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--nats", type=int, default=1, help="NATS servers (the buckets' replicas as many)")
+    parser.add_argument("--nats", type=int, default=3, help="NATS servers, routed (the buckets' replicas as many)")
     parser.add_argument("--out", type=Path, help="folder for logs and cluster_upload.json (default: a temp folder)")
     args = parser.parse_args()
     out = args.out or Path(tempfile.mkdtemp(prefix="kcoral-cluster-upload-"))
