@@ -98,7 +98,11 @@ class NatsServers:
         self.processes: list[subprocess.Popen | None] = [None] * size
         for i in range(size):
             self.start(i)
-        self.wait_ready()
+        try:
+            self.wait_ready()
+        except RuntimeError:
+            self.stop()  # the caller never gets the object to stop: a failed start leaves nothing
+            raise
 
     @property
     def flag(self) -> str:

@@ -9,6 +9,12 @@
 
 namespace kc::cluster {
 
+// How a node checks the certificate of a peer node whose URL is https://.
+enum class PeerCertificateCheck {
+  kAgainstPeerCa,  // chained to ClusterOptions::peer_ca and naming the URL's host
+  kNone,           // --cluster-peer-no-verify: encrypted, but anyone on the path may pose as it
+};
+
 struct ClusterOptions {
   std::vector<std::string> servers;  // "nats://h1:4222", ...; empty: no cluster
   std::string user;                  // with password from KCORAL_CLUSTER_PASSWORD
@@ -24,6 +30,10 @@ struct ClusterOptions {
   // A running request's node says "in progress" three times per ack_wait; silent that long,
   // the request goes to another node.
   std::chrono::seconds ack_wait{30};
+  // The PEM CA bundle that peers' certificates must chain to (--cluster-peer-ca); empty:
+  // https:// peers are refused, unless peer_check is kNone. A node with --tls-cert needs one.
+  std::string peer_ca;
+  PeerCertificateCheck peer_check = PeerCertificateCheck::kAgainstPeerCa;
   // How long a request key and its outcome are remembered (retries find them).
   std::chrono::seconds outcome_ttl{3600};
 };

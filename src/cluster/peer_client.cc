@@ -1,15 +1,24 @@
 #include "cluster/peer_client.h"
 
 #include <sys/mman.h>
-#include <sys/socket.h>
 
-#include <boost/asio/connect.hpp>
+#include <algorithm>
+#include <cstdint>
+#include <future>
+#include <optional>
+#include <vector>
+
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "cluster/peer_auth.h"
 #include "store/blob_builder.h"
+#include "tls/client_context.h"
 
 namespace kc::cluster {
 
@@ -19,39 +28,190 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = net::ip::tcp;
+using error_code = boost::system::error_code;
+
+constexpr auto kCloseNotifyWait = std::chrono::seconds(5);
+constexpr uint64_t kChunkBytes = uint64_t{1}
+                                 << 20;  // a blob's body is read and stored by this much
 
 struct Endpoint {
-  std::string host;
+  bool https = false;
+  std::string host;  // a name or an address, without an IPv6 address's brackets
   std::string port;
 };
 
-// "http://host:port" (the node URLs of the registry); anything else is refused.
+// "http://host:port" or "https://host:port" (the node URLs of the registry).
 StatusOr<Endpoint> EndpointOf(const std::string& url) {
-  constexpr std::string_view kScheme = "http://";
-  if (!url.starts_with(kScheme)) {
-    return InvalidArgumentError("node URL " + url + ": only http:// between nodes for now");
+  Endpoint at;
+  std::string rest;
+  if (url.starts_with("http://")) {
+    rest = url.substr(7);
+    at.port = "80";
+  } else if (url.starts_with("https://")) {
+    rest = url.substr(8);
+    at.https = true;
+    at.port = "443";
+  } else {
+    return InvalidArgumentError("node URL " + url + ": not http:// or https://");
   }
-  std::string rest = url.substr(kScheme.size());
   if (size_t slash = rest.find('/'); slash != std::string::npos) rest.resize(slash);
+  if (rest.starts_with('[')) {  // [v6 address]:port
+    const size_t close = rest.find(']');
+    if (close == std::string::npos) return InvalidArgumentError("node URL " + url + ": no ']'");
+    at.host = rest.substr(1, close - 1);
+    if (rest.size() > close + 2 && rest[close + 1] == ':') at.port = rest.substr(close + 2);
+    return at;
+  }
   const size_t colon = rest.rfind(':');
-  if (colon == std::string::npos) return Endpoint{rest, "80"};
-  return Endpoint{rest.substr(0, colon), rest.substr(colon + 1)};
+  at.host = rest.substr(0, colon);
+  if (colon != std::string::npos) at.port = rest.substr(colon + 1);
+  return at;
 }
 
-// A connected socket whose sends and receives give up after `timeout` each.
-StatusOr<std::unique_ptr<tcp::socket>> Connect(net::io_context& io, const Endpoint& at,
-                                               std::chrono::seconds timeout) {
-  boost::system::error_code ec;
-  tcp::resolver resolver(io);
-  auto endpoints = resolver.resolve(at.host, at.port, ec);
-  if (ec) return UnavailableError("resolving " + at.host + ": " + ec.message());
-  auto socket = std::make_unique<tcp::socket>(io);
-  net::connect(*socket, endpoints, ec);
-  if (ec) return UnavailableError("connecting to " + at.host + ":" + at.port + ": " + ec.message());
-  timeval tv{static_cast<time_t>(timeout.count()), 0};
-  ::setsockopt(socket->native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  ::setsockopt(socket->native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  return socket;
+using PlainStream = beast::tcp_stream;
+using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+
+// One connection to a peer, plain or TLS, run on an event loop of its own: each step is
+// started and the loop run until it ends, so Beast's timeouts apply to blocking calls.
+class Connection {
+ public:
+  Connection(const Endpoint& at, boost::asio::ssl::context* tls, std::chrono::seconds timeout)
+      : at_(at), timeout_(timeout) {
+    if (at.https) {
+      tls_.emplace(io_, *tls);
+    } else {
+      plain_.emplace(io_);
+    }
+  }
+
+  // Calls fn with the stream this connection has.
+  template <class Fn>
+  decltype(auto) Visit(Fn fn) {
+    return tls_ ? fn(*tls_) : fn(*plain_);
+  }
+
+  Status Open() {
+    error_code ec;
+    tcp::resolver resolver(io_);
+    auto endpoints = resolver.resolve(at_.host, at_.port, ec);
+    if (ec) return UnavailableError("resolving " + at_.host + ": " + ec.message());
+    auto& tcp_stream = Visit([](auto& s) -> PlainStream& { return beast::get_lowest_layer(s); });
+    ec = Step(tcp_stream, [&](auto handler) {
+      tcp_stream.async_connect(
+          endpoints, [handler](error_code ec, const tcp::endpoint&) mutable { handler(ec, 0); });
+    });
+    if (ec) return UnavailableError("connecting to " + Where() + ": " + ec.message());
+    if (tls_) return Handshake(*tls_);
+    return Status::Ok();
+  }
+
+  template <class Message>
+  error_code Write(Message& message) {
+    http::serializer<Message::is_request::value, typename Message::body_type> serializer(message);
+    error_code result;
+    Visit([&](auto& stream) { WriteFrom(stream, serializer, result); });
+    io_.restart();
+    io_.run();
+    return result;
+  }
+
+  // Reads the header, or as much of the body as the parser's buffer takes.
+  template <class Parser>
+  error_code Read(beast::flat_buffer& buffer, Parser& parser, bool header_only = false) {
+    return Visit([&](auto& stream) {
+      return Step(stream, [&](auto handler) {
+        if (header_only) {
+          http::async_read_header(stream, buffer, parser, std::move(handler));
+        } else {
+          http::async_read(stream, buffer, parser, std::move(handler));
+        }
+      });
+    });
+  }
+
+  // Reads exactly `into`'s size from the stream itself (no parser, no copy through a buffer):
+  // a blob's body, straight into the chunk it is hashed and stored from.
+  error_code ReadExactly(net::mutable_buffer into) {
+    return Visit([&](auto& stream) {
+      return Step(stream, [&](auto handler) { net::async_read(stream, into, std::move(handler)); });
+    });
+  }
+
+  // TLS: says close_notify and waits a little for the peer's (docs/tls.md: the server answers
+  // with its own), so neither side logs a truncated stream.
+  ~Connection() {
+    if (tls_ && handshaken_) {
+      beast::get_lowest_layer(*tls_).expires_after(kCloseNotifyWait);
+      tls_->async_shutdown([](error_code) {});
+      io_.restart();
+      io_.run();
+    }
+  }
+
+  std::string Where() const { return at_.host + ":" + at_.port; }
+
+ private:
+  // Runs one operation to its end under the timeout.
+  template <class Stream, class Start>
+  error_code Step(Stream& stream, Start start) {
+    beast::get_lowest_layer(stream).expires_after(timeout_);
+    error_code result = net::error::would_block;
+    start([&result](error_code ec, std::size_t) { result = ec; });
+    io_.restart();
+    io_.run();
+    return result;
+  }
+
+  // Writes in steps, each under the timeout: an idle timeout, so a large body on a slow link
+  // is not cut off for its size.
+  template <class Stream, class Serializer>
+  void WriteFrom(Stream& stream, Serializer& serializer, error_code& result) {
+    beast::get_lowest_layer(stream).expires_after(timeout_);
+    http::async_write_some(stream, serializer, [&](error_code ec, std::size_t) {
+      if (ec || serializer.is_done()) {
+        result = ec;
+        return;
+      }
+      WriteFrom(stream, serializer, result);
+    });
+  }
+
+  Status Handshake(TlsStream& tls) {
+    KC_RETURN_IF_ERROR(tls::ExpectPeerName(tls.native_handle(), at_.host));
+    error_code ec = Step(tls, [&](auto handler) {
+      tls.async_handshake(net::ssl::stream_base::client,
+                          [handler](error_code ec) mutable { handler(ec, 0); });
+    });
+    if (!ec) {
+      handshaken_ = true;
+      return Status::Ok();
+    }
+    std::string why = ec.message();
+    if (const long verify = ::SSL_get_verify_result(tls.native_handle()); verify != X509_V_OK) {
+      why += ": " + std::string(::X509_verify_cert_error_string(verify));
+    }
+    return UnavailableError("TLS handshake with " + Where() + " failed: " + why);
+  }
+
+  const Endpoint at_;
+  const std::chrono::seconds timeout_;
+  net::io_context io_{1};             // before the stream, which uses it
+  std::optional<PlainStream> plain_;  // one of the two
+  std::optional<TlsStream> tls_;
+  bool handshaken_ = false;
+};
+
+StatusOr<std::unique_ptr<Connection>> Connect(const std::string& node_url,
+                                              boost::asio::ssl::context* tls,
+                                              std::chrono::seconds timeout) {
+  KC_ASSIGN_OR_RETURN(Endpoint at, EndpointOf(node_url));
+  if (at.https && tls == nullptr) {
+    return UnavailableError("node " + node_url +
+                            " speaks HTTPS, and this node has no --cluster-peer-ca to check it");
+  }
+  auto connection = std::make_unique<Connection>(at, tls, timeout);
+  KC_RETURN_IF_ERROR(connection->Open());
+  return connection;
 }
 
 // The blob's bytes, mapped (its memfd is sealed): sent without a copy.
@@ -65,44 +225,72 @@ struct Mapping {
 
 }  // namespace
 
+StatusOr<std::unique_ptr<PeerClient>> PeerClient::Make(const ClusterOptions& options) {
+  std::unique_ptr<boost::asio::ssl::context> tls;
+  if (options.peer_check == PeerCertificateCheck::kNone) {
+    KC_ASSIGN_OR_RETURN(auto context, tls::MakeUnverifiedClientContext());
+    tls = std::make_unique<boost::asio::ssl::context>(std::move(context));
+  } else if (!options.peer_ca.empty()) {
+    auto context = tls::MakeClientContext(options.peer_ca);
+    if (!context.ok()) return context.status().WithContext("--cluster-peer-ca");
+    tls = std::make_unique<boost::asio::ssl::context>(std::move(*context));
+  }
+  return std::make_unique<PeerClient>(options.secret, std::move(tls));
+}
+
 StatusOr<store::BlobPtr> PeerClient::Fetch(const std::string& node_url,
                                            const std::string& sha256) const {
-  KC_ASSIGN_OR_RETURN(Endpoint at, EndpointOf(node_url));
-  net::io_context io;
-  KC_ASSIGN_OR_RETURN(auto socket, Connect(io, at, timeout_));
+  KC_ASSIGN_OR_RETURN(auto connection, Connect(node_url, tls_.get(), timeout_));
   const std::string target = "/cluster/blobs/" + sha256;
   http::request<http::empty_body> request{http::verb::get, target, 11};
-  request.set(http::field::host, at.host);
+  request.set(http::field::host, connection->Where());
   request.set(kPeerHeader, SignPeerRequest(secret_, "GET", target, UnixSecondsNow()));
-  boost::system::error_code ec;
-  http::write(*socket, request, ec);
-  if (ec)
+  if (error_code ec = connection->Write(request)) {
     return UnavailableError("asking " + node_url + " for blob " + sha256 + ": " + ec.message());
+  }
 
   beast::flat_buffer buffer;
   http::response_parser<http::buffer_body> parser;
   parser.body_limit(boost::none);
-  http::read_header(*socket, buffer, parser, ec);
-  if (ec) return UnavailableError("reading " + node_url + "'s answer: " + ec.message());
+  if (error_code ec = connection->Read(buffer, parser, /*header_only=*/true)) {
+    return UnavailableError("reading " + node_url + "'s answer: " + ec.message());
+  }
   const int status = parser.get().result_int();
   if (status == 404) return NotFoundError(node_url + " does not have blob " + sha256);
   if (status != 200) {
     return UnavailableError(node_url + " answered " + std::to_string(status) + " for blob " +
                             sha256);
   }
+  // The body is read past the parser, straight into the chunks: Beast's parser would read it
+  // 512 bytes at a time through a small buffer and copy it once more. While one chunk is read
+  // from the socket, the one before is hashed and stored on another thread, so the fetch costs
+  // about the transfer or the hash pass, whichever is longer, not their sum
+  // (bench/cluster_upload.py).
+  const auto length = parser.content_length();
+  if (!length) return UnavailableError(node_url + " sent blob " + sha256 + " without a length");
   store::BlobBuilder builder;
-  std::vector<char> chunk(size_t{1} << 20);
-  while (!parser.is_done()) {
-    parser.get().body().data = chunk.data();
-    parser.get().body().size = chunk.size();
-    http::read(*socket, buffer, parser, ec);
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec)
-      return UnavailableError("reading blob " + sha256 + " from " + node_url + ": " + ec.message());
-    const std::string_view got(chunk.data(), chunk.size() - parser.get().body().size);
+  auto take = [&builder](std::string_view got) {
     builder.Hash(got);
-    KC_RETURN_IF_ERROR(builder.Write(got));
+    return builder.Write(got);
+  };
+  uint64_t left = *length;
+  if (const size_t early = std::min<uint64_t>(buffer.size(), left); early > 0) {  // with the header
+    KC_RETURN_IF_ERROR(take({static_cast<const char*>(buffer.data().data()), early}));
+    left -= early;
   }
+  const size_t chunk_bytes = std::min<uint64_t>(left, kChunkBytes);
+  std::vector<char> chunks[2] = {std::vector<char>(chunk_bytes), std::vector<char>(chunk_bytes)};
+  std::future<Status> taking;  // the chunk before; declared last: waited for on every return
+  for (int next = 0; left > 0; next ^= 1) {
+    const size_t want = std::min<uint64_t>(left, chunk_bytes);
+    if (error_code ec = connection->ReadExactly(net::buffer(chunks[next].data(), want))) {
+      return UnavailableError("reading blob " + sha256 + " from " + node_url + ": " + ec.message());
+    }
+    if (taking.valid()) KC_RETURN_IF_ERROR(taking.get());
+    taking = std::async(std::launch::async, take, std::string_view(chunks[next].data(), want));
+    left -= want;
+  }
+  if (taking.valid()) KC_RETURN_IF_ERROR(taking.get());
   if (std::string actual = builder.Digest(); actual != sha256) {
     return UnavailableError(node_url + " sent bytes hashing to " + actual + " for blob " + sha256);
   }
@@ -110,18 +298,16 @@ StatusOr<store::BlobPtr> PeerClient::Fetch(const std::string& node_url,
 }
 
 Status PeerClient::Push(const std::string& node_url, const store::BlobPtr& blob) const {
-  KC_ASSIGN_OR_RETURN(Endpoint at, EndpointOf(node_url));
   Mapping bytes;
   bytes.size = blob->size();
   if (bytes.size > 0) {
     bytes.data = ::mmap(nullptr, bytes.size, PROT_READ, MAP_SHARED, blob->fd(), 0);
     if (bytes.data == MAP_FAILED) return InternalError("mapping a result to send it");
   }
-  net::io_context io;
-  KC_ASSIGN_OR_RETURN(auto socket, Connect(io, at, timeout_));
+  KC_ASSIGN_OR_RETURN(auto connection, Connect(node_url, tls_.get(), timeout_));
   const std::string target = "/cluster/blobs";
   http::request<http::buffer_body> request{http::verb::post, target, 11};
-  request.set(http::field::host, at.host);
+  request.set(http::field::host, connection->Where());
   request.set(http::field::content_type, "application/octet-stream");
   request.set("X-KCoral-Blob-SHA256", blob->sha256());
   request.set(kPeerHeader, SignPeerRequest(secret_, "POST", target, UnixSecondsNow()));
@@ -129,13 +315,15 @@ Status PeerClient::Push(const std::string& node_url, const store::BlobPtr& blob)
   request.body().size = bytes.size;
   request.body().more = false;
   request.content_length(bytes.size);
-  boost::system::error_code ec;
-  http::write(*socket, request, ec);
-  if (ec) return UnavailableError("sending a result to " + node_url + ": " + ec.message());
+  if (error_code ec = connection->Write(request)) {
+    return UnavailableError("sending a result to " + node_url + ": " + ec.message());
+  }
   beast::flat_buffer buffer;
-  http::response<http::string_body> response;
-  http::read(*socket, buffer, response, ec);
-  if (ec) return UnavailableError("reading " + node_url + "'s answer: " + ec.message());
+  http::response_parser<http::string_body> parser;
+  if (error_code ec = connection->Read(buffer, parser)) {
+    return UnavailableError("reading " + node_url + "'s answer: " + ec.message());
+  }
+  const auto& response = parser.get();
   if (response.result_int() != 200) {
     return UnavailableError(node_url +
                             " refused a result: " + std::to_string(response.result_int()) + " " +

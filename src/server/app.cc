@@ -257,6 +257,24 @@ int App::Run() {
     }
     tls_.emplace(std::move(*context));
   }
+  if (!config_.cluster.servers.empty()) {
+    // Fail closed, before any worker starts: a peer CA that cannot be read never leaves the
+    // nodes this one talks to unchecked (issue 26 item 7).
+    auto peers = cluster::PeerClient::Make(config_.cluster);
+    if (!peers.ok()) {
+      events_.Emit(pool::EventLevel::kError, "server_start_failed",
+                   {{"error", peers.status().message()}});
+      std::cerr << "kcoral server: " << peers.status().message() << "\n";
+      return 2;
+    }
+    peers_ = std::move(*peers);
+    if (config_.cluster.peer_check == cluster::PeerCertificateCheck::kNone) {
+      events_.Emit(pool::EventLevel::kWarning, "cluster_peer_tls_unverified",
+                   {{"warning",
+                     "--cluster-peer-no-verify: the certificates of https:// peer nodes are not "
+                     "checked; anyone on the path between nodes can pose as one"}});
+    }
+  }
   if (!config_.auth_keys.empty()) {
     // Fail closed: a keys file that does not parse never leaves the server open.
     auto access = AccessControl::Load(config_.auth_keys);

@@ -20,6 +20,7 @@
 
 #include "base/clock.h"
 #include "cluster/cluster_node.h"
+#include "cluster/peer_client.h"
 #include "pool/worker_pool.h"
 #include "server/access_control.h"
 #include "server/build_cache_hooks.h"
@@ -153,6 +154,7 @@ class App {
   std::unique_ptr<AccessControl> access_ = std::make_unique<AccessControl>();  // open by default
   TenantQuotas quotas_{std::chrono::seconds(config_.quota_window_seconds)};
   std::unique_ptr<cluster::ClusterNode> cluster_;  // null: a single node
+  std::unique_ptr<cluster::PeerClient> peers_;     // with cluster_: blobs to and from other nodes
   // Every HTTPS connection's context (--tls-cert); none: plain HTTP. Made in Run(), before the
   // first connection, and kept past io_, whose connections use it.
   std::optional<net::ssl::context> tls_;

@@ -204,7 +204,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
       body = blobs_.memory().Get(sha);
       for (const auto& holder : record.value("holders", std::vector<std::string>{})) {
         if (body != nullptr) break;
-        auto fetched = cluster::PeerClient(cluster_->options().secret).Fetch(holder, sha);
+        auto fetched = peers_->Fetch(holder, sha);
         if (fetched.ok()) body = *fetched;
       }
     }

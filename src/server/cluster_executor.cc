@@ -1,6 +1,7 @@
 #include "server/cluster_executor.h"
 
 #include <chrono>
+#include <cmath>
 #include <future>
 
 #include "base/clock.h"
@@ -132,25 +133,31 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
   std::vector<std::string> sources = {work.value("entry_url", "")};
   for (const auto& node : node_.Nodes())
     if (node.value("url", "") != sources.front()) sources.push_back(node.value("url", ""));
-  const cluster::PeerClient peers(node_.options().secret);
+  const cluster::PeerClient& peers = *app_.peers_;
   auto fetch = [&](const std::string& sha) -> StatusOr<store::BlobPtr> {
-    Status last = NotFoundError("no node has blob " + sha);
+    // Every node's reason, the entry node's first: a certificate that does not verify is
+    // not hidden behind the other nodes' "not here".
+    std::string reasons;
     for (const auto& url : sources) {
       if (url.empty() || url == app_.node_url_) continue;
+      const auto started = std::chrono::steady_clock::now();
       auto blob = peers.Fetch(url, sha);
       if (blob.ok()) {
+        const std::chrono::duration<double, std::milli> took =
+            std::chrono::steady_clock::now() - started;
         app_.events_.Emit(pool::EventLevel::kInfo, "cluster_blob_fetched",
                           {{"request_id", request_id},
                            {"sha256", sha},
                            {"from", url},
-                           {"bytes", (*blob)->size()}});
+                           {"bytes", (*blob)->size()},
+                           {"ms", std::round(took.count() * 100) / 100}});  // with the hash pass
         return blob;
       }
-      last = blob.status();
+      if (reasons.size() < 2000) reasons += (reasons.empty() ? "" : "; ") + blob.status().message();
     }
     // A 503, never kept: the client's retry sends the blob again.
-    return UnavailableError("blob " + sha +
-                            " could not be fetched from any node: " + last.message());
+    return UnavailableError("blob " + sha + " could not be fetched from any node: " +
+                            (reasons.empty() ? "no other node is known" : reasons));
   };
 
   AdmittedRequest admitted;
@@ -244,8 +251,20 @@ bool ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
     app_.blobs_.Add(record->body);
     std::vector<std::string> holders = {app_.node_url_};
     if (!entry_url.empty() && entry_url != app_.node_url_) {
-      if (cluster::PeerClient(node_.options().secret).Push(entry_url, record->body).ok()) {
+      // A failed push costs the entry node a fetch from this one, nothing more: logged, not
+      // an error.
+      const Status pushed = app_.peers_->Push(entry_url, record->body);
+      nlohmann::json fields = {{"request_id", request_id},
+                               {"sha256", record->body->sha256()},
+                               {"to", entry_url},
+                               {"bytes", record->body->size()}};
+      if (pushed.ok()) {
+        app_.events_.Emit(pool::EventLevel::kInfo, "cluster_blob_pushed", std::move(fields));
         holders.insert(holders.begin(), entry_url);
+      } else {
+        fields["error"] = pushed.message();
+        app_.events_.Emit(pool::EventLevel::kWarning, "cluster_blob_push_failed",
+                          std::move(fields));
       }
     }
     record->record["holders"] = holders;

@@ -296,6 +296,20 @@ int main(int argc, char** argv) {
                  "by the first node of a pool")
       ->needs(cluster_flag)
       ->check(CLI::Range(3, 3600));
+  auto* peer_ca =
+      cli.add_option("--cluster-peer-ca", config.cluster.peer_ca,
+                     "The PEM CA bundle that other nodes' certificates must chain to: a node\n"
+                     "whose URL is https:// is spoken to over TLS, its certificate checked\n"
+                     "against it and the URL's host name. Required with --tls-cert in a cluster")
+          ->envname("KCORAL_CLUSTER_PEER_CA")
+          ->needs(cluster_flag)
+          ->check(CLI::ExistingFile);
+  bool peer_no_verify = false;
+  cli.add_flag("--cluster-peer-no-verify", peer_no_verify,
+               "Speak TLS to https:// nodes without checking their certificates (anyone on the\n"
+               "path can pose as a node; for trials only), in place of --cluster-peer-ca")
+      ->needs(cluster_flag)
+      ->excludes(peer_ca);
   cli.add_option("--node-url", config.node_url,
                  "How other nodes and clients reach this node (default http://HOST:PORT, https\n"
                  "with --tls-cert, with this machine's name for a wildcard --host)")
@@ -307,6 +321,16 @@ int main(int argc, char** argv) {
     return cli.exit(error);
   }
   if (*tls_cert) config.tls = tls;
+  if (peer_no_verify) config.cluster.peer_check = kc::cluster::PeerCertificateCheck::kNone;
+  // Fail closed (issue 26 item 7): an HTTPS node's peers are HTTPS too, and must be checked.
+  if (config.tls && !config.cluster.servers.empty() && config.cluster.peer_ca.empty() &&
+      !peer_no_verify) {
+    std::cerr << "kcoral server: --tls-cert in a cluster needs --cluster-peer-ca FILE, the CA "
+                 "that signed the other nodes' certificates, to check them when blobs and "
+                 "results travel between nodes (--cluster-peer-no-verify skips the check, for "
+                 "trials only)\n";
+    return 2;
+  }
   config.cluster.heartbeat = std::chrono::seconds(heartbeat_seconds);
   config.cluster.ack_wait = std::chrono::seconds(ack_wait_seconds);
   if (!secret_file.empty()) {

@@ -1,7 +1,7 @@
 // ApplyTlsPolicy: the protocol settings of every KCoral TLS context, the
-// server's and, later, a node's client to its peers (issue 27: where a server
-// has TLS on, traffic between nodes is TLS too), so both ends agree by
-// construction.
+// server's (server_context.h) and a node's client to its peers
+// (client_context.h; issue 26: where a server has TLS on, traffic between
+// nodes is TLS too), so both ends agree by construction.
 //
 // - TLS 1.2 or later: 1.0 and 1.1 lack AEAD ciphers and are deprecated (RFC 8996).
 // - TLS 1.2 ciphers: forward-secret ECDHE with AEAD only (Mozilla's

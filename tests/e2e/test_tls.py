@@ -273,7 +273,7 @@ def tls_node(tmp_path_factory, pki):
         node = Server(
             tmp_path_factory.mktemp("tls-node"),
             *("--tls-cert", str(pki.cert), "--tls-key", str(pki.key), "--num-workers", "2"),
-            *("--cluster", nats.flag, "--cluster-heartbeat-seconds", "1"),
+            *("--cluster", nats.flag, "--cluster-heartbeat-seconds", "1", "--cluster-peer-ca", str(pki.ca)),
             ca=pki.ca,
             env={"KCORAL_CLUSTER_SECRET": CLUSTER_SECRET},
         )

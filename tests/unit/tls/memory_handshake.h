@@ -3,6 +3,7 @@
 // what a context's policy accepts and refuses.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -20,9 +21,12 @@ struct HandshakeResult {
   std::string cipher;
 };
 
-inline HandshakeResult Handshake(SSL_CTX* server_ctx, SSL_CTX* client_ctx) {
+// `prepare_client`, if given, sees the client's SSL before the handshake (a host name to expect).
+inline HandshakeResult Handshake(SSL_CTX* server_ctx, SSL_CTX* client_ctx,
+                                 const std::function<void(SSL*)>& prepare_client = {}) {
   std::unique_ptr<SSL, decltype(&SSL_free)> server(SSL_new(server_ctx), SSL_free);
   std::unique_ptr<SSL, decltype(&SSL_free)> client(SSL_new(client_ctx), SSL_free);
+  if (prepare_client) prepare_client(client.get());
   BIO* client_end = nullptr;
   BIO* server_end = nullptr;
   BIO_new_bio_pair(&client_end, 0, &server_end, 0);
