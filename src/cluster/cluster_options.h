@@ -34,6 +34,9 @@ struct ClusterOptions {
   // https:// peers are refused, unless peer_check is kNone. A node with --tls-cert needs one.
   std::string peer_ca;
   PeerCertificateCheck peer_check = PeerCertificateCheck::kAgainstPeerCa;
+  // A front door: the node takes requests and queues them, but runs none of the cluster's
+  // (it announces no pool and pulls nothing).
+  bool entry_only = false;
   // How long a request key and its outcome are remembered (retries find them).
   std::chrono::seconds outcome_ttl{3600};
 };

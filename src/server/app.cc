@@ -176,25 +176,31 @@ net::awaitable<void> App::Listen(tcp::acceptor acceptor) {
   }
 }
 
-nlohmann::json App::DescribeNode(const std::string& url) const {
+nlohmann::json App::DescribePool() const {
   const pool::PoolLoad load = pool_->Load();
   const nlohmann::json& describe = pool_->describe();
   const nlohmann::json target = describe.value("target", nlohmann::json::object());
   const std::string name = config_.device == Device::kCpu
                                ? std::string("cpu")
                                : "gpu/" + target.value("arch", std::string("unknown"));
+  return {{"pool", name},
+          {"device", FlagText(config_.device)},
+          {"target", target},
+          {"versions", describe.value("versions", nlohmann::json::object())},
+          {"request_capacity", load.request_capacity},
+          {"requests_in_progress", load.requests_in_progress},
+          {"requests_waiting", load.requests_waiting}};
+}
+
+nlohmann::json App::DescribeNode(const std::string& url) const {
+  nlohmann::json pools = nlohmann::json::array();
+  if (!config_.cluster.entry_only) pools.push_back(DescribePool());
   return {{"url", url},
           {"instance_id", instance_id_},
           {"started_at", started_at_},
           {"shutting_down", shutting_down_.load()},
-          {"pools",
-           {{{"pool", name},
-             {"device", FlagText(config_.device)},
-             {"target", target},
-             {"versions", describe.value("versions", nlohmann::json::object())},
-             {"request_capacity", load.request_capacity},
-             {"requests_in_progress", load.requests_in_progress},
-             {"requests_waiting", load.requests_waiting}}}}};
+          {"entry_only", config_.cluster.entry_only},
+          {"pools", std::move(pools)}};
 }
 
 Status App::JoinCluster(int port) {
@@ -225,10 +231,12 @@ Status App::JoinCluster(int port) {
   });
   if (!attach.ok()) return attach.status().WithContext("--cluster");
   hear_attach_ = std::move(*attach);
-  const std::string pool = cluster::PoolIdOf(DescribeNode(url)["pools"][0]);
-  auto executor = ClusterExecutor::Start(*this, *cluster_, pool, pool_->Load().request_capacity);
-  if (!executor.ok()) return executor.status().WithContext("--cluster");
-  executor_ = std::move(*executor);
+  if (!config_.cluster.entry_only) {
+    const std::string pool = cluster::PoolIdOf(DescribePool());
+    auto executor = ClusterExecutor::Start(*this, *cluster_, pool, pool_->Load().request_capacity);
+    if (!executor.ok()) return executor.status().WithContext("--cluster");
+    executor_ = std::move(*executor);
+  }
   events_.Emit(pool::EventLevel::kInfo, "cluster_joined",
                {{"servers", config_.cluster.servers},
                 {"node_id", node_id},

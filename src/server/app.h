@@ -127,8 +127,10 @@ class App {
   bool AttachedSince(const std::string& key, std::chrono::steady_clock::time_point since);
   // With --cluster: joins as node `<host>-<port>`, announcing this node's pool (docs/cluster.md).
   Status JoinCluster(int port);
-  // This node's record in the cluster's registry: its URL, pool and load.
+  // This node's record in the cluster's registry: its URL, pool and load (no pool when it is
+  // --cluster-entry-only).
   nlohmann::json DescribeNode(const std::string& url) const;
+  nlohmann::json DescribePool() const;
   void BeginShutdown();
   // The dashboard's status, whole (status_board.h cuts it per viewer).
   nlohmann::json BuildStatus() const;

@@ -263,6 +263,10 @@ int main(int argc, char** argv) {
                  "Replicas of the cluster's JetStream buckets (at most the JetStream servers)")
       ->needs(cluster_flag)
       ->check(CLI::Range(1, 5));
+  cli.add_flag("--cluster-entry-only", config.cluster.entry_only,
+               "A front door: this node takes requests and queues them for the cluster's\n"
+               "pools, but runs none (it announces no pool and pulls nothing)")
+      ->needs(cluster_flag);
   cli.add_option("--cluster-heartbeat-seconds", heartbeat_seconds,
                  "How often this node tells the cluster it is alive; it is forgotten after\n"
                  "three missed beats")
