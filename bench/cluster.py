@@ -37,7 +37,13 @@ import time
 from pathlib import Path
 
 import httpx
-from cluster_harness import SECRET, NatsServers, Node, percentile  # first: puts this checkout's kcoral on sys.path
+from cluster_harness import (
+    SECRET,
+    NatsServers,
+    Node,
+    wait_for_view,
+    percentile,
+)  # first: puts this checkout's kcoral on sys.path
 
 from kcoral import Client, Program
 
@@ -119,20 +125,6 @@ def throughput(urls: list[str], concurrency: int, seconds: float) -> int:
     for t in threads:
         t.join()
     return sum(done)
-
-
-def wait_for_view(nodes: list[Node], timeout: float = 30) -> None:
-    """Until every node's /health lists every node (so each takes work and can route to all)."""
-    ids = {n.node_id for n in nodes}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        seen = [
-            {r["node_id"] for r in httpx.get(n.url + "/health", timeout=10).json()["cluster"]["nodes"]} for n in nodes
-        ]
-        if all(ids <= s for s in seen):
-            return
-        time.sleep(0.2)
-    raise RuntimeError("the nodes did not see each other")
 
 
 def main() -> None:

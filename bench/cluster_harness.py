@@ -252,6 +252,20 @@ class Node:
         return found
 
 
+def wait_for_view(nodes: list[Node], timeout: float = 30) -> None:
+    """Until every node's /health lists every node (so each takes work and can route to all)."""
+    ids = {n.node_id for n in nodes}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = [
+            {r["node_id"] for r in httpx.get(n.url + "/health", timeout=10).json()["cluster"]["nodes"]} for n in nodes
+        ]
+        if all(ids <= s for s in seen):
+            return
+        time.sleep(0.2)
+    raise RuntimeError("the nodes did not see each other")
+
+
 def tagged(tag: str) -> set[int]:
     """Live (non-zombie) processes whose environment holds TAG=`tag`."""
     return fault_soak.tagged(tag, TAG)

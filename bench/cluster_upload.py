@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from cluster_harness import SECRET, NatsServers, Node  # first: puts this checkout's kcoral on sys.path
+from cluster_harness import SECRET, NatsServers, Node, wait_for_view  # first: puts this checkout's kcoral on sys.path
 
 from kcoral import Client, Program
 
@@ -178,21 +178,6 @@ def main() -> None:
             nats.stop()
     (out / "cluster_upload.json").write_text(json.dumps(report, indent=1))
     print_table(report, args)
-
-
-def wait_for_view(nodes: list[Node], timeout: float = 30) -> None:
-    import httpx
-
-    ids = {n.node_id for n in nodes}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        seen = [
-            {r["node_id"] for r in httpx.get(n.url + "/health", timeout=10).json()["cluster"]["nodes"]} for n in nodes
-        ]
-        if all(ids <= s for s in seen):
-            return
-        time.sleep(0.2)
-    raise RuntimeError("the nodes did not see each other")
 
 
 def print_table(report: dict, args: argparse.Namespace) -> None:
