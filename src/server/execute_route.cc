@@ -188,9 +188,13 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
   if (prepared.reply) co_return finish(std::move(*prepared.reply));
 
   auto admitted = std::make_shared<AdmittedRequest>(std::move(*prepared.admitted));
-  const auto waiting = pool_->WaitingByTenant();
-  const auto queued = waiting.find(tenant);
-  if (auto refusal = quotas_.Enter(tenant, limits, queued == waiting.end() ? 0 : queued->second)) {
+  // The seat queue is scanned only for a tenant with a `queued` limit: off every other request.
+  int queued = 0;
+  if (limits.queued) {
+    const auto waiting = pool_->WaitingByTenant();
+    if (auto it = waiting.find(tenant); it != waiting.end()) queued = it->second;
+  }
+  if (auto refusal = quotas_.Enter(tenant, limits, queued)) {
     HttpReply reply = EndingReply(RequestEnding::kQuotaExceeded, refusal->message, request_id);
     reply.headers.emplace_back("Retry-After", std::to_string(refusal->retry_after_seconds));
     co_return finish(std::move(reply));
