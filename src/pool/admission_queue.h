@@ -1,5 +1,5 @@
 // AdmissionQueue: the bounded queue of requests waiting for a seat, served by weighted fair
-// share across tenants (fair_share.h: a Job has `tenant` and `weight`; one tenant is FIFO).
+// share across tenants (fair_share.h: a Job has a TenantShare `share`; one tenant is FIFO).
 // The seat that ran a job charges its time back (Charge).
 //
 // Thread-safe. Past `capacity` a push is refused (the server answers 503
