@@ -55,6 +55,8 @@ StatusOr<NvmlLibrary> NvmlLibrary::Load(const char* path) {
   Resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3",
           nvml.device_get_compute_running_processes);                            // optional
   Resolve(handle, "nvmlDeviceGetHandleByUUID", nvml.device_get_handle_by_uuid);  // optional
+  Resolve(handle, "nvmlDeviceGetProcessUtilization",
+          nvml.device_get_process_utilization);  // optional
   NvmlReturn initialized = init();
   if (initialized != kNvmlSuccess) {
     return UnavailableError("NVML is unavailable: nvmlInit_v2: " + nvml.ErrorText(initialized));

@@ -41,6 +41,15 @@ struct NvmlProcessInfo {
   unsigned compute_instance_id;
 };
 
+// nvmlProcessUtilizationSample_t: one process's utilization over the driver's last sample
+// period (about 200 ms on an H200), which ends at `timestamp_us` (CPU time, microseconds since
+// the epoch). Percentages.
+struct NvmlProcessUtilizationSample {
+  unsigned pid;
+  unsigned long long timestamp_us;
+  unsigned sm_util, mem_util, enc_util, dec_util;
+};
+
 struct NvmlLibrary {
   using ErrorStringFn = const char* (*)(NvmlReturn);
   using DriverVersionFn = NvmlReturn (*)(char*, unsigned);
@@ -52,6 +61,8 @@ struct NvmlLibrary {
   using PowerFn = NvmlReturn (*)(NvmlDevice, unsigned*);  // milliwatts
   using ProcessesFn = NvmlReturn (*)(NvmlDevice, unsigned*, NvmlProcessInfo*);
   using HandleByUuidFn = NvmlReturn (*)(const char*, NvmlDevice*);
+  using ProcessUtilizationFn = NvmlReturn (*)(NvmlDevice, NvmlProcessUtilizationSample*,
+                                              unsigned*, unsigned long long);
 
   // Loaded and initialised once; kUnavailable (with the reason) where NVML cannot be used.
   static StatusOr<const NvmlLibrary*> Get();
@@ -80,8 +91,12 @@ struct NvmlLibrary {
   // nvmlDeviceGetComputeRunningProcesses_v3 (drivers from 510); null where the driver lacks it.
   ProcessesFn device_get_compute_running_processes = nullptr;
   HandleByUuidFn device_get_handle_by_uuid = nullptr;  // nvmlDeviceGetHandleByUUID; optional
+  // nvmlDeviceGetProcessUtilization: the latest sample of each process with one newer than the
+  // given timestamp; optional.
+  ProcessUtilizationFn device_get_process_utilization = nullptr;
 };
 
+inline constexpr NvmlReturn kNvmlErrorNotFound = 6;  // e.g. no sample newer than asked
 inline constexpr NvmlReturn kNvmlErrorInsufficientSize = 7;
 
 }  // namespace kc

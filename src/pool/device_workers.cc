@@ -86,6 +86,12 @@ StatusOr<nlohmann::json> DeviceWorkers::Start() {
       events_.Emit(EventLevel::kWarning, "gpu_census_unavailable",
                    {{"device", spec_.name}, {"error", census.status().message()}});
     }
+    if (spec_.off_lease_bound_seconds > 0 && !(census_ && census_->samples_use())) {
+      return UnavailableError(
+          "cannot watch " + spec_.name + "'s use off the GPU lease: " +
+          (census_ ? "NVML lacks nvmlDeviceGetProcessUtilization" : census_unavailable_) +
+          "; --off-lease-gpu-seconds 0 turns the watch off");
+    }
   }
   const auto deadline = Clock::now() + spawn_timeout_;
   auto started = StartWorker();

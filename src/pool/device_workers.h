@@ -38,6 +38,9 @@ struct DeviceSpec {
   std::string gpu_arch;                   // e.g. sm_90a: the target its workers describe
   std::vector<std::string> extra_env;     // e.g. TVM_FFI_CUDA_ARCH_LIST=9.0a
   std::vector<std::string> device_nodes;  // the GPU's /dev/nvidia* nodes, for the sandbox
+  // GPU seconds a run's processes may use off its lease (RunRequest); 0: not watched. Above 0,
+  // Start fails where NVML cannot sample the GPU's processes.
+  double off_lease_bound_seconds = 0;
 };
 
 class DeviceWorkers {

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 namespace kc::pool {
 
 namespace {
@@ -19,7 +21,15 @@ bool DescendsFrom(int pid, int ancestor, const ProcessLookup& lookup) {
   return pid == ancestor;
 }
 
+std::optional<ProcStat> ReadStat(int pid) {
+  StatusOr<ProcStat> stat = ReadProcStat("/proc/" + std::to_string(pid));
+  if (!stat.ok()) return std::nullopt;
+  return *std::move(stat);
+}
+
 }  // namespace
+
+bool InProcessTree(int pid, int root) { return DescendsFrom(pid, root, ReadStat); }
 
 CensusReading Classify(const std::vector<int>& holders, int timed_worker, int server,
                        const ProcessLookup& lookup) {
@@ -72,12 +82,26 @@ CensusReading GpuCensus::Take(int timed_worker) const {
   std::vector<int> holders;
   for (unsigned i = 0; i < count && i < kMaxListed; ++i)
     holders.push_back(static_cast<int>(listed[i].pid));
-  return Classify(holders, timed_worker, static_cast<int>(::getpid()),
-                  [](int pid) -> std::optional<ProcStat> {
-                    StatusOr<ProcStat> stat = ReadProcStat("/proc/" + std::to_string(pid));
-                    if (!stat.ok()) return std::nullopt;
-                    return *std::move(stat);
-                  });
+  return Classify(holders, timed_worker, static_cast<int>(::getpid()), ReadStat);
+}
+
+StatusOr<std::vector<GpuUseSample>> GpuCensus::UseAfter(int64_t after_us) const {
+  // The driver sizes its answer by its own sample buffer, not by the processes (72 on an H200).
+  std::vector<NvmlProcessUtilizationSample> read(kMaxListed);
+  unsigned count = kMaxListed;
+  const NvmlReturn result = nvml_->device_get_process_utilization(
+      device_, read.data(), &count, static_cast<unsigned long long>(std::max<int64_t>(after_us, 0)));
+  std::vector<GpuUseSample> samples;
+  if (result == kNvmlErrorNotFound) return samples;  // nothing newer
+  if (result != kNvmlSuccess) {
+    return UnavailableError("NVML could not sample the GPU's processes: " +
+                            nvml_->ErrorText(result));
+  }
+  for (unsigned i = 0; i < count && i < kMaxListed; ++i) {
+    samples.push_back({static_cast<int>(read[i].pid), static_cast<int64_t>(read[i].timestamp_us),
+                       static_cast<int>(read[i].sm_util)});
+  }
+  return samples;
 }
 
 }  // namespace kc::pool

@@ -12,6 +12,7 @@
 // then says it cannot tell processes apart instead of calling everyone foreign.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -38,6 +39,17 @@ struct CensusReading {
 // nullopt for a process this namespace does not have.
 using ProcessLookup = std::function<std::optional<ProcStat>(int pid)>;
 
+// One process's SM use over the driver's last sample period, which ended at `end_us` (CPU time,
+// microseconds since the epoch).
+struct GpuUseSample {
+  int pid = 0;
+  int64_t end_us = 0;
+  int sm_percent = 0;
+};
+
+// Whether `pid` is `root` or one of its descendants, as /proc/<pid>/stat says.
+bool InProcessTree(int pid, int root);
+
 // Pure: `holders` as NVML listed them; `timed_worker` and `server` are PIDs of this namespace.
 CensusReading Classify(const std::vector<int>& holders, int timed_worker, int server,
                        const ProcessLookup& lookup);
@@ -50,6 +62,12 @@ class GpuCensus {
 
   // Thread-safe (NVML is).
   CensusReading Take(int timed_worker) const;
+
+  // Whether this driver samples each process's use (nvmlDeviceGetProcessUtilization).
+  bool samples_use() const { return nvml_->device_get_process_utilization != nullptr; }
+  // The latest sample of each process that has one ending after `after_us`; empty where none
+  // does. Requires samples_use().
+  StatusOr<std::vector<GpuUseSample>> UseAfter(int64_t after_us) const;
 
  private:
   GpuCensus(const NvmlLibrary* nvml, NvmlDevice device) : nvml_(nvml), device_(device) {}

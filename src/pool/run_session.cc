@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include "base/memfd.h"
@@ -58,8 +59,13 @@ RunSession::RunSession(Worker worker, const RunRequest& request)
       request_(request),
       output_limit_(static_cast<size_t>(std::max<int64_t>(0, request.output_limit_bytes))) {
   result_.seal_key = worker_.seal_key;
-  if (request.lease_mode == LeaseMode::kShared)
+  if (request.lease_mode == LeaseMode::kShared) {
     lease_.emplace(*request.lease, request.request_id, request.share);
+    if (request.off_lease_bound_seconds > 0 && request.census != nullptr &&
+        request.census->samples_use()) {
+      off_lease_.emplace(OffLeaseMeter::SystemMicros());
+    }
+  }
 }
 
 RunResult RunSession::Run() {
@@ -106,9 +112,15 @@ RunSession::Step RunSession::Loop(Pipes& pipes) {
                      {request_.cancel != nullptr ? request_.cancel->fd() : -1, POLLIN, 0},
                      {worker_.child.pidfd(), POLLIN, 0}};
   for (;;) {
-    const int rc = ::poll(polls, 5, MillisecondsLeft(deadline_));
+    int wait_ms = MillisecondsLeft(deadline_);
+    if (off_lease_ && !lease_->held()) wait_ms = std::min(wait_ms, MillisecondsLeft(next_use_read_));
+    const int rc = ::poll(polls, 5, wait_ms);
     if (rc < 0 && errno == EINTR) continue;
-    if (rc == 0) return Killed(RunResult::Ending::kTimedOut, "execution timed out");
+    if (OffLeaseOverBound()) return KilledForOffLeaseUse();
+    if (rc == 0) {
+      if (Clock::now() < deadline_) continue;  // woken to read NVML's samples
+      return Killed(RunResult::Ending::kTimedOut, "execution timed out");
+    }
     for (int i = 1; i < 3; ++i) {
       if (polls[i].fd < 0 || !polls[i].revents) continue;
       if (!Drain(polls[i].fd, i == 1 ? result_.out : result_.err, output_limit_)) polls[i].fd = -1;
@@ -162,8 +174,11 @@ RunSession::Step RunSession::Grant(ipc::MessageType granted) {
 
 RunSession::Step RunSession::OnLeaseAcquire() {
   if (lease_ && !lease_->held()) {
-    lease_->Acquire();
+    // Work left running off the lease is still watched while the run waits for it.
+    const bool granted = lease_->Acquire([this] { return OffLeaseOverBound(); });
     deadline_ += lease_->last_wait();  // lease waits never consume the budget
+    if (!granted) return KilledForOffLeaseUse();
+    if (off_lease_) off_lease_->Acquired(OffLeaseMeter::SystemMicros());
   }
   return Grant(ipc::MessageType::kLeaseGranted);
 }
@@ -179,7 +194,33 @@ RunSession::Step RunSession::OnLeaseRelease() {
   }
   OnSpanEnd();
   lease_->Release();
+  if (off_lease_) off_lease_->Released(OffLeaseMeter::SystemMicros());
   return Step::kContinue;
+}
+
+bool RunSession::OffLeaseOverBound() {
+  if (!off_lease_ || lease_->held() || Clock::now() < next_use_read_) return false;
+  next_use_read_ = Clock::now() + std::chrono::milliseconds(250);
+  auto samples = request_.census->UseAfter(off_lease_->read_after_us());
+  if (!samples.ok()) return false;  // counts nothing; the next read may work
+  const int worker = worker_.child.pid();
+  off_lease_->Add(*samples, [worker](int pid) { return InProcessTree(pid, worker); });
+  result_.off_lease_gpu_ms = off_lease_->seconds() * 1000;
+  return off_lease_->seconds() > request_.off_lease_bound_seconds;
+}
+
+RunSession::Step RunSession::KilledForOffLeaseUse() {
+  if (result_.instruction_index < 0) result_.instruction_index = last_started_;
+  char used[32];
+  std::snprintf(used, sizeof used, "%.1f", off_lease_->seconds());
+  char bound[32];
+  std::snprintf(bound, sizeof bound, "%g", request_.off_lease_bound_seconds);
+  return Killed(RunResult::Ending::kOffLease,
+                std::string("the program's processes kept the GPU busy for ") + used +
+                    " s while the request did not hold the GPU lease (the server allows " + bound +
+                    " s, --off-lease-gpu-seconds): GPU work must run inside instructions that "
+                    "hold the lease, not in threads or child processes left running across a "
+                    "cpu_only run or a file transfer");
 }
 
 // Gated only under a lease of this run (a reserved job's span is its whole life).

@@ -12,7 +12,10 @@
 //     (RunRequest::releases_at); elsewhere it is user code's forgery and the lease stays held
 //     (the engine's own release after the last instruction is one: the run's end gives the
 //     lease back a moment later). Instructions must start in order, one at a time, and end
-//     where they started, so user code cannot pose as a later instruction either;
+//     where they started, so user code cannot pose as a later instruction either. While the
+//     run does not hold the lease, NVML's samples of its processes are read every 250 ms
+//     (off_lease_meter.h); past RunRequest::off_lease_bound_seconds of GPU use off the lease,
+//     the worker is killed (kOffLease);
 
 //   - kReserved: the caller holds every GPU the worker sees for the worker's whole life
 //     (reserved_gpu_job.h): lease frames are granted at once, spans are not gated.
@@ -33,6 +36,7 @@
 #include "pool/child_process.h"
 #include "pool/gpu_arbiter.h"
 #include "pool/lease_account.h"
+#include "pool/off_lease_meter.h"
 #include "pool/worker_cgroup.h"
 #include "pool/worker_process.h"
 
@@ -67,6 +71,10 @@ class RunSession {
   Step OnSpanBegin();
   void OnSpanEnd();
   void TakeCensus();
+  // Reads NVML's samples when due, while the lease is not held; true once the run's processes
+  // used the GPU off the lease past the bound.
+  bool OffLeaseOverBound();
+  Step KilledForOffLeaseUse();
   Step OnInstruction(const ipc::Frame& frame);
   Step OnInstructionEnd(const ipc::Frame& frame);
   Step OnOutcome(ipc::Frame& frame, Pipes& pipes);
@@ -84,6 +92,8 @@ class RunSession {
   size_t output_limit_;
   Clock::time_point deadline_;
   std::optional<LeaseAccount> lease_;  // kShared only
+  std::optional<OffLeaseMeter> off_lease_;  // kShared, where NVML samples processes
+  Clock::time_point next_use_read_{};
   std::optional<GpuArbiter::SpanStart> span_;
   Clock::time_point span_since_, instruction_since_;
   int running_instruction_ = -1;  // between instruction and instruction_end; else -1

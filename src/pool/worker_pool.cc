@@ -19,6 +19,8 @@ std::string RetireReason(const RunResult& run, bool request_limit) {
       return "broken";
     case RunResult::Ending::kCancelled:
       return "cancelled";
+    case RunResult::Ending::kOffLease:
+      return "off_lease_gpu";
     case RunResult::Ending::kOutcome:
       if (!run.retire_reason.empty()) return run.retire_reason;  // poisoned_context, ...
       return request_limit ? "request_limit" : "";
@@ -29,7 +31,7 @@ std::string RetireReason(const RunResult& run, bool request_limit) {
 EventLevel RetireLevel(const std::string& reason) {
   if (reason == "request_limit" || reason == "library_limit") return EventLevel::kInfo;
   if (reason == "timeout" || reason == "poisoned_context" || reason == "cancelled" ||
-      reason == "sandbox_cleanup")
+      reason == "sandbox_cleanup" || reason == "off_lease_gpu")
     return EventLevel::kWarning;
   return EventLevel::kError;
 }
@@ -143,6 +145,7 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
   job.run.lease = device.lease();
   job.run.census = device.census();
   job.run.census_unavailable = device.census_unavailable();
+  job.run.off_lease_bound_seconds = device.spec().off_lease_bound_seconds;
   job.run.lease_mode = job.run.lease != nullptr ? LeaseMode::kShared : LeaseMode::kNone;
   JobResult result;
   // A worker that died before it took the request (killed in stand-by, its
@@ -193,6 +196,12 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
   if (result.run.refused_releases > 0) {  // user code tried to give the lease back early
     events_.Emit(EventLevel::kWarning, "lease_release_refused",
                  {{"request_id", job.run.request_id}, {"count", result.run.refused_releases}});
+  }
+  if (result.run.off_lease_gpu_ms > 0) {  // its processes used the GPU while it held no lease
+    events_.Emit(EventLevel::kWarning, "gpu_used_off_lease",
+                 {{"request_id", job.run.request_id},
+                  {"off_lease_gpu_ms", std::round(result.run.off_lease_gpu_ms)},
+                  {"killed", result.run.ending == RunResult::Ending::kOffLease}});
   }
   if (result.run.span_wait_ms > 1) {  // a timing span waited for house-keeping
     events_.Emit(EventLevel::kInfo, "span_waited",

@@ -80,6 +80,10 @@ struct RunRequest {
   // and folder returns, cpu_only runs: spec/protocol.md §2.6). A lease_release anywhere else is
   // user code forging one to use the GPU off the lease: refused, the lease stays held.
   std::vector<bool> releases_at;
+  // kShared: GPU seconds the worker's processes may keep the SMs busy while the run does not
+  // hold the lease (off_lease_meter.h) before the worker is killed; 0: not watched. Needs
+  // census->samples_use().
+  double off_lease_bound_seconds = 0;
 };
 
 struct CapturedStream {
@@ -94,6 +98,7 @@ struct RunResult {
     kTimedOut,   // the execution budget ran out (worker killed)
     kBroken,     // the worker sent something it must not (worker killed)
     kCancelled,  // the client went away (worker killed)
+    kOffLease,   // its processes used the GPU off the lease past the bound (worker killed)
   };
   Ending ending = Ending::kBroken;
   // False when the worker was gone before it took the request: the pool
@@ -135,6 +140,7 @@ struct RunResult {
                               // worker_asked (any other text it sent)
   int64_t gpu_access_detected_ns = 0;  // steady clock; 0: no gpu_access violation
   int refused_releases = 0;            // lease_release frames where the program gives no lease back
+  double off_lease_gpu_ms = 0;         // SM-busy time of its processes off the lease (estimated)
   // The worker's key for sealed benchmark records (ipc/frame.h ready), to check what it returned.
   std::string seal_key;
 };

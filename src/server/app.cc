@@ -87,6 +87,7 @@ StatusOr<pool::PoolOptions> PoolOptionsFrom(const ServerConfig& config) {
         spec.extra_env.push_back("TVM_FFI_CUDA_ARCH_LIST=" + gpu.tvm_arch_list);
       }
       spec.device_nodes = DeviceNodesFor(gpu);
+      spec.off_lease_bound_seconds = config.off_lease_gpu_seconds;
       options.devices.push_back(spec);
     }
   }

@@ -255,8 +255,9 @@ net::awaitable<HttpReply> App::RunHere(std::shared_ptr<AdmittedRequest> admitted
 
 RunUsage App::RecordRun(const pool::JobResult& ran) {
   metrics_.RecordRun(ran);
-  const double gpu_seconds = ran.run.lease_held_ms / 1000;
-  return {gpu_seconds, std::max(ran.elapsed_ms / 1000 - gpu_seconds, 0.0)};
+  // GPU use off the lease (off_lease_meter.h) is the tenant's too.
+  const double gpu_seconds = (ran.run.lease_held_ms + ran.run.off_lease_gpu_ms) / 1000;
+  return {gpu_seconds, std::max(ran.elapsed_ms / 1000 - ran.run.lease_held_ms / 1000, 0.0)};
 }
 
 std::shared_ptr<pool::Job> JobFor(const AdmittedRequest& admitted, const std::string& request_id,

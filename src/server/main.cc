@@ -135,6 +135,14 @@ int main(int argc, char** argv) {
          "with fewer queues, kernels on different streams may wait for each other")
       ->envname("KCORAL_CUDA_MAX_CONNECTIONS")
       ->check(CLI::Range(1, 32));
+  cli.add_option("--off-lease-gpu-seconds", config.off_lease_gpu_seconds,
+                 "GPU workers: seconds of GPU use a request's processes may have while the\n"
+                 "request does not hold the GPU lease (a thread or child left running across\n"
+                 "a cpu_only run or a file transfer), seen in NVML's per-process samples and\n"
+                 "charged to the tenant; past it the worker is killed and the request FAILS\n"
+                 "with gpu_access. 0 turns the watch off; the server refuses to start where\n"
+                 "NVML cannot sample the GPU's processes")
+      ->check(CLI::NonNegativeNumber);
   cli.add_option("--worker-cpu-threads", config.worker_cpu_threads,
                  "Host threads per worker for torch, OpenMP and BLAS (OMP_NUM_THREADS,\n"
                  "MKL_NUM_THREADS, OPENBLAS_NUM_THREADS), and for copying a large tensor\n"
@@ -367,7 +375,8 @@ int main(int argc, char** argv) {
     std::cerr << "kcoral server: --sandbox-readonly-path cannot be combined with --sandbox none\n";
     return 2;
   }
-  for (const char* gpu_only : {"--housekeeping", "--cuda-max-connections"}) {
+  for (const char* gpu_only :
+       {"--housekeeping", "--cuda-max-connections", "--off-lease-gpu-seconds"}) {
     if (config.device == Device::kCpu && cli.count(gpu_only) > 0) {
       std::cerr << "kcoral server: " << gpu_only << " applies to GPU servers (--device gpu)\n";
       return 2;

@@ -113,11 +113,13 @@ void BeginOutcomeBody(JsonWriter& writer, std::string_view status, const std::st
   }
 }
 
-// A worker that died inside instruction i: 200 FAILED runtime (§10).
-HttpReply CrashedInInstruction(const OutcomeContext& context, const pool::JobResult& result) {
+// A worker the server saw fail inside instruction i, with no outcome of its own: 200 FAILED
+// with `kind` (§10). It died there (runtime), or was killed for using the GPU off its lease
+// (gpu_access).
+HttpReply FailedInInstruction(const OutcomeContext& context, const pool::JobResult& result,
+                              RequestEnding ending, const std::string& kind,
+                              const std::string& message) {
   const auto& instruction = context.program->instructions.at(result.run.instruction_index);
-  const std::string message =
-      "worker exited while executing the instruction (" + result.run.message + ")";
   std::string body;
   JsonWriter writer(body);
   BeginOutcomeBody(writer, "FAILED", context.request_id, result);
@@ -125,7 +127,7 @@ HttpReply CrashedInInstruction(const OutcomeContext& context, const pool::JobRes
   writer.Key("error")
       .BeginObject()
       .Key("kind")
-      .String("runtime")
+      .String(kind)
       .Key("message")
       .String(message)
       .Key("instruction_index")
@@ -139,10 +141,15 @@ HttpReply CrashedInInstruction(const OutcomeContext& context, const pool::JobRes
     writer.String(instruction.id);
   }
   writer.Key("traceback").String("").EndObject().EndObject();
-  HttpReply reply = BodyReply(RequestEnding::kCrashedInInstruction, "application/json",
-                              std::move(body), context.request_id);
+  HttpReply reply = BodyReply(ending, "application/json", std::move(body), context.request_id);
+  reply.error_kind = kind;
   reply.error_message = message;
   return reply;
+}
+
+bool InInstruction(const OutcomeContext& context, const pool::JobResult& result) {
+  return result.run.instruction_index >= 0 &&
+         static_cast<size_t>(result.run.instruction_index) < context.program->instructions.size();
 }
 
 // Checks the shape of the worker's `error` object; the worker is untrusted.
@@ -302,11 +309,19 @@ HttpReply BuildOutcomeReply(const OutcomeContext& context, pool::JobResult& resu
     case pool::RunResult::Ending::kTimedOut:
       return EndingReply(RequestEnding::kTimedOut, "execution timed out", context.request_id);
     case pool::RunResult::Ending::kCrashed:
-      if (result.run.instruction_index >= 0 && static_cast<size_t>(result.run.instruction_index) <
-                                                   context.program->instructions.size()) {
-        return CrashedInInstruction(context, result);
+      if (InInstruction(context, result)) {
+        return FailedInInstruction(
+            context, result, RequestEnding::kCrashedInInstruction, "runtime",
+            "worker exited while executing the instruction (" + result.run.message + ")");
       }
       return EndingReply(RequestEnding::kCrashed, "worker crashed (" + result.run.message + ")",
+                         context.request_id);
+    case pool::RunResult::Ending::kOffLease:
+      if (InInstruction(context, result)) {
+        return FailedInInstruction(context, result, RequestEnding::kProgramFailed, "gpu_access",
+                                   result.run.message);
+      }
+      return EndingReply(RequestEnding::kInvalidWorkerResponse, result.run.message,
                          context.request_id);
     case pool::RunResult::Ending::kBroken:
       return EndingReply(RequestEnding::kInvalidWorkerResponse,

@@ -174,3 +174,104 @@ def test_a_forged_lease_release_keeps_the_lease_and_is_charged(tenants):
     assert gpu_seconds(server, keys)["forger"] - before >= 2.9
     refused = [e for e in server.events() if e["event"] == "lease_release_refused" and e.get("tenant") == "forger"]
     assert refused and refused[-1]["count"] >= 1
+
+
+# Starts a child process that multiplies matrices for 30 s, then returns: the child keeps the GPU
+# busy while the next instruction, a cpu_only run, holds no lease. The worker's CUPTI watch of
+# cpu_only calls does not see another process; NVML's per-process samples do.
+LEAVES_A_CHILD = r'''
+import subprocess
+import sys
+import time
+
+CHILD = """
+import time, torch
+x = torch.randn(4096, 4096, device="cuda")
+started = time.monotonic()
+while time.monotonic() - started < 30:
+    x = (x @ x) / 4096
+    torch.cuda.synchronize()
+"""
+
+
+def starts():
+    subprocess.Popen([sys.executable, "-c", CHILD])
+    return 1
+
+
+def waits(seconds):
+    time.sleep(seconds)
+    return seconds
+'''
+
+# Honest: the GPU busy up to the very end of an instruction, a cpu_only step, the GPU again.
+BUSY_THEN_CPU_ONLY = r"""
+import time
+import torch
+
+
+def busy(seconds):
+    x = torch.randn(4096, 4096, device="cuda")
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        x = (x @ x) / 4096
+    return seconds  # kernels still queued: the engine drains them before the cpu_only step
+
+
+def waits(seconds):
+    time.sleep(seconds)
+    return seconds
+"""
+
+
+def gpu_then_cpu_only(source: str, gpu: tuple, cpu_only: tuple, gpu_again: tuple | None = None):
+    from kcoral import Program
+
+    program = Program()
+    module = program.upload(id="module", kind="module", source=source)
+    on_gpu = program.get_function(id="gpu", module=module, name=gpu[0])
+    on_cpu = program.get_function(id="cpu", module=module, name=cpu_only[0], cpu_only=True)
+    first = program.run(id="first", fn=on_gpu, args=list(gpu[1:]))
+    second = program.run(id="second", fn=on_cpu, args=list(cpu_only[1:]))
+    program.return_(key="first", value=first)
+    program.return_(key="second", value=second)
+    if gpu_again:
+        program.return_(key="third", value=program.run(id="third", fn=on_gpu, args=list(gpu_again[1:])))
+    return program
+
+
+def off_lease_events(server, request_id: str) -> list:
+    return [e for e in server.events() if e["event"] == "gpu_used_off_lease" and e.get("request_id") == request_id]
+
+
+def test_gpu_work_left_running_off_the_lease_is_charged_and_stopped(tenants):
+    server, keys = tenants
+    before = gpu_seconds(server, keys).get("forger", 0)
+    started = time.monotonic()
+    with Client(server.url, api_key=keys["forger"]) as client:
+        result = client.execute(gpu_then_cpu_only(LEAVES_A_CHILD, ("starts",), ("waits", 40.0)), timeout_seconds=120)
+    took = time.monotonic() - started
+    charged = gpu_seconds(server, keys)["forger"] - before
+    record("off_lease_kill", {"seconds_to_kill": round(took, 1), "tenant_gpu_seconds_charged": round(charged, 2),
+                              "error": (result.error or {}).get("message")})  # fmt: skip
+    assert result.status == "FAILED" and result.error["kind"] == "gpu_access", result
+    assert "did not hold the GPU lease" in result.error["message"]
+    assert result.error["instruction_id"] == "second"
+    assert took < 30  # killed long before the cpu_only step's 40 s
+    events = off_lease_events(server, result.request_id)
+    assert events and events[-1]["killed"] and events[-1]["off_lease_gpu_ms"] > 1000
+    assert charged >= 1.0  # the bound's worth, beside its lease time
+
+
+def test_honest_work_beside_a_cpu_only_step_is_never_counted_off_the_lease(tenants):
+    server, keys = tenants
+    counted = []
+    for _ in range(3):
+        with Client(server.url, api_key=keys["b"]) as client:
+            result = client.execute(
+                gpu_then_cpu_only(BUSY_THEN_CPU_ONLY, ("busy", 2.0), ("waits", 2.0), ("busy", 1.0)), timeout_seconds=120
+            )
+        assert result.completed, result.error
+        counted += off_lease_events(server, result.request_id)
+    record("off_lease_honest_events", len(counted))
+    assert counted == []
