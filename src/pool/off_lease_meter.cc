@@ -39,6 +39,8 @@ void OffLeaseMeter::Add(const std::vector<GpuUseSample>& samples,
     if (Leased(window_start, sample.end_us) || !ours(sample.pid)) continue;
     const int64_t period = std::clamp<int64_t>(sample.end_us - previous, 0, kMaxPeriodUs);
     busy_us_ += static_cast<double>(period) * std::min(sample.sm_percent, 100) / 100.0;
+    last_pid_ = sample.pid;
+    if (counted_.size() < kEvidence) counted_.push_back({sample, period});
   }
 }
 

@@ -39,6 +39,18 @@ class OffLeaseMeter {
   void Add(const std::vector<GpuUseSample>& samples, const std::function<bool(int pid)>& ours);
 
   double seconds() const { return busy_us_ / 1e6; }
+  int last_pid() const { return last_pid_; }  // of the last sample counted; 0: none
+
+  // The evidence, for the event log: the first kEvidence samples counted and the run's tenures,
+  // in milliseconds since the run began.
+  static constexpr size_t kEvidence = 16;
+  struct Counted {
+    GpuUseSample sample;
+    int64_t period_us;
+  };
+  const std::vector<Counted>& counted() const { return counted_; }
+  const std::vector<std::pair<int64_t, int64_t>>& tenures() const { return tenures_; }
+  int64_t started_us() const { return started_us_; }
   // Where the next read starts: late enough to skip old samples, early enough for every process.
   int64_t read_after_us() const { return std::max(started_us_, newest_us_ - kMaxPeriodUs); }
 
@@ -52,6 +64,8 @@ class OffLeaseMeter {
   std::map<int, int64_t> last_end_us_;                // by pid: the latest sample counted or seen
   int64_t newest_us_ = 0;
   double busy_us_ = 0;
+  int last_pid_ = 0;
+  std::vector<Counted> counted_;
 };
 
 }  // namespace kc::pool

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
+#include <cmath>
 
 #include "base/memfd.h"
 #include "ipc/messages.h"
@@ -205,8 +207,25 @@ bool RunSession::OffLeaseOverBound() {
   if (!samples.ok()) return false;  // counts nothing; the next read may work
   const int worker = worker_.child.pid();
   off_lease_->Add(*samples, [worker](int pid) { return InProcessTree(pid, worker); });
-  result_.off_lease_gpu_ms = off_lease_->seconds() * 1000;
+  if (off_lease_->seconds() * 1000 > result_.off_lease_gpu_ms) RecordOffLeaseEvidence();
   return off_lease_->seconds() > request_.off_lease_bound_seconds;
+}
+
+// {"samples": [[pid, ms after the start, SM %, ms it stands for]], "tenures": [[from, to]]}; an
+// open tenure ends at null.
+void RunSession::RecordOffLeaseEvidence() {
+  const OffLeaseMeter& meter = *off_lease_;
+  result_.off_lease_gpu_ms = meter.seconds() * 1000;
+  result_.off_lease_pid = meter.last_pid();
+  auto ms = [&](int64_t us) { return std::round((us - meter.started_us()) / 100.0) / 10; };
+  nlohmann::json samples = nlohmann::json::array(), tenures = nlohmann::json::array();
+  for (const OffLeaseMeter::Counted& c : meter.counted())
+    samples.push_back({c.sample.pid, ms(c.sample.end_us), c.sample.sm_percent, c.period_us / 1000});
+  for (const auto& [from, to] : meter.tenures()) {
+    tenures.push_back({ms(from), to == std::numeric_limits<int64_t>::max() ? nlohmann::json()
+                                                                            : nlohmann::json(ms(to))});
+  }
+  result_.off_lease_evidence = {{"samples", std::move(samples)}, {"tenures", std::move(tenures)}};
 }
 
 RunSession::Step RunSession::KilledForOffLeaseUse() {

@@ -74,6 +74,7 @@ class RunSession {
   // Reads NVML's samples when due, while the lease is not held; true once the run's processes
   // used the GPU off the lease past the bound.
   bool OffLeaseOverBound();
+  void RecordOffLeaseEvidence();
   Step KilledForOffLeaseUse();
   Step OnInstruction(const ipc::Frame& frame);
   Step OnInstructionEnd(const ipc::Frame& frame);

@@ -120,13 +120,15 @@ PoolLoad WorkerPool::Load() const {
 
 void WorkerPool::SeatLoop(DeviceWorkers& device, std::string seat) {
   std::unique_ptr<WorkerProcess> occupant;
-  while (auto job = queue_.Pop()) {
+  const JobQueue::SeatGroup group{device.spec().name, device.spec().seats,
+                                  device.lease() != nullptr};
+  while (auto job = queue_.Pop(group)) {
     ++running_;
     const auto started = Clock::now();
     device.SeatBusy();
     RunJob(device, seat, occupant, *job);
     device.SeatIdle();
-    queue_.Charge(*job, MillisecondsSince(started) / 1000);
+    queue_.Charge(*job, MillisecondsSince(started) / 1000, group);
     --running_;
   }
 }
@@ -201,7 +203,8 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
     events_.Emit(EventLevel::kWarning, "gpu_used_off_lease",
                  {{"request_id", job.run.request_id},
                   {"off_lease_gpu_ms", std::round(result.run.off_lease_gpu_ms)},
-                  {"killed", result.run.ending == RunResult::Ending::kOffLease}});
+                  {"killed", result.run.ending == RunResult::Ending::kOffLease},
+                  {"evidence", result.run.off_lease_evidence}});
   }
   if (result.run.span_wait_ms > 1) {  // a timing span waited for house-keeping
     events_.Emit(EventLevel::kInfo, "span_waited",

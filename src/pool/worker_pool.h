@@ -133,7 +133,8 @@ class WorkerPool {
   std::unique_ptr<ReservedGpuJobs> reserved_;  // GPU pools only
   nlohmann::json describe_ = {{"target", nlohmann::json::object()},
                               {"versions", nlohmann::json::object()}};
-  AdmissionQueue<Job> queue_;
+  using JobQueue = AdmissionQueue<Job>;
+  JobQueue queue_;
   int seat_count_ = 0;
   std::atomic<int> running_{0};
   std::atomic<bool> shutting_down_{false};

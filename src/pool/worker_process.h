@@ -141,6 +141,8 @@ struct RunResult {
   int64_t gpu_access_detected_ns = 0;  // steady clock; 0: no gpu_access violation
   int refused_releases = 0;            // lease_release frames where the program gives no lease back
   double off_lease_gpu_ms = 0;         // SM-busy time of its processes off the lease (estimated)
+  int off_lease_pid = 0;               // the last process seen using it (the server's PID)
+  nlohmann::json off_lease_evidence;   // its samples and the run's tenures (run_session.cc)
   // The worker's key for sealed benchmark records (ipc/frame.h ready), to check what it returned.
   std::string seal_key;
 };

@@ -140,7 +140,17 @@ HttpReply FailedInInstruction(const OutcomeContext& context, const pool::JobResu
   } else {
     writer.String(instruction.id);
   }
-  writer.Key("traceback").String("").EndObject().EndObject();
+  writer.Key("traceback").String("");
+  if (kind == "gpu_access") {  // its fields (spec/protocol.md §4.4): what NVML saw, and where
+    writer.Key("cuda_call")
+        .String("(GPU kernels off the lease, seen in NVML's per-process samples)")
+        .Key("location")
+        .String("process " + std::to_string(result.run.off_lease_pid) +
+                " of the worker's process tree")
+        .Key("interfered_request_id")
+        .Null();
+  }
+  writer.EndObject().EndObject();
   HttpReply reply = BodyReply(ending, "application/json", std::move(body), context.request_id);
   reply.error_kind = kind;
   reply.error_message = message;

@@ -1,5 +1,6 @@
 #include "pool/admission_queue.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
@@ -195,6 +196,64 @@ TEST(AdmissionQueue, TakeIfRemovesTheChosenWaitersAndCountsByTenant) {
   EXPECT_EQ(taken[0]->id, 1);
   EXPECT_EQ(queue.size(), 1u);
   EXPECT_EQ(queue.Pop()->id, 2);
+}
+
+// A GPU's seats feed the lease's queue, which shares the GPU by weight: each busy tenant gets
+// seats in turn, so each keeps a request in that queue.
+TEST(AdmissionQueue, AGpusSeatsGoToTheTenantHoldingFewest) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(512, expired.Callback());
+  const AdmissionQueue<TestJob>::SeatGroup gpu{"gpu0", 2, true};
+  for (int id = 0; id < 10; ++id)
+    ASSERT_TRUE(queue.Push(MakeJob(id, 1h, "a", 3)));
+  ASSERT_TRUE(queue.Push(MakeJob(100, 1h, "b", 1)));
+  ASSERT_TRUE(queue.Push(MakeJob(101, 1h, "b", 1)));
+  auto first = queue.Pop(gpu);
+  auto second = queue.Pop(gpu);
+  EXPECT_NE(first->share.tenant, second->share.tenant);  // one each, whatever the weights
+  queue.Charge(*first, 1.0, gpu);
+  EXPECT_EQ(queue.Pop(gpu)->share.tenant, first->share.tenant);  // it holds none now
+}
+
+TEST(AdmissionQueue, AGpuKeepsASpareSeatForATenantHoldingNone) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(512, expired.Callback());
+  const AdmissionQueue<TestJob>::SeatGroup gpu{"gpu0", 4, true};
+  for (int id = 0; id < 10; ++id)
+    ASSERT_TRUE(queue.Push(MakeJob(id, 1h, "flood")));
+  std::vector<std::shared_ptr<TestJob>> seated;
+  for (int i = 0; i < 3; ++i)
+    seated.push_back(queue.Pop(gpu));
+  std::shared_ptr<TestJob> fourth;
+  std::atomic<bool> popped{false};
+  auto seat_taken = [&] { return popped.load(); };
+  std::thread seat([&] {  // the flood may not take the last seat
+    fourth = queue.Pop(gpu);
+    popped = true;
+  });
+  std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(seat_taken());
+  ASSERT_TRUE(queue.Push(MakeJob(1000, 1h, "late")));
+  for (int i = 0; i < 200 && !seat_taken(); ++i)
+    std::this_thread::sleep_for(10ms);
+  if (!seat_taken()) queue.Close();  // a failure must not hang the test
+  seat.join();
+  ASSERT_NE(fourth, nullptr);
+  EXPECT_EQ(fourth->id, 1000);  // at once, not after a flood job's seat time
+  queue.Charge(*seated[0], 1.0, gpu);
+  queue.Charge(*fourth, 1.0, gpu);
+  EXPECT_EQ(queue.Pop(gpu)->share.tenant, "flood");  // two free: the flood takes one
+}
+
+// A CPU's seats are the shared resource: weights share them.
+TEST(AdmissionQueue, ACpusSeatsFollowTheWeightsAndKeepNoSpare) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(512, expired.Callback());
+  const AdmissionQueue<TestJob>::SeatGroup cpu{"cpu", 4, false};
+  for (int id = 0; id < 10; ++id)
+    ASSERT_TRUE(queue.Push(MakeJob(id, 1h, "a")));
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(queue.Pop(cpu)->id, i);
 }
 
 }  // namespace

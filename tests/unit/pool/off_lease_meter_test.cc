@@ -46,6 +46,7 @@ TEST(OffLeaseMeter, BusySamplesAfterARelease) {
   // Busy from the release to 6 s: counted from 3 s on (a period's benefit of the doubt).
   meter.Add(Every200ms(kWorker, kStart + 2 * kSecond, kStart + 6 * kSecond, 100), Ours);
   EXPECT_NEAR(meter.seconds(), 3.0, 0.21);
+  EXPECT_EQ(meter.last_pid(), kWorker);
 }
 
 TEST(OffLeaseMeter, ScaledByUtilizationAndTheGapSinceTheLastSample) {
