@@ -6,7 +6,8 @@
 // it by weight (gpu_arbiter.h) among the requests that hold a seat. So a GPU's seats
 // (SeatGroup::spread) go to the waiting tenant that holds the fewest of them, which keeps every
 // busy tenant a request in the lease's queue, and from kSpareFrom seats on one seat is kept for
-// a tenant that holds none: a newcomer beside a flood waits for the lease, never for a seat.
+// a tenant that holds none: a newcomer beside a flood waits for the lease, never for a seat
+// (with keys only: without them everyone is one tenant).
 //
 // Thread-safe. Past `capacity` a push is refused (the server answers 503
 // busy). A job that waits past its deadline, or that is still queued when
@@ -148,7 +149,8 @@ class AdmissionQueue {
     auto next = jobs_.end();
     for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
       const std::string& tenant = (*it)->share.tenant;
-      if (keep_spare && held(tenant) > 0 && group.seats - taken < 2) continue;  // the spare
+      // The spare; without keys everyone is one tenant (""), and no newcomer needs it.
+      if (keep_spare && !tenant.empty() && held(tenant) > 0 && group.seats - taken < 2) continue;
       if (next == jobs_.end()) {
         next = it;
         continue;

@@ -93,16 +93,21 @@ std::vector<StatusHistory::Point> StatusHistory::Points(int64_t now_unix_ms) con
       point.p99_ms = NearestRank(latencies, 0.99);
     }
   }
-  // Each rise between two samples, spread evenly over the intervals after the earlier one's, up
-  // to and including the later one's.
+  // Each rise between two samples, spread over the time between them at an even rate: sparse
+  // samples never put more GPU time in an interval than its wall time allows.
   for (size_t k = 1; k < gpu_samples_.size(); ++k) {
     const GpuSample &from = gpu_samples_[k - 1], &to = gpu_samples_[k];
-    const int64_t begin = StartOf(from.unix_ms) + kStepMs, end = StartOf(to.unix_ms);
-    const double count = static_cast<double>((end - begin) / kStepMs + 1);
-    for (int64_t start = std::max(begin, first); start <= std::min(end, last); start += kStepMs) {
+    const double span_ms = static_cast<double>(to.unix_ms - from.unix_ms);
+    if (span_ms <= 0) continue;
+    for (int64_t start = std::max(StartOf(from.unix_ms), first);
+         start <= std::min(StartOf(to.unix_ms), last); start += kStepMs) {
+      const int64_t overlap =
+          std::min(to.unix_ms, start + kStepMs) - std::max(from.unix_ms, start);
+      if (overlap <= 0) continue;
+      const double share = static_cast<double>(overlap) / span_ms;
       Point& point = points[static_cast<size_t>((start - first) / kStepMs)];
-      point.lease_held_seconds += (to.lease_held_seconds - from.lease_held_seconds) / count;
-      point.span_seconds += (to.span_seconds - from.span_seconds) / count;
+      point.lease_held_seconds += (to.lease_held_seconds - from.lease_held_seconds) * share;
+      point.span_seconds += (to.span_seconds - from.span_seconds) * share;
     }
   }
   return points;

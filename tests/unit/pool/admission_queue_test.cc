@@ -245,6 +245,16 @@ TEST(AdmissionQueue, AGpuKeepsASpareSeatForATenantHoldingNone) {
   EXPECT_EQ(queue.Pop(gpu)->share.tenant, "flood");  // two free: the flood takes one
 }
 
+TEST(AdmissionQueue, WithoutKeysAGpuKeepsNoSpareSeat) {
+  ExpiredLog expired;
+  AdmissionQueue<TestJob> queue(512, expired.Callback());
+  const AdmissionQueue<TestJob>::SeatGroup gpu{"gpu0", 4, true};
+  for (int id = 0; id < 10; ++id)
+    ASSERT_TRUE(queue.Push(MakeJob(id)));
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(queue.Pop(gpu)->id, i);
+}
+
 // A CPU's seats are the shared resource: weights share them.
 TEST(AdmissionQueue, ACpusSeatsFollowTheWeightsAndKeepNoSpare) {
   ExpiredLog expired;

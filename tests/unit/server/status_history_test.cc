@@ -61,20 +61,30 @@ TEST(StatusHistory, ForgetsRequestsPastTheHour) {
     EXPECT_EQ(point.requests, 0u);
 }
 
-TEST(StatusHistory, GpuTimeRisesAreSpreadOverTheIntervalsBetweenSamples) {
+TEST(StatusHistory, GpuTimeRisesAreSpreadOverTheTimeBetweenSamples) {
   StatusHistory history;
   history.SampleGpuTime(kT0 + 1'000, 0, 0);  // the start
-  // Four intervals later, 20 s of lease and 12 s inside spans: 5 and 3 in each of the four.
+  // 48 s later, 24 s of lease and 12 s inside spans: half and a quarter of each interval's time.
   history.SampleGpuTime(kT0 + 4 * kStepMs + 2'000, 20, 12);
-  history.SampleGpuTime(kT0 + 4 * kStepMs + 9'000, 21, 12.5);  // same interval: the last counts
+  history.SampleGpuTime(kT0 + 4 * kStepMs + 9'000, 24, 12);  // same interval: the last counts
   const auto points = history.Points(kT0 + 4 * kStepMs + 9'500);
   const size_t n = points.size();
-  EXPECT_EQ(points[n - 5].lease_held_seconds, 0);  // the start's interval
+  EXPECT_DOUBLE_EQ(points[n - 5].lease_held_seconds, 4.5);  // 9 s of the start's interval
+  EXPECT_DOUBLE_EQ(points[n - 5].span_seconds, 2.25);
   for (size_t k = n - 4; k < n - 1; ++k) {
-    EXPECT_DOUBLE_EQ(points[k].lease_held_seconds, 21.0 / 4);
-    EXPECT_DOUBLE_EQ(points[k].span_seconds, 12.5 / 4);
+    EXPECT_DOUBLE_EQ(points[k].lease_held_seconds, 5);
+    EXPECT_DOUBLE_EQ(points[k].span_seconds, 2.5);
   }
-  EXPECT_DOUBLE_EQ(points[n - 1].lease_held_seconds, 21.0 / 4);
+  EXPECT_DOUBLE_EQ(points[n - 1].lease_held_seconds, 4.5);
+}
+
+// Before: a 12 s hold sampled at its start and end went whole into one 10 s interval.
+TEST(StatusHistory, ALongHoldSampledRarelyNeverExceedsAnIntervalsTime) {
+  StatusHistory history;
+  history.SampleGpuTime(kT0 + 9'000, 0, 0);
+  history.SampleGpuTime(kT0 + 21'000, 12, 12);
+  for (const auto& point : history.Points(kT0 + 21'000))
+    EXPECT_LE(point.lease_held_seconds, 10.0 + 1e-9);
 }
 
 TEST(StatusHistory, GpuTimeOfAnIntervalNeverExceedsItsWallTimeWhenSampledOften) {
