@@ -34,7 +34,7 @@ void OffLeaseMeter::Add(const std::vector<GpuUseSample>& samples,
     if (!first && sample.end_us <= last->second) continue;  // read before
     const int64_t previous = first ? sample.end_us - kFirstPeriodUs : last->second;
     last->second = sample.end_us;
-    const int64_t window_start = sample.end_us - kMaxPeriodUs;
+    const int64_t window_start = sample.end_us - kGraceUs;
     if (sample.sm_percent <= 0 || window_start < started_us_) continue;
     if (Leased(window_start, sample.end_us) || !ours(sample.pid)) continue;
     const int64_t period = std::clamp<int64_t>(sample.end_us - previous, 0, kMaxPeriodUs);

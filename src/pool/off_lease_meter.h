@@ -5,9 +5,10 @@
 //
 // A sample says what share of the driver's last sample period (about 200 ms on an H200) a
 // process kept the SMs busy, and when that period ended. It counts as off the lease only when
-// the whole kMaxPeriod before its end lies outside every tenure of the run: the engine drains
-// the GPU before it releases (gpu_runtime.py), so honest work shows only in samples that
-// overlap a tenure. A counted sample stands for the time since the same process's previous
+// the whole kGrace before its end lies outside every tenure of the run. The engine drains the
+// GPU before it releases (gpu_runtime.py), yet on the H200 honest runs still showed a few
+// percent of SM use in samples ending up to 1.4 s after a release; 2 s of grace covers them.
+// A counted sample stands for the time since the same process's previous
 // sample, at most kMaxPeriod (a read sees only each process's latest sample, so reads slower
 // than the driver skip some): an estimate, good to about one sample period.
 //
@@ -28,6 +29,7 @@ namespace kc::pool {
 class OffLeaseMeter {
  public:
   static constexpr int64_t kMaxPeriodUs = 1'000'000;
+  static constexpr int64_t kGraceUs = 2'000'000;  // after a tenure (above)
   static constexpr int64_t kFirstPeriodUs = 200'000;  // a process's first sample
 
   // Times are microseconds since the epoch, NVML's clock (SystemMicros()).
