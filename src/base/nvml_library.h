@@ -61,8 +61,8 @@ struct NvmlLibrary {
   using PowerFn = NvmlReturn (*)(NvmlDevice, unsigned*);  // milliwatts
   using ProcessesFn = NvmlReturn (*)(NvmlDevice, unsigned*, NvmlProcessInfo*);
   using HandleByUuidFn = NvmlReturn (*)(const char*, NvmlDevice*);
-  using ProcessUtilizationFn = NvmlReturn (*)(NvmlDevice, NvmlProcessUtilizationSample*,
-                                              unsigned*, unsigned long long);
+  using ProcessUtilizationFn = NvmlReturn (*)(NvmlDevice, NvmlProcessUtilizationSample*, unsigned*,
+                                              unsigned long long);
 
   // Loaded and initialised once; kUnavailable (with the reason) where NVML cannot be used.
   static StatusOr<const NvmlLibrary*> Get();

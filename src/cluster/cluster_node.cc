@@ -5,6 +5,7 @@
 #include "cluster/node_registry.h"
 #include "cluster/outcome_store.h"
 #include "cluster/pool_view.h"
+#include "cluster/usage_ledger.h"
 #include "cluster/work_queue.h"
 #endif
 
@@ -19,6 +20,7 @@ struct ClusterNode::Parts {
   std::unique_ptr<NodeRegistry> registry;
   std::unique_ptr<WorkQueue> work;
   std::unique_ptr<OutcomeStore> outcomes;
+  std::unique_ptr<UsageLedger> usage;
 };
 
 StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Join(const ClusterOptions& options,
@@ -34,6 +36,7 @@ StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Join(const ClusterOptions& o
   KC_ASSIGN_OR_RETURN(parts->link, NatsLink::Connect(parts->options, "kcoral " + node_id));
   KC_ASSIGN_OR_RETURN(parts->work, WorkQueue::Open(*parts->link, {.ack_wait = options.ack_wait}));
   KC_ASSIGN_OR_RETURN(parts->outcomes, OutcomeStore::Open(*parts->link, options.outcome_ttl));
+  KC_ASSIGN_OR_RETURN(parts->usage, UsageLedger::Open(*parts->link, options.usage_ttl));
   KC_ASSIGN_OR_RETURN(parts->registry, NodeRegistry::Join(*parts->link, std::move(node_id),
                                                           options.heartbeat, std::move(describe)));
   return std::unique_ptr<ClusterNode>(new ClusterNode(std::move(parts)));
@@ -117,6 +120,14 @@ StatusOr<std::unique_ptr<Listening>> ClusterNode::Hear(const std::string& what,
   return std::unique_ptr<Listening>(std::move(sub));
 }
 
+Status ClusterNode::AddUsage(const std::string& tenant, int64_t window, const UsageSums& used) {
+  return parts_->usage->Add(tenant, window, used);
+}
+
+StatusOr<UsageSums> ClusterNode::Usage(const std::string& tenant, int64_t window) const {
+  return parts_->usage->Sums(tenant, window);
+}
+
 #else  // built without the NATS client
 
 struct ClusterNode::Parts {
@@ -178,6 +189,12 @@ int ClusterNode::max_runs() const {
   return 0;
 }
 void ClusterNode::Tell(const std::string&, const std::string&) {}
+Status ClusterNode::AddUsage(const std::string&, int64_t, const UsageSums&) {
+  return NoCluster();
+}
+StatusOr<UsageSums> ClusterNode::Usage(const std::string&, int64_t) const {
+  return NoCluster();
+}
 StatusOr<std::unique_ptr<Listening>> ClusterNode::Hear(const std::string&,
                                                        std::function<void(std::string)>) {
   return NoCluster();

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -63,6 +64,10 @@ class ClusterNode {
   void AnswerOnce(const std::string& key, const std::string& record);
   // How many times a request may start before it is answered FAILED.
   int max_runs() const;
+
+  // --- a tenant's seconds in a quota window, summed over the cluster (usage_ledger.h)
+  Status AddUsage(const std::string& tenant, int64_t window, const UsageSums& used);
+  StatusOr<UsageSums> Usage(const std::string& tenant, int64_t window) const;
 
   // --- control messages: "cancel" (the client hung up), "attach" (a client retried elsewhere)
   void Tell(const std::string& what, const std::string& key);

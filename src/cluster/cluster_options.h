@@ -39,6 +39,8 @@ struct ClusterOptions {
   bool entry_only = false;
   // How long a request key and its outcome are remembered (retries find them).
   std::chrono::seconds outcome_ttl{3600};
+  // How long a quota window's summed seconds are kept (usage_ledger.h): two windows.
+  std::chrono::seconds usage_ttl{7200};
 };
 
 }  // namespace kc::cluster

@@ -36,4 +36,9 @@ struct Claim {
   uint64_t revision = 0;
 };
 
+// A tenant's seconds in one quota window, summed over the cluster (usage_ledger.h).
+struct UsageSums {
+  double gpu_seconds = 0, cpu_seconds = 0;
+};
+
 }  // namespace kc::cluster

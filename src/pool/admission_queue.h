@@ -196,8 +196,8 @@ class AdmissionQueue {
   FairShare share_;                        // guarded by mu_
   // Seats held, by group and tenant; guarded by mu_.
   std::map<std::string, std::map<std::string, int>> seated_;
-  bool closed_ = false;                    // guarded by mu_
-  std::thread janitor_;                    // started last: uses the members above
+  bool closed_ = false;  // guarded by mu_
+  std::thread janitor_;  // started last: uses the members above
 };
 
 }  // namespace kc::pool

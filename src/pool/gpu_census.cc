@@ -29,7 +29,9 @@ std::optional<ProcStat> ReadStat(int pid) {
 
 }  // namespace
 
-bool InProcessTree(int pid, int root) { return DescendsFrom(pid, root, ReadStat); }
+bool InProcessTree(int pid, int root) {
+  return DescendsFrom(pid, root, ReadStat);
+}
 
 CensusReading Classify(const std::vector<int>& holders, int timed_worker, int server,
                        const ProcessLookup& lookup) {
@@ -90,7 +92,8 @@ StatusOr<std::vector<GpuUseSample>> GpuCensus::UseAfter(int64_t after_us) const 
   std::vector<NvmlProcessUtilizationSample> read(kMaxListed);
   unsigned count = kMaxListed;
   const NvmlReturn result = nvml_->device_get_process_utilization(
-      device_, read.data(), &count, static_cast<unsigned long long>(std::max<int64_t>(after_us, 0)));
+      device_, read.data(), &count,
+      static_cast<unsigned long long>(std::max<int64_t>(after_us, 0)));
   std::vector<GpuUseSample> samples;
   if (result == kNvmlErrorNotFound) return samples;  // nothing newer
   if (result != kNvmlSuccess) {

@@ -29,7 +29,7 @@ namespace kc::pool {
 class OffLeaseMeter {
  public:
   static constexpr int64_t kMaxPeriodUs = 1'000'000;
-  static constexpr int64_t kGraceUs = 2'000'000;  // after a tenure (above)
+  static constexpr int64_t kGraceUs = 2'000'000;      // after a tenure (above)
   static constexpr int64_t kFirstPeriodUs = 200'000;  // a process's first sample
 
   // Times are microseconds since the epoch, NVML's clock (SystemMicros()).

@@ -6,11 +6,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <limits>
-#include <cmath>
 
 #include "base/memfd.h"
 #include "ipc/messages.h"
@@ -115,7 +115,8 @@ RunSession::Step RunSession::Loop(Pipes& pipes) {
                      {worker_.child.pidfd(), POLLIN, 0}};
   for (;;) {
     int wait_ms = MillisecondsLeft(deadline_);
-    if (off_lease_ && !lease_->held()) wait_ms = std::min(wait_ms, MillisecondsLeft(next_use_read_));
+    if (off_lease_ && !lease_->held())
+      wait_ms = std::min(wait_ms, MillisecondsLeft(next_use_read_));
     const int rc = ::poll(polls, 5, wait_ms);
     if (rc < 0 && errno == EINTR) continue;
     if (OffLeaseOverBound()) return KilledForOffLeaseUse();
@@ -222,8 +223,9 @@ void RunSession::RecordOffLeaseEvidence() {
   for (const OffLeaseMeter::Counted& c : meter.counted())
     samples.push_back({c.sample.pid, ms(c.sample.end_us), c.sample.sm_percent, c.period_us / 1000});
   for (const auto& [from, to] : meter.tenures()) {
-    tenures.push_back({ms(from), to == std::numeric_limits<int64_t>::max() ? nlohmann::json()
-                                                                            : nlohmann::json(ms(to))});
+    tenures.push_back({ms(from), to == std::numeric_limits<int64_t>::max()
+                                     ? nlohmann::json()
+                                     : nlohmann::json(ms(to))});
   }
   result_.off_lease_evidence = {{"samples", std::move(samples)}, {"tenures", std::move(tenures)}};
 }

@@ -92,7 +92,7 @@ class RunSession {
   RunResult result_;
   size_t output_limit_;
   Clock::time_point deadline_;
-  std::optional<LeaseAccount> lease_;  // kShared only
+  std::optional<LeaseAccount> lease_;       // kShared only
   std::optional<OffLeaseMeter> off_lease_;  // kShared, where NVML samples processes
   Clock::time_point next_use_read_{};
   std::optional<GpuArbiter::SpanStart> span_;

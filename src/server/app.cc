@@ -13,6 +13,7 @@
 #include "base/utc_time.h"
 #include "cluster/pool_view.h"
 #include "server/cluster_executor.h"
+#include "server/cluster_usage.h"
 #include "server/connection.h"
 #include "server/gpu_inventory.h"
 #include "server/request_id.h"
@@ -217,10 +218,14 @@ Status App::JoinCluster(int port) {
                               : config_.node_url;
   node_url_ = url;
   const std::string node_id = host + "-" + std::to_string(port);
-  auto node = cluster::ClusterNode::Join(config_.cluster, node_id,
-                                         [this, url] { return DescribeNode(url); });
+  cluster::ClusterOptions options = config_.cluster;
+  options.usage_ttl = 2 * std::chrono::seconds(config_.quota_window_seconds);
+  auto node =
+      cluster::ClusterNode::Join(options, node_id, [this, url] { return DescribeNode(url); });
   if (!node.ok()) return node.status().WithContext("--cluster");
   cluster_ = std::move(*node);
+  cluster_usage_ = std::make_unique<ClusterUsage>(*cluster_, events_);
+  quotas_.Share(cluster_usage_.get());
   auto attach = cluster_->Hear("attach", [this](std::string key) {
     std::lock_guard lock(attached_mu_);
     const auto now = std::chrono::steady_clock::now();

@@ -155,8 +155,9 @@ class App {
   StatusBoard status_board_{[this] { return BuildStatus(); }};
   std::unique_ptr<AccessControl> access_ = std::make_unique<AccessControl>();  // open by default
   TenantQuotas quotas_{std::chrono::seconds(config_.quota_window_seconds)};
-  std::unique_ptr<cluster::ClusterNode> cluster_;  // null: a single node
-  std::unique_ptr<cluster::PeerClient> peers_;     // with cluster_: blobs to and from other nodes
+  std::unique_ptr<cluster::ClusterNode> cluster_;              // null: a single node
+  std::unique_ptr<TenantQuotas::SharedLedger> cluster_usage_;  // with cluster_: quotas_' ledger
+  std::unique_ptr<cluster::PeerClient> peers_;  // with cluster_: blobs to and from other nodes
   // Every HTTPS connection's context (--tls-cert); none: plain HTTP. Made in Run(), before the
   // first connection, and kept past io_, whose connections use it.
   std::optional<net::ssl::context> tls_;

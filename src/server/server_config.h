@@ -28,8 +28,8 @@ struct ServerConfig {
   int cuda_max_connections = 1;  // CUDA_DEVICE_MAX_CONNECTIONS of GPU workers
   pool::HousekeepingPolicy housekeeping = pool::HousekeepingPolicy::kOutsideSpans;
   double off_lease_gpu_seconds = 1;  // a run's GPU use off its lease before a kill; 0: off
-  int worker_cpu_threads = 0;   // OpenMP/BLAS threads per worker; 0: min(4, cores)
-  int worker_heap_mbytes = -1;  // heap faulted in per worker; -1: 64 on GPU, 0 on CPU
+  int worker_cpu_threads = 0;        // OpenMP/BLAS threads per worker; 0: min(4, cores)
+  int worker_heap_mbytes = -1;       // heap faulted in per worker; -1: 64 on GPU, 0 on CPU
   int max_requests_per_worker = 1;
   double worker_termination_grace_seconds = 5;
   SandboxMode sandbox = SandboxMode::kNamespaces;

@@ -101,8 +101,7 @@ std::vector<StatusHistory::Point> StatusHistory::Points(int64_t now_unix_ms) con
     if (span_ms <= 0) continue;
     for (int64_t start = std::max(StartOf(from.unix_ms), first);
          start <= std::min(StartOf(to.unix_ms), last); start += kStepMs) {
-      const int64_t overlap =
-          std::min(to.unix_ms, start + kStepMs) - std::max(from.unix_ms, start);
+      const int64_t overlap = std::min(to.unix_ms, start + kStepMs) - std::max(from.unix_ms, start);
       if (overlap <= 0) continue;
       const double share = static_cast<double>(overlap) / span_ms;
       Point& point = points[static_cast<size_t>((start - first) / kStepMs)];

@@ -23,15 +23,42 @@ nlohmann::json Budget(double used, const std::optional<double>& limit) {
 
 }  // namespace
 
-TenantQuotas::TenantQuotas(std::chrono::seconds window, Clock::time_point start)
-    : window_(std::max(window, std::chrono::seconds(1))), start_(start) {}
+namespace {
+
+// The start of the epoch's window we are in, on the steady clock, and its index.
+std::pair<Clock::time_point, int64_t> EpochWindow(std::chrono::seconds window) {
+  using namespace std::chrono;
+  const auto since_epoch = system_clock::now().time_since_epoch();
+  const auto length = std::max(window, seconds(1));
+  return {Clock::now() - duration_cast<Clock::duration>(since_epoch % length),
+          since_epoch / length};
+}
+
+}  // namespace
+
+TenantQuotas::TenantQuotas(std::chrono::seconds window)
+    : TenantQuotas(window, EpochWindow(window).first, EpochWindow(window).second) {}
+
+TenantQuotas::TenantQuotas(std::chrono::seconds window, Clock::time_point start,
+                           int64_t first_window)
+    : window_(std::max(window, std::chrono::seconds(1))),
+      start_(start),
+      first_window_(first_window) {}
 
 int64_t TenantQuotas::WindowNow(Clock::time_point now) const {
-  return (now - start_) / window_;
+  return first_window_ + (now - start_) / window_;
+}
+
+std::optional<RunUsage> TenantQuotas::SharedSums(const std::string& tenant,
+                                                 const TenantLimits* limits,
+                                                 Clock::time_point now) const {
+  if (ledger_ == nullptr || tenant.empty()) return std::nullopt;
+  if (limits != nullptr && !limits->gpu_seconds && !limits->cpu_seconds) return std::nullopt;
+  return ledger_->Read(tenant, WindowNow(now));
 }
 
 int TenantQuotas::SecondsToWindowEnd(Clock::time_point now) const {
-  const auto end = start_ + window_ * (WindowNow(now) + 1);
+  const auto end = start_ + window_ * (WindowNow(now) - first_window_ + 1);
   return static_cast<int>(std::ceil(std::chrono::duration<double>(end - now).count()));
 }
 
@@ -60,6 +87,7 @@ std::optional<QuotaRefusal> TenantQuotas::Spent(const std::string& name,
 std::optional<QuotaRefusal> TenantQuotas::Enter(const std::string& tenant,
                                                 const TenantLimits& limits, int queued) {
   const auto now = Clock::now();
+  const std::optional<RunUsage> cluster = SharedSums(tenant, &limits, now);  // not under mu_
   std::lock_guard lock(mu_);
   Account& account = Current(tenant, now);
   const std::string whose = tenant.empty() ? "this server's" : "tenant '" + tenant + "'";
@@ -75,9 +103,10 @@ std::optional<QuotaRefusal> TenantQuotas::Enter(const std::string& tenant,
                                " is reached; it frees when one of them takes a seat",
                            1};
   } else {
-    refusal = Spent("gpu_seconds", limits.gpu_seconds, account.gpu_seconds, whose, now);
-    if (!refusal)
-      refusal = Spent("cpu_seconds", limits.cpu_seconds, account.cpu_seconds, whose, now);
+    const RunUsage used{std::max(account.gpu_seconds, cluster ? cluster->gpu_seconds : 0),
+                        std::max(account.cpu_seconds, cluster ? cluster->cpu_seconds : 0)};
+    refusal = Spent("gpu_seconds", limits.gpu_seconds, used.gpu_seconds, whose, now);
+    if (!refusal) refusal = Spent("cpu_seconds", limits.cpu_seconds, used.cpu_seconds, whose, now);
   }
   if (refusal) {
     ++account.reading.refused[refusal->limit];
@@ -95,20 +124,28 @@ void TenantQuotas::Leave(const std::string& tenant) {
 
 void TenantQuotas::Charge(const std::string& tenant, const RunUsage& used) {
   const auto now = Clock::now();
-  std::lock_guard lock(mu_);
-  Account& account = Current(tenant, now);
-  account.gpu_seconds += used.gpu_seconds;
-  account.cpu_seconds += used.cpu_seconds;
-  account.reading.gpu_seconds_total += used.gpu_seconds;
-  account.reading.cpu_seconds_total += used.cpu_seconds;
+  {
+    std::lock_guard lock(mu_);
+    Account& account = Current(tenant, now);
+    account.gpu_seconds += used.gpu_seconds;
+    account.cpu_seconds += used.cpu_seconds;
+    account.reading.gpu_seconds_total += used.gpu_seconds;
+    account.reading.cpu_seconds_total += used.cpu_seconds;
+  }
+  if (ledger_ != nullptr && !tenant.empty()) ledger_->Add(tenant, WindowNow(now), used);
 }
 
 nlohmann::json TenantQuotas::Usage(const std::string& tenant, const TenantLimits& limits) const {
   const auto now = Clock::now();
+  const std::optional<RunUsage> cluster = SharedSums(tenant, nullptr, now);
   std::lock_guard lock(mu_);
   Account account;
   if (auto it = accounts_.find(tenant); it != accounts_.end()) account = it->second;
   if (account.window != WindowNow(now)) account.gpu_seconds = account.cpu_seconds = 0;
+  if (cluster) {  // the window's seconds are the cluster's; the totals stay this node's
+    account.gpu_seconds = std::max(account.gpu_seconds, cluster->gpu_seconds);
+    account.cpu_seconds = std::max(account.cpu_seconds, cluster->cpu_seconds);
+  }
   auto optional = [](const auto& value) -> nlohmann::json {
     return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
   };

@@ -4,9 +4,11 @@
 // Budgets are checked at admission and charged after the run, so a request never dies for
 // quota: a tenant can overdraw a window by what its running requests use, each bounded by its
 // own timeout. GPU seconds are lease time; CPU seconds are seat time off the lease (compiles,
-// cpu_only runs, and everything on a CPU server). Windows are fixed, counted from the server's
-// start, --quota-window-seconds long; a refusal for a spent budget says when the window ends.
-// Thread-safe.
+// cpu_only runs, and everything on a CPU server). Windows are fixed, --quota-window-seconds
+// long and counted from the Unix epoch, so the nodes of a cluster name the same ones; a refusal
+// for a spent budget says when the window ends. In a cluster the seconds are also summed over
+// its nodes (SharedLedger: cluster/usage_ledger.h), and the budgets are checked against the
+// larger of this node's sums and the cluster's. Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -36,7 +38,22 @@ struct QuotaRefusal {
 
 class TenantQuotas {
  public:
-  explicit TenantQuotas(std::chrono::seconds window, Clock::time_point start = Clock::now());
+  // The seconds of each tenant and window, summed over a cluster's nodes.
+  class SharedLedger {
+   public:
+    virtual ~SharedLedger() = default;
+    virtual void Add(const std::string& tenant, int64_t window, const RunUsage& used) = 0;
+    // nullopt where the cluster cannot say now: this node's own sums stand.
+    virtual std::optional<RunUsage> Read(const std::string& tenant, int64_t window) = 0;
+  };
+
+  // Windows from the Unix epoch.
+  explicit TenantQuotas(std::chrono::seconds window);
+  // Window `first_window` began at `start` (tests).
+  TenantQuotas(std::chrono::seconds window, Clock::time_point start, int64_t first_window = 0);
+
+  // Before any request; `ledger` outlives this.
+  void Share(SharedLedger* ledger) { ledger_ = ledger; }
 
   // Admits a request of `tenant`, with `queued` of its requests waiting for a seat now, and
   // counts it in flight until Leave; or says which limit refuses it.
@@ -65,6 +82,9 @@ class TenantQuotas {
     double gpu_seconds = 0, cpu_seconds = 0;
   };
   int64_t WindowNow(Clock::time_point now) const;
+  // The cluster's sums of `tenant` now, where it has a ledger and `limits` a seconds budget.
+  std::optional<RunUsage> SharedSums(const std::string& tenant, const TenantLimits* limits,
+                                     Clock::time_point now) const;
   Account& Current(const std::string& tenant, Clock::time_point now);  // mu_ held
   int SecondsToWindowEnd(Clock::time_point now) const;
   // The refusal for a budget of `name` that `used` has spent, if it has.
@@ -74,6 +94,8 @@ class TenantQuotas {
 
   const std::chrono::seconds window_;
   const Clock::time_point start_;
+  const int64_t first_window_;
+  SharedLedger* ledger_ = nullptr;
   mutable std::mutex mu_;
   std::map<std::string, Account> accounts_;  // mu_
 };

@@ -170,3 +170,46 @@ def test_sighup_answers_a_revoked_keys_waiting_requests_401_and_lets_its_running
         assert execute(server.url, sleeping(0), headers=bearer(keys["stays"])).status_code == 200
     finally:
         server.stop()
+
+
+def test_through_a_cluster_seconds_budgets_are_summed_over_the_nodes(tmp_path_factory):
+    """Two nodes on a real 3-server JetStream cluster, one keys file: what a tenant's requests
+    used through one node counts against its budget on the other (the kcoral_usage bucket:
+    src/cluster/usage_ledger.h)."""
+    from nats_cluster import NatsCluster
+    from test_cluster_routing import SECRET, wait_for_view
+
+    window = 60
+    if time.time() % window > window - 20:  # the check must fall in the run's window
+        time.sleep(window - time.time() % window + 0.5)
+    nats = NatsCluster(tmp_path_factory.mktemp("nats-quota"))
+    nodes = []
+    try:
+        keys = {"cpu": new_key(), "other": new_key()}
+        path = tmp_path_factory.mktemp("cluster-keys") / "keys.txt"
+        write_keys(path, keys, ["limits cpu cpu_seconds=0.3", "limits other cpu_seconds=0.3"])
+        nodes = [
+            Server(tmp_path_factory.mktemp("node"), "--cluster", nats.flag, "--cluster-heartbeat-seconds", "1",
+                   "--num-workers", "1", "--auth-keys", str(path), "--quota-window-seconds", str(window), env=SECRET)
+            for _ in range(2)
+        ]  # fmt: skip
+        wait_for_view(nodes)
+        first = execute(nodes[0].url, sleeping(0.5), headers=bearer(keys["cpu"]))
+        assert first.status_code == 200 and first.json()["status"] == "COMPLETED", first.text
+
+        def refused_on_the_other_node():
+            answer = execute(nodes[1].url, sleeping(0), headers=bearer(keys["cpu"]))
+            return [answer] if answer.status_code == 429 else None
+
+        # The executing node charges after it stored the outcome: the ledger may lag the answer.
+        (refused,) = wait_for(refused_on_the_other_node, 10, "node 2 to see what node 1's request used", every=0.2)
+        message = assert_error(refused, 429, "quota")
+        assert "cpu_seconds=0.3 per 60 s window is spent" in message
+        usage = httpx.get(nodes[1].url + "/usage", headers=bearer(keys["cpu"]), timeout=10).json()["usage"]
+        assert usage["cpu_seconds"]["used"] >= 0.5
+        other = execute(nodes[1].url, sleeping(0), headers=bearer(keys["other"]))  # its own sums
+        assert other.status_code == 200, other.text
+    finally:
+        for node in nodes:
+            node.stop()
+        nats.stop()

@@ -11,7 +11,9 @@ constexpr int64_t kSecond = 1'000'000;
 constexpr int64_t kStart = 1'000 * kSecond;
 constexpr int kWorker = 100, kNeighbour = 200;
 
-bool Ours(int pid) { return pid == kWorker; }
+bool Ours(int pid) {
+  return pid == kWorker;
+}
 
 // Samples every 200 ms of `pid` at `percent`, ending in (from, to].
 std::vector<GpuUseSample> Every200ms(int pid, int64_t from, int64_t to, int percent) {

@@ -1,5 +1,6 @@
 #include "server/tenant_quotas.h"
 
+#include <map>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -106,6 +107,61 @@ TEST(TenantQuotas, ANewWindowStartsAfresh) {
   std::this_thread::sleep_for(1100ms);
   EXPECT_FALSE(quotas.Enter("a", limits, 0));
   EXPECT_DOUBLE_EQ(quotas.Readings().at("a").cpu_seconds_total, 1);  // totals stay
+}
+
+// Every node of a cluster names the same windows: they are counted from the Unix epoch.
+TEST(TenantQuotas, WindowsAreCountedFromTheEpoch) {
+  TenantQuotas quotas(60s);
+  const auto usage = quotas.Usage("a", {});
+  const auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
+  const int64_t left =
+      60 - std::chrono::duration_cast<std::chrono::seconds>(since_epoch).count() % 60;
+  EXPECT_NEAR(usage["window_ends_in_seconds"].get<int>(), left, 1);
+}
+
+// What the cluster's nodes charged (cluster/usage_ledger.h), in memory.
+class MemoryLedger : public TenantQuotas::SharedLedger {
+ public:
+  void Add(const std::string& tenant, int64_t window, const RunUsage& used) override {
+    RunUsage& sums = sums_[{tenant, window}];
+    sums.gpu_seconds += used.gpu_seconds;
+    sums.cpu_seconds += used.cpu_seconds;
+  }
+  std::optional<RunUsage> Read(const std::string& tenant, int64_t window) override {
+    if (away) return std::nullopt;
+    ++reads;
+    return sums_[{tenant, window}];
+  }
+  bool away = false;
+  int reads = 0;
+
+ private:
+  std::map<std::pair<std::string, int64_t>, RunUsage> sums_;
+};
+
+TEST(TenantQuotas, SecondsChargedOnOtherNodesCountAgainstTheBudget) {
+  MemoryLedger ledger;
+  TenantQuotas here(60s, Clock::now(), 7), there(60s, Clock::now(), 7);
+  here.Share(&ledger);
+  there.Share(&ledger);
+  TenantLimits limits;
+  limits.cpu_seconds = 1;
+  there.Charge("a", {0, 1.5});  // ran on the other node
+  auto spent = here.Enter("a", limits, 0);
+  ASSERT_TRUE(spent);
+  EXPECT_TRUE(testing::Contains(spent->message, "cpu_seconds=1.0 per 60 s window is spent (1.5 s"));
+  EXPECT_DOUBLE_EQ(here.Usage("a", limits)["cpu_seconds"]["used"].get<double>(), 1.5);
+  EXPECT_FALSE(here.Enter("b", limits, 0));  // another tenant's sums
+  ledger.away = true;                        // the cluster cannot say: this node's own sums decide
+  EXPECT_FALSE(here.Enter("a", limits, 0));
+}
+
+TEST(TenantQuotas, TheLedgerIsReadOnlyForASecondsBudget) {
+  MemoryLedger ledger;
+  TenantQuotas quotas(60s);
+  quotas.Share(&ledger);
+  EXPECT_FALSE(quotas.Enter("a", TenantLimits{}, 0));
+  EXPECT_EQ(ledger.reads, 0);  // no budget of seconds: no round trip to the cluster
 }
 
 }  // namespace
