@@ -291,7 +291,8 @@ int main(int argc, char** argv) {
                      "reaches the port may run code (docs/deploy.md)")
           ->check(CLI::ExistingFile);
   cli.add_option("--quota-window-seconds", config.quota_window_seconds,
-                 "The window of the limits' gpu_seconds and cpu_seconds")
+                 "The window of the limits' gpu_seconds and cpu_seconds, counted from the\n"
+                 "Unix epoch (3600: each hour on the hour), so a cluster's nodes share it")
       ->needs(auth_keys)
       ->check(CLI::Range(1, 31 * 24 * 3600));
   std::string secret_file;
