@@ -32,4 +32,10 @@ int64_t UnixMillisecondsNow() {
       .count();
 }
 
+int64_t UnixMicrosecondsNow() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 }  // namespace kc

@@ -12,5 +12,7 @@ std::string FormatUtcNow(const char* format, int fraction_digits);
 
 // Milliseconds since the Unix epoch: deadlines and heartbeats shared between machines.
 int64_t UnixMillisecondsNow();
+// Microseconds since the Unix epoch: NVML's sample timestamps.
+int64_t UnixMicrosecondsNow();
 
 }  // namespace kc

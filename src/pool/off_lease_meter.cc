@@ -1,15 +1,9 @@
 #include "pool/off_lease_meter.h"
 
 #include <algorithm>
-#include <chrono>
 #include <limits>
 
 namespace kc::pool {
-
-int64_t OffLeaseMeter::SystemMicros() {
-  using namespace std::chrono;
-  return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
-}
 
 void OffLeaseMeter::Acquired(int64_t at_us) {
   tenures_.push_back({at_us, std::numeric_limits<int64_t>::max()});

@@ -32,7 +32,7 @@ class OffLeaseMeter {
   static constexpr int64_t kGraceUs = 2'000'000;      // after a tenure (above)
   static constexpr int64_t kFirstPeriodUs = 200'000;  // a process's first sample
 
-  // Times are microseconds since the epoch, NVML's clock (SystemMicros()).
+  // Times are microseconds since the epoch, NVML's clock (UnixMicrosecondsNow()).
   explicit OffLeaseMeter(int64_t started_us) : started_us_(started_us) {}
 
   void Acquired(int64_t at_us);
@@ -55,8 +55,6 @@ class OffLeaseMeter {
   int64_t started_us() const { return started_us_; }
   // Where the next read starts: late enough to skip old samples, early enough for every process.
   int64_t read_after_us() const { return std::max(started_us_, newest_us_ - kMaxPeriodUs); }
-
-  static int64_t SystemMicros();
 
  private:
   bool Leased(int64_t from_us, int64_t to_us) const;

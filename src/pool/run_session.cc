@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "base/memfd.h"
+#include "base/utc_time.h"
 #include "ipc/messages.h"
 
 namespace kc::pool {
@@ -65,7 +66,7 @@ RunSession::RunSession(Worker worker, const RunRequest& request)
     lease_.emplace(*request.lease, request.request_id, request.share);
     if (request.off_lease_bound_seconds > 0 && request.census != nullptr &&
         request.census->samples_use()) {
-      off_lease_.emplace(OffLeaseMeter::SystemMicros());
+      off_lease_.emplace(UnixMicrosecondsNow());
     }
   }
 }
@@ -181,7 +182,7 @@ RunSession::Step RunSession::OnLeaseAcquire() {
     const bool granted = lease_->Acquire([this] { return OffLeaseOverBound(); });
     deadline_ += lease_->last_wait();  // lease waits never consume the budget
     if (!granted) return KilledForOffLeaseUse();
-    if (off_lease_) off_lease_->Acquired(OffLeaseMeter::SystemMicros());
+    if (off_lease_) off_lease_->Acquired(UnixMicrosecondsNow());
   }
   return Grant(ipc::MessageType::kLeaseGranted);
 }
@@ -197,7 +198,7 @@ RunSession::Step RunSession::OnLeaseRelease() {
   }
   OnSpanEnd();
   lease_->Release();
-  if (off_lease_) off_lease_->Released(OffLeaseMeter::SystemMicros());
+  if (off_lease_) off_lease_->Released(UnixMicrosecondsNow());
   return Step::kContinue;
 }
 

@@ -21,11 +21,8 @@ nlohmann::json Budget(double used, const std::optional<double>& limit) {
   return budget;
 }
 
-}  // namespace
-
-namespace {
-
-// The start of the epoch's window we are in, on the steady clock, and its index.
+// The start of the epoch's window we are in, on the steady clock, and its index: one reading
+// of each clock, so the two agree.
 std::pair<Clock::time_point, int64_t> EpochWindow(std::chrono::seconds window) {
   using namespace std::chrono;
   const auto since_epoch = system_clock::now().time_since_epoch();
@@ -37,7 +34,11 @@ std::pair<Clock::time_point, int64_t> EpochWindow(std::chrono::seconds window) {
 }  // namespace
 
 TenantQuotas::TenantQuotas(std::chrono::seconds window)
-    : TenantQuotas(window, EpochWindow(window).first, EpochWindow(window).second) {}
+    : TenantQuotas(window, EpochWindow(window)) {}
+
+TenantQuotas::TenantQuotas(std::chrono::seconds window,
+                           std::pair<Clock::time_point, int64_t> epoch_window)
+    : TenantQuotas(window, epoch_window.first, epoch_window.second) {}
 
 TenantQuotas::TenantQuotas(std::chrono::seconds window, Clock::time_point start,
                            int64_t first_window)

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -76,6 +77,9 @@ class TenantQuotas {
   std::map<std::string, Reading> Readings() const;
 
  private:
+  // The current epoch window's start and index, read once (the public constructor).
+  TenantQuotas(std::chrono::seconds window, std::pair<Clock::time_point, int64_t> epoch_window);
+
   struct Account {
     Reading reading;
     int64_t window = -1;  // the window index gpu/cpu_seconds belong to
