@@ -138,6 +138,7 @@ App::App(ServerConfig config)
       started_at_(FormatUtcNow("%Y-%m-%dT%H:%M:%S", 6)) {}
 
 App::~App() {
+  status_streams_.reset();
   if (pool_) pool_->Join();
   cpu_pool_.join();
 }
@@ -255,6 +256,7 @@ void App::BeginShutdown() {
   if (shutting_down_.exchange(true)) return;
   events_.Emit(pool::EventLevel::kInfo, "shutdown_started", {{"remaining", in_flight_.load()}});
   if (executor_) executor_->Stop();  // pulls nothing more; what it runs finishes
+  if (status_streams_) status_streams_->CloseAll();
   if (pool_) pool_->BeginShutdown();
 }
 
@@ -391,6 +393,7 @@ int App::Run() {
         });
         events_.Emit(pool::EventLevel::kInfo, "auth_keys_reloaded",
                      {{"keys", access_->key_count()}, {"revoked_waiting_requests", revoked}});
+        status_streams_->CloseAll();  // its viewers come back with their keys, checked anew
       } else {
         events_.Emit(pool::EventLevel::kError, "auth_keys_reload_failed",
                      {{"error", loaded.message()}});
@@ -399,6 +402,7 @@ int App::Run() {
     reload.async_wait(on_reload);
   };
   reload.async_wait(on_reload);
+  status_streams_ = std::make_unique<StatusStreams>(status_board_);
   net::co_spawn(io_, Listen(std::move(acceptor)), net::detached);
 
   // Serve until shutdown has begun and nothing is in flight.
@@ -418,7 +422,8 @@ int App::Run() {
   poll.async_wait(check);
   io_.run();
 
-  executor_.reset();  // waits for the cluster's requests it runs
+  status_streams_.reset();  // its builds read the pool and the cluster
+  executor_.reset();        // waits for the cluster's requests it runs
   pool_->Join();
   hear_attach_.reset();
   cluster_.reset();  // leaves the cluster: its record goes at once

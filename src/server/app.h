@@ -33,6 +33,7 @@
 #include "server/server_config.h"
 #include "server/status_board.h"
 #include "server/status_history.h"
+#include "server/status_streams.h"
 #include "server/tenant_quotas.h"
 #include "store/blob_store.h"
 #include "store/build_cache.h"
@@ -93,6 +94,8 @@ class App {
   // keys): the live dashboard of issue 28 (dashboard_routes.cc).
   HttpReply HandleDashboard(std::string_view target) const;
   net::awaitable<HttpReply> HandleStatus(std::optional<Caller> caller);
+  // GET /api/status/stream: takes the connection (nullopt), or the reply when it cannot.
+  std::optional<HttpReply> StreamStatus(net::ip::tcp::socket& socket, std::optional<Caller> caller);
   HttpReply RequestTooLarge(const std::string& request_id, uint64_t declared);
   // The keys check of a route (access_control.h): who calls (nobody without keys), or the
   // 401/403/429 to answer.
@@ -153,6 +156,7 @@ class App {
   mutable StatusHistory history_;  // and its last hour (GPU time sampled by const readers too)
   std::unique_ptr<GpuTelemetry> gpu_telemetry_;  // GPU servers; made in Run()
   StatusBoard status_board_{[this] { return BuildStatus(); }};
+  std::unique_ptr<StatusStreams> status_streams_;  // made in Run(), ended before the pool
   std::unique_ptr<AccessControl> access_ = std::make_unique<AccessControl>();  // open by default
   TenantQuotas quotas_{std::chrono::seconds(config_.quota_window_seconds)};
   std::unique_ptr<cluster::ClusterNode> cluster_;              // null: a single node

@@ -164,6 +164,7 @@ nlohmann::json App::BuildStatus() const {
                        {"gpu_count", gpu_count},
                        {"points", std::move(points)}};
   status["cluster"] = cluster_ ? cluster_->Describe() : nlohmann::json(nullptr);
+  status["stream_viewers"] = status_streams_ ? status_streams_->viewers() : 0;
   return status;
 }
 
@@ -198,6 +199,19 @@ net::awaitable<HttpReply> App::HandleStatus(std::optional<Caller> caller) {
                    {"X-KCoral-Snapshot-Age-Ms", std::to_string(seen->age.count())},
                    {"X-KCoral-Snapshot-Every-Ms", std::to_string(status_board_.max_age().count())}};
   co_return reply;
+}
+
+std::optional<HttpReply> App::StreamStatus(net::ip::tcp::socket& socket,
+                                           std::optional<Caller> caller) {
+  if (shutting_down_)
+    return EndingReply(RequestEnding::kShuttingDown, "the server is stopping", "");
+  if (!status_streams_->Add(socket, std::move(caller))) {
+    return EndingReply(RequestEnding::kSaturated,
+                       std::to_string(StatusStreams::kMaxViewers) +
+                           " status streams are open; poll GET /api/status instead",
+                       "");
+  }
+  return std::nullopt;
 }
 
 }  // namespace kc::server

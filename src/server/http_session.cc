@@ -37,8 +37,9 @@ enum class Route {
   kHealth,
   kMetrics,
   kUsage,
-  kDashboard,  // the page, its script and its style
-  kStatus,     // what the page shows
+  kDashboard,     // the page, its script and its style
+  kStatus,        // what the page shows
+  kStatusStream,  // the same, pushed once per build (status_streams.h)
   kWrongMethod,
   kNotFound
 };
@@ -54,6 +55,7 @@ Access AccessOf(Route route) {
     case Route::kLookUpBlob:
     case Route::kUsage:
     case Route::kStatus:  // a tenant sees its own requests there (status_board.h)
+    case Route::kStatusStream:
       return Access::kTenant;
     case Route::kMetrics:
       return Access::kOperator;
@@ -81,6 +83,7 @@ Route RouteOf(http::verb method, std::string_view target) {
     return get ? Route::kDashboard : Route::kWrongMethod;
   }
   if (target == "/api/status") return get ? Route::kStatus : Route::kWrongMethod;
+  if (target == "/api/status/stream") return get ? Route::kStatusStream : Route::kWrongMethod;
   return Route::kNotFound;
 }
 
@@ -172,10 +175,23 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
     }
     case Route::kWrongMethod:
       co_return EndingReply(RequestEnding::kMethodNotAllowed, "method not allowed", "");
+    case Route::kStatusStream:  // handed over before this (ServeRequests)
     case Route::kNotFound:
       break;
   }
   co_return HttpReply{404, "application/json", R"({"detail":"Not Found"})", ""};
+}
+
+// GET /api/status/stream: a plain connection goes to the status streams' thread. A TLS one
+// stays here and is refused: its session cannot move threads, and the page polls instead.
+std::optional<HttpReply> HandOver(App& app, PlainStream& stream, std::optional<Caller> caller) {
+  return app.StreamStatus(stream.socket(), std::move(caller));
+}
+std::optional<HttpReply> HandOver(App&, TlsStream&, std::optional<Caller>) {
+  return HttpReply{501, "application/json",
+                   R"({"detail":"GET /api/status/stream is served over plain HTTP only; poll )"
+                   R"(GET /api/status over HTTPS"})",
+                   ""};
 }
 
 }  // namespace
@@ -204,6 +220,14 @@ net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer&
     App::Admission admission = app.Admit(AccessOf(route), head[http::field::authorization], client);
     if (admission.refusal) {
       auto writing = WriteReply(stream, std::move(*admission.refusal), version, false);
+      co_await std::move(writing);
+      break;
+    }
+    if (route == Route::kStatusStream) {
+      // The connection leaves this loop: from now on it only receives the status.
+      std::optional<HttpReply> refusal = HandOver(app, stream, std::move(admission.caller));
+      if (!refusal) co_return;
+      auto writing = WriteReply(stream, std::move(*refusal), version, false);
       co_await std::move(writing);
       break;
     }

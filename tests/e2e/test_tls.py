@@ -129,6 +129,14 @@ def tls_client(pki, highest: ssl.TLSVersion) -> ssl.SSLContext:
     return context
 
 
+def test_the_status_stream_over_https_says_to_poll_and_polling_works(tls_server, pki):
+    verify = ssl.create_default_context(cafile=str(pki.ca))
+    refused = httpx.get(tls_server.url + "/api/status/stream", verify=verify, timeout=10)
+    assert refused.status_code == 501
+    assert "poll GET /api/status" in refused.json()["detail"]
+    assert httpx.get(tls_server.url + "/api/status", verify=verify, timeout=10).status_code == 200
+
+
 def test_tls_1_1_is_refused_by_the_server_and_tls_1_2_is_served(tls_server, pki):
     with socket.create_connection(("127.0.0.1", tls_server.port), timeout=10) as raw:
         with pytest.raises(ssl.SSLError) as refused:

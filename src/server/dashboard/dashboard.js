@@ -1,12 +1,13 @@
-// The KCoral dashboard (issue 28): polls GET /api/status once a second and draws it. No
-// libraries: tables are DOM, charts are SVG drawn here. Text from the server is only ever set
+// The KCoral dashboard (issue 28): follows GET /api/status/stream (the server's status, pushed
+// once a second) and draws it; where the stream is not served (HTTPS, or too many viewers) it
+// polls GET /api/status instead. No libraries: tables are DOM, charts are SVG drawn here. Text from the server is only ever set
 // as textContent or an attribute, never parsed as HTML.
 //
 // Keys: when the server answers 401 or 403 the page asks for a key, keeps it in this tab's
 // sessionStorage and sends it as "Authorization: Bearer <key>"; it is never put in a URL.
 //
-// Tests drive it through window.kcoralDashboard: stop() ends polling, render(status) draws
-// any status object (a recorded one, tests/e2e/data/gpu_status_snapshot.json), start() polls
+// Tests drive it through window.kcoralDashboard: stop() ends following, render(status) draws
+// any status object (a recorded one, tests/e2e/data/gpu_status_snapshot.json), start() follows
 // again. It gives the page nothing the page could not already do.
 "use strict";
 
@@ -24,6 +25,7 @@
     "#718096"];
 
   let timer = null;
+  let stream = null;  // the stream's AbortController
   let polling = false;
   let lastStatus = null;
   let nextDelay = 1000;
@@ -484,6 +486,53 @@
     document.getElementById("key-input").focus();
   }
 
+  function show(status, key) {
+    document.getElementById("board").hidden = false;
+    document.getElementById("key-form").hidden = true;
+    document.getElementById("key-button").hidden = !key;
+    render(status);
+  }
+
+  function refused(response, key) {
+    if (response.status !== 401 && response.status !== 403) return false;
+    askForKey(key ? "The server refused this key (" + response.status + "). Enter another."
+      : "This server needs an API key to show its status.");
+    return true;  // following resumes when a key is given
+  }
+
+  // The stream: one "data: <status>" event per build. fetch(), not EventSource, so that the key
+  // goes in a header.
+  async function follow() {
+    if (!polling) return;
+    const key = sessionStorage.getItem(KEY_STORE);
+    stream = new AbortController();
+    let served = true;
+    try {
+      const response = await fetch("/api/status/stream", { cache: "no-store", credentials: "omit",
+        headers: key ? { Authorization: "Bearer " + key } : {}, signal: stream.signal });
+      if (refused(response, key)) return;
+      served = response.ok && response.body !== null;  // 501 over HTTPS, 503 when full
+      if (!served) throw new Error("HTTP " + response.status);
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let pending = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        pending += value;
+        for (let cut = pending.indexOf("\n\n"); cut >= 0; cut = pending.indexOf("\n\n")) {
+          const event = pending.slice(0, cut);
+          pending = pending.slice(cut + 2);
+          if (event.startsWith("data: ") && polling) show(JSON.parse(event.slice(6)), key);
+        }
+      }
+    } catch (e) {
+      if (!polling) return;  // stop() aborted it
+      document.getElementById("freshness").textContent = "cannot reach the server (" + e.message + ")";
+    }
+    // The stream ended (the server stopped, or its keys were reloaded): follow it again.
+    if (polling) timer = setTimeout(served ? follow : poll, 1000);
+  }
+
   async function poll() {
     if (!polling) return;
     const key = sessionStorage.getItem(KEY_STORE);
@@ -491,22 +540,14 @@
     try {
       const response = await fetch("/api/status", { cache: "no-store", credentials: "omit",
         headers: key ? { Authorization: "Bearer " + key } : {} });
-      if (response.status === 401 || response.status === 403) {
-        askForKey(key ? "The server refused this key (" + response.status + "). Enter another."
-          : "This server needs an API key to show its status.");
-        return;  // polling resumes when a key is given
-      }
+      if (refused(response, key)) return;
       if (!response.ok) throw new Error("HTTP " + response.status);
       // Come back just after the server's next snapshot (it builds one a second for everyone).
       const age = Number(response.headers.get("X-KCoral-Snapshot-Age-Ms"));
       const every = Number(response.headers.get("X-KCoral-Snapshot-Every-Ms")) || 1000;
       nextDelay = Number.isFinite(age) ? Math.min(Math.max(every - age + 30, 250), every + 30) : 1000;
       const status = await response.json();
-      if (!polling) return;
-      document.getElementById("board").hidden = false;
-      document.getElementById("key-form").hidden = true;
-      document.getElementById("key-button").hidden = !key;
-      render(status);
+      if (polling) show(status, key);
     } catch (e) {
       document.getElementById("freshness").textContent = "cannot reach the server (" + e.message + ")";
     }
@@ -516,13 +557,15 @@
   function start() {
     stop();
     polling = true;
-    poll();
+    follow();
   }
 
   function stop() {
     polling = false;
     if (timer) clearTimeout(timer);
     timer = null;
+    if (stream) stream.abort();
+    stream = null;
   }
 
   document.addEventListener("DOMContentLoaded", () => {
