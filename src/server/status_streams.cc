@@ -42,7 +42,8 @@ struct StatusStreams::Viewer {
   std::array<char, 64> ignored;                    // what it sends, read and dropped
 };
 
-StatusStreams::StatusStreams(StatusBoard& board) : board_(board), work_(net::make_work_guard(io_)) {
+StatusStreams::StatusStreams(StatusBoard& board, std::chrono::milliseconds stuck_limit)
+    : board_(board), stuck_limit_(stuck_limit), work_(net::make_work_guard(io_)) {
   tick_.expires_after(board_.max_age());
   tick_.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) Tick();
@@ -95,7 +96,7 @@ void StatusStreams::Tick() {
   for (auto& viewer : std::list(viewers_)) {
     if (!viewer->writing) {
       Send(viewer, now);
-    } else if (now - viewer->writing_since > kStuckLimit) {
+    } else if (now - viewer->writing_since > stuck_limit_) {
       Drop(viewer);  // stopped reading: its event would wait forever
     }                // else: still taking the last event; it skips this one
   }

@@ -12,7 +12,7 @@
 //
 // A viewer's connection is handed over after its request: it only ever receives. Each gets the
 // newest build at once, then each new build; one that has not taken the last event when the
-// next is due skips it, and one stuck for kStuckLimit is closed, so a viewer that stops reading
+// next is due skips it, and one stuck for 30 s is closed, so a viewer that stops reading
 // holds one event's memory, never a queue. Thread-safe.
 #pragma once
 
@@ -35,9 +35,10 @@ namespace kc::server {
 class StatusStreams {
  public:
   static constexpr size_t kMaxViewers = 256;
-  static constexpr std::chrono::seconds kStuckLimit{30};
 
-  explicit StatusStreams(StatusBoard& board);
+  // `stuck_limit`: how long one event may take to go out before its viewer is closed.
+  explicit StatusStreams(StatusBoard& board,
+                         std::chrono::milliseconds stuck_limit = std::chrono::seconds(30));
   ~StatusStreams();  // closes every stream
   StatusStreams(const StatusStreams&) = delete;
   StatusStreams& operator=(const StatusStreams&) = delete;
@@ -59,6 +60,7 @@ class StatusStreams {
   void Drop(const std::shared_ptr<Viewer>& viewer);
 
   StatusBoard& board_;
+  const std::chrono::milliseconds stuck_limit_;
   boost::asio::io_context io_{1};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
   boost::asio::steady_timer tick_{io_};
