@@ -133,6 +133,7 @@ class AsyncClient:
         gpu_count: int | None = None,
         output_limit_bytes: int | None = None,
         idempotency_key: str | None = None,
+        gpu_arch: str | None = None,
     ) -> ProgramResult:
         """Run ``program`` and return its COMPLETED or FAILED outcome, as
         Client.execute does (negotiation.py), with its idempotency key and
@@ -142,7 +143,10 @@ class AsyncClient:
         server then cancels the program."""
         check_program(program)
         options = wire_options(
-            timeout_seconds=timeout_seconds, gpu_count=gpu_count, output_limit_bytes=output_limit_bytes
+            timeout_seconds=timeout_seconds,
+            gpu_count=gpu_count,
+            output_limit_bytes=output_limit_bytes,
+            gpu_arch=gpu_arch,
         )
         key = key_or_fresh(idempotency_key)
         attempts = self._failover.attempts()

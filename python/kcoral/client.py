@@ -131,6 +131,7 @@ class Client:
         gpu_count: int | None = None,
         output_limit_bytes: int | None = None,
         idempotency_key: str | None = None,
+        gpu_arch: str | None = None,
     ) -> ProgramResult:
         """Run ``program`` and return its COMPLETED or FAILED outcome.
 
@@ -151,7 +152,10 @@ class Client:
         """
         check_program(program)
         options = wire_options(
-            timeout_seconds=timeout_seconds, gpu_count=gpu_count, output_limit_bytes=output_limit_bytes
+            timeout_seconds=timeout_seconds,
+            gpu_count=gpu_count,
+            output_limit_bytes=output_limit_bytes,
+            gpu_arch=gpu_arch,
         )
         key = key_or_fresh(idempotency_key)
         attempts = self._failover.attempts()

@@ -9,6 +9,7 @@ the reading of answers.
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import Iterable
 from typing import Any
@@ -39,6 +40,9 @@ _MAX_ATTEMPTS = 3
 
 
 # ------------------------------------------------------------------ checks
+_GPU_ARCH = re.compile(r"(sm|compute)_[0-9]{2,3}[af]?")
+
+
 def check_program(program: object) -> Program:
     if not isinstance(program, Program):
         raise TypeError(f"program must be a kcoral.Program, not {type(program).__name__}")
@@ -50,8 +54,13 @@ def wire_options(
     timeout_seconds: float | None = None,
     gpu_count: int | None = None,
     output_limit_bytes: int | None = None,
+    gpu_arch: str | None = None,
 ) -> dict[str, Any]:
-    """The wire ``options`` of execute(); only the ones given (protocol §5.1)."""
+    """The wire ``options`` of execute(); only the ones given (protocol §5.1). ``gpu_arch``
+    ("sm_90a", as ``Client.target()`` names it) sends the program to GPUs of that
+    architecture: in a cluster, to that pool; a server of another one refuses it."""
+    if gpu_arch is not None and (not isinstance(gpu_arch, str) or not _GPU_ARCH.fullmatch(gpu_arch)):
+        raise ValueError(f"gpu_arch must name an architecture such as 'sm_90a', got {gpu_arch!r}")
     if gpu_count is not None and (
         not isinstance(gpu_count, int) or isinstance(gpu_count, bool) or not 1 <= gpu_count <= 8
     ):
@@ -63,6 +72,8 @@ def wire_options(
         options["output_limit_bytes"] = output_limit_bytes
     if gpu_count is not None:
         options["gpu_count"] = gpu_count
+    if gpu_arch is not None:
+        options["gpu_arch"] = gpu_arch
     return options
 
 

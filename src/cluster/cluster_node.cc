@@ -60,9 +60,9 @@ const std::string& ClusterNode::node_id() const {
   return parts_->registry->node_id();
 }
 
-StatusOr<std::string> ClusterNode::ChoosePool(bool needs_gpu,
-                                              const nlohmann::json& own_versions) const {
-  return cluster::ChoosePool(PoolsOf(parts_->registry->Cached()), needs_gpu, own_versions);
+StatusOr<std::string> ClusterNode::ChoosePool(bool needs_gpu, const nlohmann::json& own_versions,
+                                              const GpuNeed& need) const {
+  return cluster::ChoosePool(PoolsOf(parts_->registry->Cached()), needs_gpu, own_versions, need);
 }
 
 StatusOr<Claim> ClusterNode::Claim(const std::string& key, const std::string& hash) {
@@ -157,7 +157,7 @@ nlohmann::json ClusterNode::Nodes() const {
 const std::string& ClusterNode::node_id() const {
   return parts_->node_id;
 }
-StatusOr<std::string> ClusterNode::ChoosePool(bool, const nlohmann::json&) const {
+StatusOr<std::string> ClusterNode::ChoosePool(bool, const nlohmann::json&, const GpuNeed&) const {
   return NoCluster();
 }
 StatusOr<Claim> ClusterNode::Claim(const std::string&, const std::string&) {

@@ -18,6 +18,7 @@
 #include "base/status.h"
 #include "cluster/cluster_options.h"
 #include "cluster/cluster_types.h"
+#include "cluster/pool_view.h"
 
 namespace kc::cluster {
 
@@ -40,7 +41,8 @@ class ClusterNode {
 
   // --- as an entry node
   // The pool a program goes to (pool_view.h ChoosePool).
-  StatusOr<std::string> ChoosePool(bool needs_gpu, const nlohmann::json& own_versions) const;
+  StatusOr<std::string> ChoosePool(bool needs_gpu, const nlohmann::json& own_versions,
+                                   const GpuNeed& need) const;
   StatusOr<cluster::Claim> Claim(const std::string& key, const std::string& program_hash);
   // Queues the run of `key`'s claim; queueing one claim again (a retry) queues nothing.
   Status Queue(const std::string& pool, const std::string& tenant, const std::string& key,

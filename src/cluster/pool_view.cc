@@ -57,13 +57,41 @@ std::string PoolIdOf(const nlohmann::json& pool) {
   return name + "-" + Sha256Hex(versions).substr(0, 8);
 }
 
+namespace {
+
+// 90 for "gpu/sm_90a"; nullopt for a CPU pool.
+std::optional<int> GpuArchOf(const nlohmann::json& pool) {
+  const std::string name = pool.value("pool", "");
+  if (!name.starts_with("gpu/")) return std::nullopt;
+  return protocol::ArchNumberOf(std::string_view(name).substr(4));
+}
+
+// The GPU pools among `candidates` that `code` runs on, SASS first: PTX only where no SASS runs.
+std::vector<const nlohmann::json*> RunnableBy(const std::vector<protocol::CudaCode>& code,
+                                              const std::vector<const nlohmann::json*>& candidates) {
+  for (const bool ptx : {false, true}) {
+    std::vector<const nlohmann::json*> runnable;
+    for (const auto* pool : candidates) {
+      auto arch = GpuArchOf(*pool);
+      if (arch && std::any_of(code.begin(), code.end(), [&](const protocol::CudaCode& c) {
+            return c.ptx == ptx && protocol::RunsOn(c, *arch);
+          })) {
+        runnable.push_back(pool);
+      }
+    }
+    if (!runnable.empty()) return runnable;
+  }
+  return {};
+}
+
+}  // namespace
+
 StatusOr<std::string> ChoosePool(const nlohmann::json& pools, bool needs_gpu,
-                                 const nlohmann::json& own_versions) {
-  auto is_gpu = [](const nlohmann::json& pool) {
-    return pool.value("pool", "").starts_with("gpu/");
-  };
-  // A cluster without GPUs runs everything on CPUs, as a CPU server does.
-  needs_gpu = needs_gpu && std::any_of(pools.begin(), pools.end(), is_gpu);
+                                 const nlohmann::json& own_versions, const GpuNeed& need) {
+  auto is_gpu = [](const nlohmann::json& pool) { return GpuArchOf(pool).has_value(); };
+  // A named architecture is the client's choice, even for work that needs no GPU; a cluster
+  // without GPUs runs everything else on CPUs, as a CPU server does.
+  needs_gpu = need.arch || (needs_gpu && std::any_of(pools.begin(), pools.end(), is_gpu));
   std::vector<const nlohmann::json*> candidates;
   for (const auto& pool : pools) {
     if (needs_gpu && !is_gpu(pool)) continue;
@@ -79,16 +107,39 @@ StatusOr<std::string> ChoosePool(const nlohmann::json& pools, bool needs_gpu,
   std::string names;
   for (const auto& pool : pools)
     names += (names.empty() ? "" : ", ") + pool.value("pool_id", PoolIdOf(pool));
+  if (need.arch) {
+    std::erase_if(candidates, [&](const auto* pool) { return GpuArchOf(*pool) != need.arch; });
+    if (candidates.empty()) {
+      return InvalidArgumentError("options.gpu_arch: the cluster has no GPU pool of that "
+                                  "architecture (pools: " +
+                                  (names.empty() ? "none" : names) + ")");
+    }
+  }
   if (candidates.empty()) {
     return UnavailableError(
         "no node of the cluster can run it now (pools: " + (names.empty() ? "none" : names) + ")");
   }
-  std::set<std::string> kinds;
-  for (const auto* pool : candidates)
-    kinds.insert(pool->value("pool", ""));
-  if (needs_gpu && kinds.size() > 1) {
-    return InvalidArgumentError("the cluster has GPU pools of several architectures (" + names +
-                                "); send the program to a node of the one it was built for");
+  auto kinds = [&] {
+    std::set<std::string> out;
+    for (const auto* pool : candidates)
+      out.insert(pool->value("pool", ""));
+    return out;
+  };
+  if (needs_gpu && !need.arch && kinds().size() > 1 && !need.code.empty()) {
+    candidates = RunnableBy(need.code, candidates);
+    if (candidates.empty()) {
+      std::string code;
+      for (const auto& c : need.code)
+        code += (code.empty() ? "" : ", ") + protocol::NameOf(c);
+      return InvalidArgumentError("the uploaded library carries GPU code for " + code +
+                                  ", which no GPU pool of the cluster runs (pools: " + names + ")");
+    }
+  }
+  if (needs_gpu && kinds().size() > 1) {
+    return InvalidArgumentError(
+        "the cluster has GPU pools of several architectures (" + names + ")" +
+        (need.code.empty() ? "" : " that the uploaded library runs on") +
+        "; name the one the program was built for in options.gpu_arch (\"sm_90a\")");
   }
   const nlohmann::json* best = candidates.front();
   auto rank = [&](const nlohmann::json* pool) {

@@ -6,11 +6,14 @@
 // Pure.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "base/status.h"
+#include "protocol/cuda_code.h"
 
 namespace kc::cluster {
 
@@ -24,13 +27,23 @@ nlohmann::json PoolsOf(const nlohmann::json& nodes);
 // versions ("cpu-1a2b3c4d", "gpu-sm_90a-5e6f7a8b"). `pool`: {"pool", "versions"}.
 std::string PoolIdOf(const nlohmann::json& pool);
 
+// What a program's GPU code can run on: the architecture its options name (options.gpu_arch),
+// and the code its uploaded libraries carry (protocol/cuda_code.h).
+struct GpuNeed {
+  std::optional<int> arch;
+  std::vector<protocol::CudaCode> code;
+};
+
 // Where a request goes (docs/cluster.md "Pools by capability"), from PoolsOf's list: a
-// program that needs no GPU goes to a CPU pool where there is one, else to any pool; one that
-// may touch a GPU goes to the cluster's only GPU architecture, and several are refused
-// (kInvalidArgument naming them); a cluster without GPUs runs it on CPUs, as a CPU server does.
-// Among pools of one kind and arch, the one with `own_versions` (the entry node's toolchain) is
-// preferred, then the one with the most seats. kUnavailable when no pool can run it.
+// program that needs no GPU goes to a CPU pool where there is one, else to any pool. One that
+// may touch a GPU goes to the architecture `need.arch` names; else, with several GPU
+// architectures, to those its libraries' code runs on (SASS preferred to PTX the driver would
+// compile); else to the cluster's only GPU architecture. Several left, or none, is refused
+// (kInvalidArgument naming the pools). A cluster without GPUs runs it on CPUs, as a CPU server
+// does. Among pools of one kind and arch, the one with `own_versions` (the entry node's
+// toolchain) is preferred, then the one with the most seats. kUnavailable when no pool can run
+// it.
 StatusOr<std::string> ChoosePool(const nlohmann::json& pools, bool needs_gpu,
-                                 const nlohmann::json& own_versions);
+                                 const nlohmann::json& own_versions, const GpuNeed& need = {});
 
 }  // namespace kc::cluster

@@ -56,6 +56,9 @@ struct ProgramOptions {
   std::optional<double> timeout_seconds;
   std::optional<int64_t> output_limit_bytes;
   std::optional<int64_t> gpu_count;
+  // The GPU architecture the program was built for ("sm_90a"): a cluster sends it to that pool;
+  // a server of another architecture refuses it.
+  std::optional<std::string> gpu_arch;
 };
 
 // A blob referenced by the program, in order of first appearance (§3.2 step 2).

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "base/sha256.h"
+#include "protocol/cuda_code.h"
 #include "protocol/program.h"
 #include "protocol/strict_json.h"
 
@@ -181,6 +182,11 @@ Status ProgramParser::ParseOptions(const json& options) {
         return InvalidArgumentError(field + ": expected an integer from 1 to 8");
       }
       program_.options.gpu_count = count;
+    } else if (key == "gpu_arch") {
+      if (!value.is_string() || !ArchNumberOf(value.get<std::string>())) {
+        return InvalidArgumentError(field + ": expected an architecture such as \"sm_90a\"");
+      }
+      program_.options.gpu_arch = value.get<std::string>();
     } else {
       return InvalidArgumentError("options: unknown key " + Quote(key));
     }

@@ -5,8 +5,11 @@
 #include <chrono>
 
 #include "base/sha256.h"
+#include "base/shared_bytes.h"
 #include "base/utc_time.h"
 #include "cluster/peer_client.h"
+#include "cluster/pool_view.h"
+#include "protocol/cuda_code.h"
 #include "server/admitted_request.h"
 #include "server/app.h"
 #include "server/outcome_record.h"
@@ -15,6 +18,30 @@
 namespace kc::server {
 
 namespace {
+
+// What the program's GPU code runs on, for the pool it goes to (pool_view.h): the architecture
+// its options name, and the code its uploaded libraries carry (read here, where the client
+// uploaded them).
+cluster::GpuNeed GpuNeedOf(const AdmittedRequest& admitted) {
+  const protocol::Program& program = admitted.request.program;
+  cluster::GpuNeed need;
+  if (program.options.gpu_arch) need.arch = protocol::ArchNumberOf(*program.options.gpu_arch);
+  for (const protocol::Instruction& instruction : program.instructions) {
+    if (instruction.op != protocol::Op::kUpload ||
+        instruction.upload_kind != protocol::UploadKind::kLibrary) {
+      continue;
+    }
+    auto blob = admitted.resolution.blobs.find(instruction.blob);
+    if (blob == admitted.resolution.blobs.end()) continue;
+    auto bytes = SharedBytes::MapSealedMemfd(blob->second->fd());
+    if (!bytes.ok()) continue;  // read nothing: the pool is chosen without it
+    for (const protocol::CudaCode& code : protocol::CudaCodeOf(bytes->view())) {
+      if (std::find(need.code.begin(), need.code.end(), code) == need.code.end())
+        need.code.push_back(code);
+    }
+  }
+  return need;
+}
 
 constexpr auto kPoll = std::chrono::milliseconds(250);
 // A lost announcement (a NATS reconnect) is made up for by reading the store this often.
@@ -77,7 +104,8 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     };
     const auto& program = admitted->request.program;
     auto pool = cluster_->ChoosePool(NeedsGpu(program),
-                                     pool_->describe().value("versions", nlohmann::json::object()));
+                                     pool_->describe().value("versions", nlohmann::json::object()),
+                                     GpuNeedOf(*admitted));
     if (!pool.ok()) co_return fail(pool.status());
     const std::string program_hash = Sha256Hex(admitted->request.program_json);
     // Only a key a client may come back with needs a claim: a random one is new by making.

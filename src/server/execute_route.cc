@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "protocol/execute_request.h"
+#include "protocol/cuda_code.h"
 #include "server/admitted_request.h"
 #include "server/app.h"
 #include "server/outcome_reply.h"
@@ -158,6 +159,20 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
       co_return reject("options.gpu_count: " + std::to_string(*options.gpu_count) +
                        " exceeds this GPU server's configured capacity (" +
                        std::to_string(pool_->reservable_gpus()) + " GPUs)");
+    }
+    if (options.gpu_arch && cluster_ == nullptr) {
+      // A cluster's entry node sends it to that architecture's pool (cluster_entry.cc); a
+      // server runs it only on its own.
+      const std::string own =
+          pool_->describe().value("target", nlohmann::json::object()).value("arch", "");
+      if (config_.device == Device::kCpu) {
+        co_return reject("options.gpu_arch: this is a CPU server; it has no " +
+                         *options.gpu_arch + " GPU");
+      }
+      if (protocol::ArchNumberOf(own) != protocol::ArchNumberOf(*options.gpu_arch)) {
+        co_return reject("options.gpu_arch: this server's GPUs are " + own + ", not " +
+                         *options.gpu_arch);
+      }
     }
     // A tensor of the wrong length is the client's 400; a memfd that cannot
     // be made is ours, a 500 (EndingForStatus).

@@ -42,14 +42,15 @@ def test_negotiation_sends_missing_blobs_then_completes(make_client):
     missing = [hashes[2], hashes[0]]
     with FakeServer([cache_miss(missing, node="node-7"), COMPLETED]) as srv:
         with make_client(srv.url, headers={"Authorization": "Bearer t"}) as client:
-            result = client.execute(p, timeout_seconds=30, gpu_count=2)
+            result = client.execute(p, timeout_seconds=30, gpu_count=2, gpu_arch="sm_90a")
     assert result.completed and result["out"] == 1 and result.request_id == REQUEST_ID
     first, second = srv.requests
     for rec in (first, second):
         assert rec.method == "POST" and rec.path == "/prefix/execute"
         assert rec.headers["Authorization"] == "Bearer t"
         assert rec.part_names[0] == "program"
-        assert rec.program == {"instructions": p.instructions, "options": {"timeout_seconds": 30, "gpu_count": 2}}
+        options = {"timeout_seconds": 30, "gpu_count": 2, "gpu_arch": "sm_90a"}
+        assert rec.program == {"instructions": p.instructions, "options": options}
     # attempt 1: no blob parts, no node header
     assert first.part_names == ["program"] and first.blobs == {}
     assert "X-KCoral-Node" not in first.headers
@@ -184,6 +185,9 @@ def test_execute_argument_checks(make_client):
         for bad in (0, 9, True, 2.0):
             with pytest.raises(ValueError):
                 client.execute(Program(), gpu_count=bad)  # type: ignore[arg-type]
+        for bad in ("hopper", "sm_9", 90, "gpu/sm_90a"):
+            with pytest.raises(ValueError, match="gpu_arch"):
+                client.execute(Program(), gpu_arch=bad)  # type: ignore[arg-type]
         with pytest.raises(ValueError):
             client.execute(Program(), timeout_seconds=float("nan"))
 

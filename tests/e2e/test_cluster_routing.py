@@ -18,6 +18,7 @@ import pytest
 from conftest import Server, call, wait_for
 from nats_cluster import NatsCluster
 from test_reference_client import HERE, reference_environment, reference_python
+from wire import TRIVIAL, assert_error, execute
 
 SECRET = {"KCORAL_CLUSTER_SECRET": "test-cluster-secret-0123456789"}
 ACK_WAIT_S = 3  # a dead node's request runs elsewhere this soon
@@ -101,6 +102,16 @@ def test_health_shows_the_cluster_and_its_cpu_pool(nodes):
     assert [p["pool"] for p in pools] == ["cpu"]
     assert pools[0]["pool_id"].startswith("cpu-")
     assert len(pools[0]["nodes"]) == 3
+
+
+def test_a_gpu_arch_the_cluster_lacks_is_refused_naming_its_pools(nodes):
+    """options.gpu_arch is the client's choice of pool (pool_view.h): in this cluster of CPU
+    nodes there is none of sm_90a, and the 400 names the pools there are. (Choosing among GPU
+    architectures, by the option or by the code in an uploaded library, is unit-tested:
+    tests/unit/cluster/pool_view_test.cc and tests/unit/protocol/cuda_code_test.cc; one H200 here.)"""
+    program = {**TRIVIAL, "options": {"gpu_arch": "sm_90a"}}
+    message = assert_error(execute(nodes[0].url, program), 400, "parse")
+    assert "options.gpu_arch" in message and "cpu-" in message
 
 
 def test_blobs_travel_by_hash_between_nodes(tmp_path_factory, nats, nodes):

@@ -263,6 +263,17 @@ def test_gpu_count_on_cpu_server(shared_server):
     assert "gpu_count" in message
 
 
+def test_gpu_arch_on_a_cpu_server_is_refused_naming_it(shared_server):
+    message = parse_error(execute(shared_server.url, {**TRIVIAL, "options": {"gpu_arch": "sm_90a"}}))
+    assert "options.gpu_arch" in message and "CPU server" in message and "sm_90a" in message
+
+
+@pytest.mark.parametrize("value", ["hopper", "sm_9", 90, None])
+def test_bad_gpu_arch(shared_server, value):
+    message = parse_error(execute(shared_server.url, {**TRIVIAL, "options": {"gpu_arch": value}}))
+    assert "options.gpu_arch" in message and "sm_90a" in message
+
+
 @pytest.mark.parametrize("value", [0, -1, -0.5, True, False, "10", None])
 def test_bad_timeout_seconds(shared_server, value):
     message = parse_error(execute(shared_server.url, {**TRIVIAL, "options": {"timeout_seconds": value}}))

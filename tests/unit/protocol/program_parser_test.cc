@@ -407,6 +407,17 @@ TEST(ProgramParser, FloatGpuCountIsInvalidArgument) {
   ExpectInvalid(WithOptions({{"gpu_count", 2.0}}), "options.gpu_count:");
 }
 
+TEST(ProgramParser, GpuArchIsAnArchitectureName) {
+  json program = Basic();
+  program["options"] = {{"gpu_arch", "sm_90a"}};
+  StatusOr<protocol::Program> parsed = Parse(program);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->options.gpu_arch, "sm_90a");
+  for (json bad : {json("hopper"), json("sm_9"), json(90), json(true), json("gpu/sm_90a")}) {
+    ExpectInvalid(WithOptions({{"gpu_arch", bad}}), "options.gpu_arch:");
+  }
+}
+
 // --- Ops and field sets -----------------------------------------------------
 
 TEST(ProgramParser, MissingOpIsInvalidArgument) {
