@@ -67,8 +67,9 @@ std::optional<int> GpuArchOf(const nlohmann::json& pool) {
 }
 
 // The GPU pools among `candidates` that `code` runs on, SASS first: PTX only where no SASS runs.
-std::vector<const nlohmann::json*> RunnableBy(const std::vector<protocol::CudaCode>& code,
-                                              const std::vector<const nlohmann::json*>& candidates) {
+std::vector<const nlohmann::json*> RunnableBy(
+    const std::vector<protocol::CudaCode>& code,
+    const std::vector<const nlohmann::json*>& candidates) {
   for (const bool ptx : {false, true}) {
     std::vector<const nlohmann::json*> runnable;
     for (const auto* pool : candidates) {
@@ -110,9 +111,10 @@ StatusOr<std::string> ChoosePool(const nlohmann::json& pools, bool needs_gpu,
   if (need.arch) {
     std::erase_if(candidates, [&](const auto* pool) { return GpuArchOf(*pool) != need.arch; });
     if (candidates.empty()) {
-      return InvalidArgumentError("options.gpu_arch: the cluster has no GPU pool of that "
-                                  "architecture (pools: " +
-                                  (names.empty() ? "none" : names) + ")");
+      return InvalidArgumentError(
+          "options.gpu_arch: the cluster has no GPU pool of that "
+          "architecture (pools: " +
+          (names.empty() ? "none" : names) + ")");
     }
   }
   if (candidates.empty()) {

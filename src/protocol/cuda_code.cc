@@ -13,7 +13,7 @@ namespace {
 constexpr uint32_t kFatbinMagic = 0xBA55ED50;
 constexpr uint16_t kPtxEntry = 1;
 constexpr uint16_t kSassEntry = 2;
-constexpr uint64_t kArchSpecificFlag = 0x100000;   // sm_90a
+constexpr uint64_t kArchSpecificFlag = 0x100000;    // sm_90a
 constexpr uint64_t kFamilySpecificFlag = 0x200000;  // sm_100f
 
 // A little-endian value at `at`, if the bytes are there.

@@ -4,8 +4,8 @@
 #include <chrono>
 #include <unordered_map>
 
-#include "protocol/execute_request.h"
 #include "protocol/cuda_code.h"
+#include "protocol/execute_request.h"
 #include "server/admitted_request.h"
 #include "server/app.h"
 #include "server/outcome_reply.h"
@@ -166,8 +166,8 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
       const std::string own =
           pool_->describe().value("target", nlohmann::json::object()).value("arch", "");
       if (config_.device == Device::kCpu) {
-        co_return reject("options.gpu_arch: this is a CPU server; it has no " +
-                         *options.gpu_arch + " GPU");
+        co_return reject("options.gpu_arch: this is a CPU server; it has no " + *options.gpu_arch +
+                         " GPU");
       }
       if (protocol::ArchNumberOf(own) != protocol::ArchNumberOf(*options.gpu_arch)) {
         co_return reject("options.gpu_arch: this server's GPUs are " + own + ", not " +

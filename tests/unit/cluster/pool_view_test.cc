@@ -82,8 +82,8 @@ TEST(ChoosePool, OptionsGpuArchPicksItsPoolAndAnArchWithoutOneIsRefusedNamingThe
   EXPECT_NE(missing.status().message().find("gpu-sm_100a-"), std::string::npos);
   // Named, it is the client's choice even for work that needs no GPU; without GPUs, refused.
   EXPECT_TRUE(ChoosePool(pools, false, {}, {.arch = 80})->starts_with("gpu-sm_80-"));
-  auto no_gpus =
-      ChoosePool(PoolsOf(nlohmann::json::array({Node("c", "cpu", "", 4, 0)})), true, {}, {.arch = 90});
+  auto no_gpus = ChoosePool(PoolsOf(nlohmann::json::array({Node("c", "cpu", "", 4, 0)})), true, {},
+                            {.arch = 90});
   ASSERT_FALSE(no_gpus.ok());
   EXPECT_EQ(no_gpus.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(no_gpus.status().message().find("cpu-"), std::string::npos);

@@ -17,7 +17,8 @@ std::string ReadFile(const std::string& path) {
 
 std::vector<std::string> Names(const std::vector<CudaCode>& codes) {
   std::vector<std::string> names;
-  for (const CudaCode& code : codes) names.push_back(NameOf(code));
+  for (const CudaCode& code : codes)
+    names.push_back(NameOf(code));
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -46,7 +47,10 @@ TEST(CudaCode, ATruncatedLibraryYieldsWhatItHoldsAndNeverReadsPastIt) {
 TEST(CudaCode, SomethingElseCarriesNoCode) {
   EXPECT_TRUE(CudaCodeOf("").empty());
   EXPECT_TRUE(CudaCodeOf("def main():\n    return 1\n").empty());
-  EXPECT_TRUE(CudaCodeOf(std::string("\x7f" "ELF", 4)).empty());
+  EXPECT_TRUE(CudaCodeOf(std::string("\x7f"
+                                     "ELF",
+                                     4))
+                  .empty());
 }
 
 TEST(CudaCode, RunsOnFollowsCudaCompatibility) {
