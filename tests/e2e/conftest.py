@@ -190,6 +190,16 @@ def client(shared_server):
         yield c
 
 
+def write_tenant_keys(path: Path, names: tuple[str, ...] = ("alice", "bob"), operator: str = "ops") -> dict[str, str]:
+    """A keys file (--auth-keys) with a tenant key for each of `names` and an operator key; the keys by name."""
+    from kcoral.keys import key_line, new_key
+
+    keys = {name: new_key() for name in (*names, operator)}
+    lines = [key_line(name, keys[name]) for name in names] + [key_line(operator, keys[operator], "operator")]
+    path.write_text("\n".join(lines) + "\n")
+    return keys
+
+
 def call(source: str, args: list | None = None, name: str = "main"):
     """A kcoral Program: upload module `m`, get_function `f` = name, run `r` with args, return it as `out`."""
     from kcoral import Program

@@ -23,10 +23,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from selenium import webdriver  # never skipped: make deps installs selenium, chromium, chromedriver
 
-from conftest import Server, call, wait_for
+from conftest import Server, call, wait_for, write_tenant_keys
 
 from kcoral import Client
-from kcoral.keys import key_line, new_key
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -209,11 +208,8 @@ def test_dashboard_renders_a_recorded_gpu_snapshot(make_server, browser, tmp_pat
 
 @pytest.fixture
 def keyed(tmp_path):
-    keys = {"alice": new_key(), "bob": new_key(), "ops": new_key()}
-    path = tmp_path / "keys.txt"
-    lines = [key_line("alice", keys["alice"]), key_line("bob", keys["bob"]), key_line("ops", keys["ops"], "operator")]
-    path.write_text("\n".join(lines) + "\n")
-    server = Server(tmp_path, "--auth-keys", str(path), "--num-workers", "2")
+    keys = write_tenant_keys(tmp_path / "keys.txt")
+    server = Server(tmp_path, "--auth-keys", str(tmp_path / "keys.txt"), "--num-workers", "2")
     yield server, keys
     server.stop()
 

@@ -15,10 +15,10 @@ import time
 import httpx
 import pytest
 
-from conftest import Server, call, wait_for
+from conftest import Server, call, wait_for, write_tenant_keys
 
 from kcoral import Client
-from kcoral.keys import key_line, new_key
+from kcoral.keys import key_line
 
 ADD = "def main(a, b):\n    return a + b\n"
 
@@ -115,10 +115,8 @@ def test_the_257th_stream_is_told_to_poll(make_server):
 
 @pytest.fixture
 def keyed(tmp_path):
-    keys = {"alice": new_key(), "bob": new_key(), "ops": new_key()}
     path = tmp_path / "keys.txt"
-    lines = [key_line("alice", keys["alice"]), key_line("bob", keys["bob"]), key_line("ops", keys["ops"], "operator")]
-    path.write_text("\n".join(lines) + "\n")
+    keys = write_tenant_keys(path)
     server = Server(tmp_path, "--auth-keys", str(path), "--num-workers", "1")
     yield server, keys, path
     server.stop()
