@@ -1,5 +1,7 @@
 #include "server/status_streams.h"
 
+#include <unistd.h>
+
 #include <array>
 #include <map>
 #include <utility>
@@ -75,8 +77,14 @@ bool StatusStreams::Add(tcp::socket& socket, std::optional<Caller> viewer) {
     return true;
   }
   net::post(io_, [this, protocol, fd, viewer = std::move(viewer)]() mutable {
-    auto added =
-        std::make_shared<Viewer>(Viewer{tcp::socket(io_, protocol, fd), std::move(viewer)});
+    auto added = std::make_shared<Viewer>(Viewer{tcp::socket(io_), std::move(viewer)});
+    boost::system::error_code assigned;
+    added->socket.assign(protocol, fd, assigned);
+    if (assigned) {  // never thrown on this thread: the stream is lost, the server is not
+      ::close(fd);
+      count_.fetch_sub(1);
+      return;
+    }
     viewers_.push_back(added);
     Watch(added);
     Send(added, std::chrono::steady_clock::now());
