@@ -247,6 +247,24 @@ def test_keys_open_page_keyed_status_and_tenants_see_their_own(keyed, browser):
     assert browser.execute_script("return sessionStorage.getItem('kcoral.dashboard.key')") == keys["alice"]
 
 
+def test_over_https_the_page_polls_and_shows_the_requests(tmp_path, browser):
+    """The status stream is plain HTTP only (501 over HTTPS): the page falls back to polling."""
+    from pki import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    server = Server(tmp_path, "--tls-cert", str(pki.cert), "--tls-key", str(pki.key), "--num-workers", "1", ca=pki.ca)
+    try:
+        with Client(server.url, ca=pki.ca) as client:
+            ran = client.execute(call(ADD, [1, 2])).request_id
+        browser.execute_cdp_cmd("Security.setIgnoreCertificateErrors", {"ignore": True})  # the test's own CA
+        browser.get(server.url + "/dashboard")
+        rows = wait_for(lambda: page_rows(browser), 10, "the request, polled over HTTPS")
+        assert ran in rows
+        assert "cannot reach" not in browser.find_element("id", "freshness").text
+    finally:
+        server.stop()
+
+
 def test_any_nodes_page_shows_the_whole_cluster(tmp_path, browser):
     from nats_cluster import NatsCluster
 

@@ -506,13 +506,14 @@
     if (!polling) return;
     const key = sessionStorage.getItem(KEY_STORE);
     stream = new AbortController();
-    let served = true;
     try {
       const response = await fetch("/api/status/stream", { cache: "no-store", credentials: "omit",
         headers: key ? { Authorization: "Bearer " + key } : {}, signal: stream.signal });
       if (refused(response, key)) return;
-      served = response.ok && response.body !== null;  // 501 over HTTPS, 503 when full
-      if (!served) throw new Error("HTTP " + response.status);
+      if (!response.ok || response.body === null) {  // 501 over HTTPS, 503 when full
+        poll();
+        return;
+      }
       const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
       let pending = "";
       for (;;) {
@@ -530,7 +531,7 @@
       document.getElementById("freshness").textContent = "cannot reach the server (" + e.message + ")";
     }
     // The stream ended (the server stopped, or its keys were reloaded): follow it again.
-    if (polling) timer = setTimeout(served ? follow : poll, 1000);
+    if (polling) timer = setTimeout(follow, 1000);
   }
 
   async function poll() {
