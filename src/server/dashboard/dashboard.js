@@ -1,7 +1,7 @@
 // The KCoral dashboard (issue 28): follows GET /api/status/stream (the server's status, pushed
 // once a second) and draws it; where the stream is not served (HTTPS, or too many viewers) it
-// polls GET /api/status instead. No libraries: tables are DOM, charts are SVG drawn here. Text from the server is only ever set
-// as textContent or an attribute, never parsed as HTML.
+// polls GET /api/status instead. No libraries: tables are DOM, charts are SVG drawn here. Text
+// from the server is only ever set as textContent or an attribute, never parsed as HTML.
 //
 // Keys: when the server answers 401 or 403 the page asks for a key, keeps it in this tab's
 // sessionStorage and sends it as "Authorization: Bearer <key>"; it is never put in a URL.
@@ -505,10 +505,11 @@
   async function follow() {
     if (!polling) return;
     const key = sessionStorage.getItem(KEY_STORE);
-    stream = new AbortController();
+    const mine = new AbortController();  // stop() aborts it; a later start() makes another
+    stream = mine;
     try {
       const response = await fetch("/api/status/stream", { cache: "no-store", credentials: "omit",
-        headers: key ? { Authorization: "Bearer " + key } : {}, signal: stream.signal });
+        headers: key ? { Authorization: "Bearer " + key } : {}, signal: mine.signal });
       if (refused(response, key)) return;
       if (!response.ok || response.body === null) {  // 501 over HTTPS, 503 when full
         poll();
@@ -523,15 +524,16 @@
         for (let cut = pending.indexOf("\n\n"); cut >= 0; cut = pending.indexOf("\n\n")) {
           const event = pending.slice(0, cut);
           pending = pending.slice(cut + 2);
-          if (event.startsWith("data: ") && polling) show(JSON.parse(event.slice(6)), key);
+          if (!event.startsWith("data: ") || mine.signal.aborted) continue;
+          show(JSON.parse(event.slice(6)), key);
         }
       }
     } catch (e) {
-      if (!polling) return;  // stop() aborted it
+      if (mine.signal.aborted) return;  // stopped
       document.getElementById("freshness").textContent = "cannot reach the server (" + e.message + ")";
     }
     // The stream ended (the server stopped, or its keys were reloaded): follow it again.
-    if (polling) timer = setTimeout(follow, 1000);
+    if (!mine.signal.aborted) timer = setTimeout(follow, 1000);
   }
 
   async function poll() {
