@@ -95,7 +95,8 @@ class App {
   HttpReply HandleDashboard(std::string_view target) const;
   net::awaitable<HttpReply> HandleStatus(std::optional<Caller> caller);
   // GET /api/status/stream: takes the connection (nullopt), or the reply when it cannot.
-  std::optional<HttpReply> StreamStatus(net::ip::tcp::socket& socket, std::optional<Caller> caller);
+  std::optional<HttpReply> StreamStatus(net::ip::tcp::socket& socket, std::optional<Caller> caller,
+                                        bool gzip);
   HttpReply RequestTooLarge(const std::string& request_id, uint64_t declared);
   // The keys check of a route (access_control.h): who calls (nobody without keys), or the
   // 401/403/429 to answer.

@@ -202,10 +202,10 @@ net::awaitable<HttpReply> App::HandleStatus(std::optional<Caller> caller) {
 }
 
 std::optional<HttpReply> App::StreamStatus(net::ip::tcp::socket& socket,
-                                           std::optional<Caller> caller) {
+                                           std::optional<Caller> caller, bool gzip) {
   if (shutting_down_)
     return EndingReply(RequestEnding::kShuttingDown, "the server is stopping", "");
-  if (!status_streams_->Add(socket, std::move(caller))) {
+  if (!status_streams_->Add(socket, std::move(caller), gzip)) {
     return EndingReply(RequestEnding::kSaturated,
                        std::to_string(StatusStreams::kMaxViewers) +
                            " status streams are open; poll GET /api/status instead",

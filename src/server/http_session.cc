@@ -184,10 +184,11 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
 
 // GET /api/status/stream: a plain connection goes to the status streams' thread. A TLS one
 // stays here and is refused: its session cannot move threads, and the page polls instead.
-std::optional<HttpReply> HandOver(App& app, PlainStream& stream, std::optional<Caller> caller) {
-  return app.StreamStatus(stream.socket(), std::move(caller));
+std::optional<HttpReply> HandOver(App& app, PlainStream& stream, std::optional<Caller> caller,
+                                  bool gzip) {
+  return app.StreamStatus(stream.socket(), std::move(caller), gzip);
 }
-std::optional<HttpReply> HandOver(App&, TlsStream&, std::optional<Caller>) {
+std::optional<HttpReply> HandOver(App&, TlsStream&, std::optional<Caller>, bool) {
   return HttpReply{501, "application/json",
                    R"({"detail":"GET /api/status/stream is served over plain HTTP only; poll )"
                    R"(GET /api/status over HTTPS"})",
@@ -225,7 +226,8 @@ net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer&
     }
     if (route == Route::kStatusStream) {
       // The connection leaves this loop: from now on it only receives the status.
-      std::optional<HttpReply> refusal = HandOver(app, stream, std::move(admission.caller));
+      const bool gzip = head[http::field::accept_encoding].find("gzip") != std::string_view::npos;
+      std::optional<HttpReply> refusal = HandOver(app, stream, std::move(admission.caller), gzip);
       if (!refusal) co_return;
       auto writing = WriteReply(stream, std::move(*refusal), version, false);
       co_await std::move(writing);

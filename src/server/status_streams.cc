@@ -6,12 +6,16 @@
 #include <map>
 #include <utility>
 
+#include <boost/beast/zlib/deflate_stream.hpp>
+
 #include "base/clock.h"
 
 namespace kc::server {
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
+
+using namespace std::string_view_literals;
 
 namespace {
 
@@ -24,6 +28,16 @@ constexpr std::string_view kHead =
     "X-Content-Type-Options: nosniff\r\n"
     "Connection: close\r\n\r\n";
 
+constexpr std::string_view kGzipHead =
+    "HTTP/1.1 200 OK\r\n"
+    "Content-Type: text/event-stream\r\n"
+    "Content-Encoding: gzip\r\n"
+    "Cache-Control: no-store\r\n"
+    "X-Content-Type-Options: nosniff\r\n"
+    "Connection: close\r\n\r\n"
+    // The gzip member's header (RFC 1952: deflate, no name, no time, unknown OS).
+    "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"sv;
+
 std::string EventOf(const std::string& status) {
   std::string event;
   event.reserve(status.size() + 8);
@@ -31,11 +45,30 @@ std::string EventOf(const std::string& status) {
   return event;
 }
 
+// `event` deflated on its own and ended by a full flush, so it follows any earlier event's
+// bytes in one deflate stream: every gzip viewer of a build gets the same bytes, compressed
+// once (a status of 75 KB is 11 KB, which the loopback and a viewer's reads feel).
+std::string DeflatedOf(const std::string& event) {
+  boost::beast::zlib::deflate_stream deflate;
+  deflate.reset(1, 15, 8, boost::beast::zlib::Strategy::normal);
+  std::string out(deflate.upper_bound(event.size()) + 64, '\0');
+  boost::beast::zlib::z_params zs;
+  zs.next_in = event.data();
+  zs.avail_in = event.size();
+  zs.next_out = out.data();
+  zs.avail_out = out.size();
+  boost::system::error_code ec;
+  deflate.write(zs, boost::beast::zlib::Flush::full, ec);
+  out.resize(zs.total_out);
+  return out;
+}
+
 }  // namespace
 
 struct StatusStreams::Viewer {
   tcp::socket socket;
   std::optional<Caller> caller;
+  bool gzip = false;  // it sent Accept-Encoding: gzip
   bool head_sent = false;
   bool writing = false;
   bool dropped = false;
@@ -46,10 +79,7 @@ struct StatusStreams::Viewer {
 
 StatusStreams::StatusStreams(StatusBoard& board, std::chrono::milliseconds stuck_limit)
     : board_(board), stuck_limit_(stuck_limit), work_(net::make_work_guard(io_)) {
-  tick_.expires_after(board_.max_age());
-  tick_.async_wait([this](const boost::system::error_code& ec) {
-    if (!ec) Tick();
-  });
+  ArmTick();
   thread_ = std::thread([this] { io_.run(); });
 }
 
@@ -63,7 +93,7 @@ StatusStreams::~StatusStreams() {
   thread_.join();
 }
 
-bool StatusStreams::Add(tcp::socket& socket, std::optional<Caller> viewer) {
+bool StatusStreams::Add(tcp::socket& socket, std::optional<Caller> viewer, bool gzip) {
   if (count_.fetch_add(1) >= kMaxViewers) {
     count_.fetch_sub(1);
     return false;
@@ -76,8 +106,8 @@ bool StatusStreams::Add(tcp::socket& socket, std::optional<Caller> viewer) {
     socket.close(ec);
     return true;
   }
-  net::post(io_, [this, protocol, fd, viewer = std::move(viewer)]() mutable {
-    auto added = std::make_shared<Viewer>(Viewer{tcp::socket(io_), std::move(viewer)});
+  net::post(io_, [this, protocol, fd, viewer = std::move(viewer), gzip]() mutable {
+    auto added = std::make_shared<Viewer>(Viewer{tcp::socket(io_), std::move(viewer), gzip});
     boost::system::error_code assigned;
     added->socket.assign(protocol, fd, assigned);
     if (assigned) {  // never thrown on this thread: the stream is lost, the server is not
@@ -108,6 +138,10 @@ void StatusStreams::Tick() {
       Drop(viewer);  // stopped reading: its event would wait forever
     }                // else: still taking the last event; it skips this one
   }
+  ArmTick();
+}
+
+void StatusStreams::ArmTick() {
   tick_.expires_after(board_.max_age());
   tick_.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) Tick();
@@ -120,26 +154,29 @@ void StatusStreams::Send(const std::shared_ptr<Viewer>& viewer,
   // and held by the writes that send it; texts no viewer holds any more are forgotten.
   StatusBoard::Seen seen = board_.View(viewer->caller, Clock::now());
   if (seen.text == viewer->last_status) return;
-  std::shared_ptr<const std::string> event = events_[seen.text];
-  if (!event) {
-    event = std::make_shared<const std::string>(EventOf(*seen.text));
+  Event& event = events_[seen.text];
+  if (!event.plain) {
     std::erase_if(events_, [](const auto& entry) { return entry.first.use_count() == 1; });
-    events_[seen.text] = event;
+    event.plain = std::make_shared<const std::string>(EventOf(*seen.text));
   }
+  if (viewer->gzip && !event.deflated) {
+    event.deflated = std::make_shared<const std::string>(DeflatedOf(*event.plain));
+  }
+  std::shared_ptr<const std::string> bytes = viewer->gzip ? event.deflated : event.plain;
   viewer->last_status = seen.text;
   viewer->writing = true;
   viewer->writing_since = now;
-  auto done = [this, viewer, event](const boost::system::error_code& ec, size_t) {
+  auto done = [this, viewer, bytes](const boost::system::error_code& ec, size_t) {
     viewer->writing = false;
     if (ec) Drop(viewer);  // the viewer went away
   };
   if (!viewer->head_sent) {
     viewer->head_sent = true;
-    const std::array<net::const_buffer, 2> head_and_event = {net::buffer(kHead),
-                                                             net::buffer(*event)};
+    const std::array<net::const_buffer, 2> head_and_event = {
+        net::buffer(viewer->gzip ? kGzipHead : kHead), net::buffer(*bytes)};
     net::async_write(viewer->socket, head_and_event, std::move(done));
   } else {
-    net::async_write(viewer->socket, net::buffer(*event), std::move(done));
+    net::async_write(viewer->socket, net::buffer(*bytes), std::move(done));
   }
 }
 

@@ -1,5 +1,6 @@
 """GET /api/status/stream (issue 28): the dashboard's status pushed once per build as
-server-sent events, from a thread of the server's own (server/status_streams.h). A viewer gets
+server-sent events, from a thread of the server's own (server/status_streams.h), gzip-encoded
+for a client that accepts it (httpx here; the raw sockets ask for none). A viewer gets
 the newest build at once and then each new one; one that hangs up is forgotten at once; keys
 apply as to GET /api/status, and a reload of the keys ends every stream so each is admitted
 again; 256 streams at most, then a 503 that says to poll. Over HTTPS the route answers 501
@@ -31,6 +32,7 @@ def events(url: str, count: int, headers: dict | None = None) -> list[tuple[floa
         assert response.status_code == 200, response.read()
         assert response.headers["content-type"] == "text/event-stream"
         assert response.headers["cache-control"] == "no-store"
+        assert response.headers["content-encoding"] == "gzip"  # httpx accepts it; raw sockets below do not
         for line in response.iter_lines():
             if line.startswith("data: "):
                 got.append((time.monotonic() - opened, json.loads(line[len("data: ") :])))
