@@ -161,101 +161,90 @@ class Viewers:
         with counter.get_lock():
             counter.value += n
 
-    async def _connect(self) -> socket.socket:
-        connection = socket.socket()
-        connection.setblocking(False)
-        await asyncio.get_running_loop().sock_connect(connection, self.address)
-        return connection
+    async def _receive(self, connection: socket.socket) -> bytes:
+        # One buffer serves every viewer: its bytes are copied out before the next await.
+        n = await asyncio.get_running_loop().sock_recv_into(connection, self._buffer)
+        if n == 0:
+            raise ConnectionError("the server closed the connection")
+        return bytes(self._buffer[:n])
 
-    async def _head(self, connection: socket.socket, buffer: bytearray) -> tuple[dict[str, str], bytes]:
+    async def _head(self, connection: socket.socket) -> tuple[dict[str, str], bytes]:
         """A 200 response's headers (lower-case names) and the bytes read past them."""
         got = b""
         while b"\r\n\r\n" not in got:
-            n = await asyncio.get_running_loop().sock_recv_into(connection, buffer)
-            if n == 0:
-                raise ConnectionError("closed before the response's head")
-            got += bytes(buffer[:n])
+            got += await self._receive(connection)
         head, rest = got.split(b"\r\n\r\n", 1)
         status, *lines = head.decode("latin-1").split("\r\n")
         if not status.startswith("HTTP/1.1 200"):
             raise ConnectionError(status)
         return {k.strip().lower(): v.strip() for k, v in (line.split(":", 1) for line in lines)}, rest
 
-    def _counted(self, first: bool, events: int) -> bool:
-        self._add(self._events, events)
-        if first:
-            self._add(self._following, 1)
-        return False
+    async def _view(self, offset: float) -> None:
+        """One viewer on a connection of its own, following or polling by --mode: what it
+        receives is counted, and it is following from its first event until it hangs up."""
+        following = False
 
-    async def _follow(self) -> None:
-        loop = asyncio.get_running_loop()
-        buffer = bytearray(1 << 20)
-        first, connection = True, None
+        def count(events: int) -> None:
+            nonlocal following
+            self._add(self._events, events)
+            if not following:
+                following = True
+                self._add(self._following, 1)
+
+        connection = socket.socket()
+        connection.setblocking(False)
         try:
-            connection = await self._connect()
-            request = b"GET /api/status/stream HTTP/1.1\r\nHost: kcoral\r\nAccept-Encoding: gzip\r\n\r\n"
-            await loop.sock_sendall(connection, request)
-            headers, pending = await self._head(connection, buffer)
-            # Each event ends with "\n\n" or, gzip-encoded (as browsers ask), with the full flush's
-            # empty stored block; a browser elsewhere would decode and parse it.
-            end = b"\x00\x00\xff\xff" if headers.get("content-encoding") == "gzip" else b"\n\n"
-            while True:
-                if events := pending.count(end):
-                    pending = pending[pending.rindex(end) + len(end) :]
-                    first = self._counted(first, events)
-                n = await loop.sock_recv_into(connection, buffer)
-                if n == 0:
-                    raise ConnectionError("the stream ended")
-                pending += bytes(buffer[:n])
+            await asyncio.get_running_loop().sock_connect(connection, self.address)
+            if self.mode == "stream":
+                await self._follow(connection, count)
+            else:
+                await self._poll(connection, count, offset)
         except OSError:
             self._add(self._failures, 1)
         finally:
-            if connection is not None:
-                connection.close()
-            if not first:
+            connection.close()
+            if following:
                 self._add(self._following, -1)
 
-    async def _poll(self, offset: float) -> None:
+    async def _follow(self, connection: socket.socket, count) -> None:
+        request = b"GET /api/status/stream HTTP/1.1\r\nHost: kcoral\r\nAccept-Encoding: gzip\r\n\r\n"
+        await asyncio.get_running_loop().sock_sendall(connection, request)
+        headers, pending = await self._head(connection)
+        # Each event ends with "\n\n" or, gzip-encoded (as browsers ask), with the full flush's
+        # empty stored block; a browser elsewhere would decode and parse it.
+        end = b"\x00\x00\xff\xff" if headers.get("content-encoding") == "gzip" else b"\n\n"
+        while True:
+            if events := pending.count(end):
+                pending = pending[pending.rindex(end) + len(end) :]
+                count(events)
+            pending += await self._receive(connection)
+
+    async def _poll(self, connection: socket.socket, count, offset: float) -> None:
         """GET /api/status once a second on a kept-alive connection: at `offset` past each second
         ("poll", 64 browsers opened at random times), or just after each build as dashboard.js
         does where it cannot stream ("poll-page")."""
-        loop = asyncio.get_running_loop()
-        buffer = bytearray(1 << 20)
-        first, connection = True, None
         due = time.monotonic() + offset
-        try:
-            connection = await self._connect()
-            while True:
-                await asyncio.sleep(max(0.0, due - time.monotonic()))
-                await loop.sock_sendall(connection, b"GET /api/status HTTP/1.1\r\nHost: kcoral\r\n\r\n")
-                headers, body = await self._head(connection, buffer)
-                while len(body) < int(headers["content-length"]):
-                    n = await loop.sock_recv_into(connection, buffer)
-                    if n == 0:
-                        raise ConnectionError("closed mid-body")
-                    body += bytes(buffer[:n])
-                first = self._counted(first, 1)
-                if self.mode == "poll-page":
-                    age, every = int(headers["x-kcoral-snapshot-age-ms"]), int(headers["x-kcoral-snapshot-every-ms"])
-                    due = time.monotonic() + min(max(every - age + 30, 250), every + 30) / 1000
-                else:
-                    due = max(due + 1.0, time.monotonic())
-        except OSError:
-            self._add(self._failures, 1)
-        finally:
-            if connection is not None:
-                connection.close()
-            if not first:
-                self._add(self._following, -1)
+        while True:
+            await asyncio.sleep(max(0.0, due - time.monotonic()))
+            await asyncio.get_running_loop().sock_sendall(
+                connection, b"GET /api/status HTTP/1.1\r\nHost: kcoral\r\n\r\n"
+            )
+            headers, body = await self._head(connection)
+            while len(body) < int(headers["content-length"]):
+                body += await self._receive(connection)
+            count(1)
+            if self.mode == "poll-page":
+                age, every = int(headers["x-kcoral-snapshot-age-ms"]), int(headers["x-kcoral-snapshot-every-ms"])
+                due = time.monotonic() + min(max(every - age + 30, 250), every + 30) / 1000
+            else:
+                due = max(due + 1.0, time.monotonic())
 
     async def _run(self) -> None:
+        self._buffer = bytearray(1 << 20)
         viewers: list[asyncio.Task] = []
         while not self.done.is_set():
             if self.on.is_set() and not viewers:
-                viewers = [
-                    asyncio.create_task(self._follow() if self.mode == "stream" else self._poll(k / self.count))
-                    for k in range(self.count)
-                ]
+                viewers = [asyncio.create_task(self._view(k / self.count)) for k in range(self.count)]
             elif not self.on.is_set() and viewers:
                 for viewer in viewers:
                     viewer.cancel()
