@@ -12,6 +12,13 @@
 #              fresh when .refwhl was carried (see gpu-env.sh) (about 300)
 #   blob       float32 tensors of 256 MiB and 1 GiB uploaded to the GPU, checked
 #              there, fresh and reused workers (about 60)
+#   cluster    what the cluster path adds to a trivial request, and requests/s
+#              through 1, 2 and 4 nodes (bench/cluster.py; needs the carried
+#              NATS .debs) (about 90)
+#   upload     a large upload through a 2-node cluster against the bound of
+#              issue 26 item 4 (bench/cluster_upload.py) (about 60)
+#   dashboard  64 live dashboard viewers' cost to a server (bench/dashboard_load.py)
+#              (about 100)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 source scripts/gpu-env.sh
@@ -37,7 +44,10 @@ for bench in "$@"; do
     blob) for reuse in "" --reuse-workers; do
             "$PY" bench/blob_ingest.py --device gpu --sizes 256,1024 --reference '' $reuse
           done ;;
-    *) echo "unknown benchmark: $bench (roundtrip, seed, mix, blob)"; exit 2 ;;
+    cluster) "$PY" bench/cluster.py --requests 300 --nodes 1,2,4 --out "$OUT/cluster" ;;
+    upload) "$PY" bench/cluster_upload.py --sizes 64,256 --rounds 5 --out "$OUT/upload" ;;
+    dashboard) "$PY" bench/dashboard_load.py --seconds 30 --json "$OUT/dashboard_load.json" ;;
+    *) echo "unknown benchmark: $bench (roundtrip, seed, mix, blob, cluster, upload, dashboard)"; exit 2 ;;
   esac
   echo ">> $bench: $(( $(date +%s) - started )) s"
 done

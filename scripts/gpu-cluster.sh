@@ -3,9 +3,11 @@
 # NATS JetStream cluster (nats-server and cnats carried as Debian packages, gpu-env.sh), the
 # seed's example with both URLs set to the CPU node: the compile must go to the CPU pool and
 # the benchmark to the GPU pool. Then the same example on the two servers without a cluster,
-# for the kernel median beside it. Prints which node ran each request. Stops what it started.
+# for the kernel median beside it. Prints which node ran each request. Then options.gpu_arch
+# through the same entry node: the GPU's own arch runs there, one the cluster lacks is a 400
+# that names the pools. Stops what it started.
 #
-#   bash scripts/gpu-cluster.sh            (OUT=dir keeps logs)
+#   bash scripts/gpu-cluster.sh            (OUT=dir keeps logs; SKIP_BUILD=1: the last build)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/kcoral-gpu-cluster}
@@ -65,6 +67,24 @@ for name in ("cpu-node", "gpu-node"):
             e = json.loads(line)
             if e.get("event") == "cluster_request_executed":
                 print(f">> {name} ran request {e['request_id']} (http {e['http_status']}, delivered {e['delivered']})")
+PYEOF
+echo ">> options.gpu_arch through the CPU node"
+"$PY" - <<'PYEOF'
+import sys
+sys.path.insert(0, "examples")
+from cpu_compile_gpu_execute import benchmark_program, compile_program
+from kcoral import Client, KCoralError
+with Client("http://127.0.0.1:8000") as client:
+    arch = client.target()["arch"]
+    library = client.execute(compile_program(arch), timeout_seconds=120).results["library"]
+    ran = client.execute(benchmark_program(library), gpu_arch=arch, timeout_seconds=120)
+    print(f">> gpu_arch={arch}: completed={ran.completed}, check={ran.results.get('check')}")
+    try:
+        client.execute(benchmark_program(library), gpu_arch="sm_80", timeout_seconds=120)
+        print(">> gpu_arch=sm_80: answered, but this cluster has no sm_80 pool: WRONG")
+        sys.exit(1)
+    except KCoralError as error:
+        print(f">> gpu_arch=sm_80: refused: {error}")
 PYEOF
 cleanup; PIDS=()
 NATS_PID=

@@ -22,10 +22,8 @@ mkdir -p "$OUT"
 source scripts/gpu-env.sh
 nvidia-smi -L
 
-if [ -z "${SKIP_BUILD:-}" ]; then
-  echo ">> building ($(nproc) cores)"
-  build_kcoral "$OUT/cmake.log" OFF || { tail -40 "$OUT/cmake.log"; exit 1; }
-fi
+echo ">> building ($(nproc) cores)"
+build_kcoral "$OUT/cmake.log" OFF || { tail -40 "$OUT/cmake.log"; exit 1; }
 
 SERVER_PID=
 cleanup() {

@@ -35,9 +35,14 @@ if compgen -G ".debs/libnats-dev_*.deb" >/dev/null && [ ! -f /usr/include/nats/n
 fi
 
 # build_kcoral LOG [ON|OFF]: builds into build/gpu (unit tests with ON) and
-# installs the package for $PY; the log goes to LOG.
+# installs the package for $PY; the log goes to LOG. SKIP_BUILD=1 keeps the last
+# build of this machine (a later call while it is still warm).
 build_kcoral() {
   local log=$1 tests=${2:-ON}
+  if [ -n "${SKIP_BUILD:-}" ] && [ -d build/gpu ]; then
+    echo ">> SKIP_BUILD: using the last build in build/gpu"
+    return 0
+  fi
   local nats=()
   if [ -n "${KCORAL_NATS_ROOT:-}" ]; then
     nats=(-DKC_NATS_INCLUDE="$KCORAL_NATS_ROOT/usr/include"
