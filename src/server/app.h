@@ -137,7 +137,7 @@ class App {
   nlohmann::json DescribePool() const;
   void BeginShutdown();
   // The dashboard's status, whole (status_board.h cuts it per viewer).
-  nlohmann::json BuildStatus() const;
+  StatusBoard::Snapshot BuildStatus() const;
   // A finished request, for /metrics and the dashboard's history (and its ring, when
   // `record` is given: an /execute request).
   void CountFinished(const HttpReply& reply, double total_ms, const RequestRecord* record);

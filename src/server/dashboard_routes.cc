@@ -23,41 +23,6 @@ double Rounded(double value, double unit = 0.001) {
   return std::round(value / unit) * unit;
 }
 
-// One request of the ring. Every viewer fetches 200 of these a second, so what is empty is left
-// out (the page reads a missing member as empty or zero) and each timeline step is an array in
-// the order of kTimelineFields.
-constexpr const char* kTimelineFields[] = {"index", "op", "id", "ms", "lease_wait_ms", "leased"};
-
-nlohmann::json RequestJson(const RequestRecord& r) {
-  nlohmann::json timeline = nlohmann::json::array();
-  for (const TimelineStep& step : r.run.timeline) {
-    timeline.push_back(
-        {step.index, step.op, step.id, Rounded(step.ms), Rounded(step.lease_wait_ms), step.leased});
-  }
-  nlohmann::json out = {{"request_id", r.request_id},
-                        {"finished_unix_ms", r.finished_unix_ms},
-                        {"http_status", r.http_status},
-                        {"finish_reason", r.finish_reason},
-                        {"total_ms", Rounded(r.total_ms)}};
-  auto text = [&](const char* key, const std::string& value) {
-    if (!value.empty()) out[key] = value;
-  };
-  auto number = [&](const char* key, double value) {
-    if (value != 0) out[key] = Rounded(value);
-  };
-  text("tenant", r.tenant);
-  text("error_kind", r.error_kind);
-  text("error_message", r.error_message);
-  text("integrity", r.integrity);
-  text("worker_id", r.run.worker_id);
-  number("queue_ms", r.run.queue_ms);
-  number("lease_wait_ms", r.run.lease_wait_ms);
-  number("lease_held_ms", r.run.lease_held_ms);
-  number("span_held_ms", r.run.span_held_ms);
-  if (!timeline.empty()) out["timeline"] = std::move(timeline);
-  return out;
-}
-
 // The arbiter's view of each GPU (pool/gpu_arbiter.h) joined with its NVML reading.
 nlohmann::json GpusJson(const pool::PoolLoad& load, nlohmann::json readings) {
   nlohmann::json gpus = nlohmann::json::array();
@@ -101,7 +66,7 @@ void App::SampleGpuTime(const pool::PoolLoad& load, int64_t unix_ms) const {
   history_.SampleGpuTime(unix_ms, lease_held, spans);
 }
 
-nlohmann::json App::BuildStatus() const {
+StatusBoard::Snapshot App::BuildStatus() const {
   const pool::PoolLoad load = pool_->Load();
   const int64_t now = UnixMillisecondsNow();
   if (!load.gpus.empty()) SampleGpuTime(load, now);
@@ -138,10 +103,6 @@ nlohmann::json App::BuildStatus() const {
                      {"in_progress", load.requests_in_progress},
                      {"waiting", load.requests_waiting},
                      {"by_tenant", std::move(by_tenant)}};
-  nlohmann::json requests = nlohmann::json::array();
-  for (const RequestRecord& record : requests_.Records())
-    requests.push_back(RequestJson(record));
-  status["requests"] = std::move(requests);
   status["timeline_fields"] = kTimelineFields;
   status["requests_finished"] = requests_.finished();
   // Only the intervals with something in them; the page fills in the quiet ones from first_t.
@@ -165,7 +126,7 @@ nlohmann::json App::BuildStatus() const {
                        {"points", std::move(points)}};
   status["cluster"] = cluster_ ? cluster_->Describe() : nlohmann::json(nullptr);
   status["stream_viewers"] = status_streams_ ? status_streams_->viewers() : 0;
-  return status;
+  return {std::move(status), requests_.Rendered()};
 }
 
 HttpReply App::HandleDashboard(std::string_view target) const {

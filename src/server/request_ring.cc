@@ -1,8 +1,49 @@
 #include "server/request_ring.h"
 
+#include <cmath>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 namespace kc::server {
+
+namespace {
+
+double Rounded(double value) {
+  return std::round(value * 1000) / 1000;
+}
+
+std::string JsonOf(const RequestRecord& r) {
+  nlohmann::json timeline = nlohmann::json::array();
+  for (const TimelineStep& step : r.run.timeline) {
+    timeline.push_back(
+        {step.index, step.op, step.id, Rounded(step.ms), Rounded(step.lease_wait_ms), step.leased});
+  }
+  nlohmann::json out = {{"request_id", r.request_id},
+                        {"finished_unix_ms", r.finished_unix_ms},
+                        {"http_status", r.http_status},
+                        {"finish_reason", r.finish_reason},
+                        {"total_ms", Rounded(r.total_ms)}};
+  auto text = [&](const char* key, const std::string& value) {
+    if (!value.empty()) out[key] = value;
+  };
+  auto number = [&](const char* key, double value) {
+    if (value != 0) out[key] = Rounded(value);
+  };
+  text("tenant", r.tenant);
+  text("error_kind", r.error_kind);
+  text("error_message", r.error_message);
+  text("integrity", r.integrity);
+  text("worker_id", r.run.worker_id);
+  number("queue_ms", r.run.queue_ms);
+  number("lease_wait_ms", r.run.lease_wait_ms);
+  number("lease_held_ms", r.run.lease_held_ms);
+  number("span_held_ms", r.run.span_held_ms);
+  if (!timeline.empty()) out["timeline"] = std::move(timeline);
+  return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+}  // namespace
 
 void RequestRing::Begin(const std::string& tenant) {
   std::lock_guard lock(mu_);
@@ -21,20 +62,25 @@ void RequestRing::NoteRun(const std::string& request_id, RunNote note) {
 
 void RequestRing::Finish(RequestRecord record) {
   if (record.error_message.size() > kMessageChars) record.error_message.resize(kMessageChars);
-  std::lock_guard lock(mu_);
-  if (auto note = notes_.find(record.request_id); note != notes_.end()) {
-    record.run = std::move(note->second);
-    notes_.erase(note);  // its key in note_order_ goes when it reaches the front
+  {
+    std::lock_guard lock(mu_);
+    if (auto note = notes_.find(record.request_id); note != notes_.end()) {
+      record.run = std::move(note->second);
+      notes_.erase(note);  // its key in note_order_ goes when it reaches the front
+    }
   }
+  // Rendered outside the lock: other requests finish meanwhile.
+  auto json = std::make_shared<const std::string>(JsonOf(record));
+  std::lock_guard lock(mu_);
   if (auto it = in_flight_.find(record.tenant); it != in_flight_.end() && --it->second <= 0) {
     in_flight_.erase(it);
   }
-  records_.push_back(std::move(record));
+  records_.push_back({std::move(record.tenant), std::move(json)});
   if (records_.size() > kCapacity) records_.pop_front();
   ++finished_;
 }
 
-std::vector<RequestRecord> RequestRing::Records() const {
+std::vector<RenderedRequest> RequestRing::Rendered() const {
   std::lock_guard lock(mu_);
   return {records_.begin(), records_.end()};
 }

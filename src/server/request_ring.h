@@ -3,7 +3,9 @@
 // its sealed benchmark results and where its time went (the run_timeline event's instructions).
 //
 // A request's run details are known where the pool answers (NoteRun, execute_route.cc), its
-// ending where its reply is built (Finish); Finish joins the two by request id. Notes whose
+// ending where its reply is built (Finish); Finish joins the two by request id and renders the
+// record's JSON once: every status build sends all 200 (each viewer kind's text splices them,
+// status_board.h), and building them anew each second was most of a build's cost. Notes whose
 // request never finishes here (a cluster request answered elsewhere) are dropped oldest first.
 //
 // It also counts the requests in flight by tenant (Begin/Finish), the dashboard's "queue by
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -56,6 +59,16 @@ struct RequestRecord {
   RunNote run;  // empty when it never reached a worker
 };
 
+// A finished request as the dashboard sends it: its JSON text, and its tenant, by which a
+// tenant's view is cut. In the JSON what is empty is left out (the page reads a missing member
+// as empty or zero) and each timeline step is an array in the order of kTimelineFields.
+struct RenderedRequest {
+  std::string tenant;
+  std::shared_ptr<const std::string> json;
+};
+inline constexpr const char* kTimelineFields[] = {"index",         "op",    "id", "ms",
+                                                  "lease_wait_ms", "leased"};
+
 class RequestRing {
  public:
   static constexpr size_t kCapacity = 200;
@@ -67,13 +80,13 @@ class RequestRing {
   // Adds `record`, with the run noted for its request id, and ends its tenant's in-flight count.
   void Finish(RequestRecord record);
 
-  std::vector<RequestRecord> Records() const;  // oldest first
+  std::vector<RenderedRequest> Rendered() const;  // oldest first
   std::map<std::string, int> InFlightByTenant() const;
   uint64_t finished() const;
 
  private:
   mutable std::mutex mu_;
-  std::deque<RequestRecord> records_;               // mu_
+  std::deque<RenderedRequest> records_;             // mu_
   std::unordered_map<std::string, RunNote> notes_;  // mu_
   std::deque<std::string> note_order_;              // mu_: notes_' keys, oldest first
   std::map<std::string, int> in_flight_;            // mu_

@@ -6,16 +6,9 @@ namespace kc::server {
 
 namespace {
 
-// What a tenant may see of `status`: its own requests and its own queue entry.
+// What a tenant may see of `status`: its own queue entry.
 nlohmann::json TenantView(const nlohmann::json& status, const std::string& tenant) {
   nlohmann::json view = status;
-  if (auto requests = view.find("requests"); requests != view.end() && requests->is_array()) {
-    nlohmann::json own = nlohmann::json::array();
-    for (auto& request : *requests) {
-      if (request.value("tenant", "") == tenant) own.push_back(std::move(request));
-    }
-    *requests = std::move(own);
-  }
   if (auto queue = view.find("queue"); queue != view.end() && queue->is_object()) {
     if (auto by_tenant = queue->find("by_tenant");
         by_tenant != queue->end() && by_tenant->is_object()) {
@@ -55,21 +48,31 @@ StatusBoard::Seen StatusBoard::View(const std::optional<Caller>& viewer, Clock::
   const std::string kind = KindOf(viewer);
   std::lock_guard lock(mu_);
   if (!Fresh(now)) {
-    status_ = build_();
+    built_ = build_();
     built_at_ = now;
     ++builds_;
-    status_["snapshot_builds"] = builds_;
+    built_.status["snapshot_builds"] = builds_;
     views_.clear();
   }
   auto& text = views_[kind];
   if (text == nullptr) {
-    nlohmann::json view = everything ? status_ : TenantView(status_, viewer->tenant);
+    nlohmann::json view = everything ? built_.status : TenantView(built_.status, viewer->tenant);
     view["viewer"] = {{"role", !viewer      ? "open"
                                : everything ? "operator"
                                             : "tenant"},
                       {"tenant", viewer ? viewer->tenant : ""}};
-    text = std::make_shared<const std::string>(
-        view.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    // The object's closing brace gives way to the requests' array, spliced from their texts.
+    std::string out = view.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    out.pop_back();
+    out += R"(,"requests":[)";
+    bool first = true;
+    for (const RenderedRequest& request : built_.requests) {
+      if (!everything && request.tenant != viewer->tenant) continue;
+      if (!std::exchange(first, false)) out += ',';
+      out += *request.json;
+    }
+    out += "]}";
+    text = std::make_shared<const std::string>(std::move(out));
   }
   return {text, std::chrono::duration_cast<std::chrono::milliseconds>(now - *built_at_)};
 }

@@ -1,13 +1,14 @@
 // StatusBoard: the dashboard's status (GET /api/status, issue 28), built at most once per
 // max_age for all viewers and cut per viewer from that one build.
 //
-// A build is a JSON object from the builder (dashboard_routes.cc). Two of its members depend on
-// who looks: "requests" (an array of objects with a "tenant" member) and "queue"."by_tenant" (an
-// object keyed by tenant). An operator, or anyone when the server has no keys, sees them whole;
-// a tenant sees only its own. Each viewer kind's text is made once per build and shared, so 64
-// viewers polling once a second cost one build and a few string copies a second.
+// A build is a Snapshot from the builder (dashboard_routes.cc): a JSON object, and the last
+// requests, each already rendered as JSON text (request_ring.h), which become its "requests"
+// array. Two members depend on who looks: "requests" and "queue"."by_tenant" (an object keyed by
+// tenant). An operator, or anyone when the server has no keys, sees them whole; a tenant sees
+// only its own. Each viewer kind's text is made once per build and shared, so 64 viewers cost
+// one build and a few string copies a second.
 //
-//   StatusBoard board([&] { return BuildStatus(); });
+//   StatusBoard board([&] { return StatusBoard::Snapshot{status, ring.Rendered()}; });
 //   std::shared_ptr<const std::string> body = board.View(caller, Clock::now()).text;
 //
 // Thread-safe: the builder runs under the board's lock, so viewers arriving during a build wait
@@ -23,17 +24,23 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "base/clock.h"
 #include "server/access_keys.h"
+#include "server/request_ring.h"
 
 namespace kc::server {
 
 class StatusBoard {
  public:
-  using Builder = std::function<nlohmann::json()>;
+  struct Snapshot {
+    nlohmann::json status;                  // an object, without "requests"
+    std::vector<RenderedRequest> requests;  // "requests", oldest first
+  };
+  using Builder = std::function<Snapshot()>;
   explicit StatusBoard(Builder build,
                        std::chrono::milliseconds max_age = std::chrono::milliseconds(1000))
       : build_(std::move(build)), max_age_(max_age) {}
@@ -61,7 +68,7 @@ class StatusBoard {
   const std::chrono::milliseconds max_age_;
   mutable std::mutex mu_;
   std::optional<Clock::time_point> built_at_;                        // mu_
-  nlohmann::json status_;                                            // mu_
+  Snapshot built_;                                                   // mu_
   std::map<std::string, std::shared_ptr<const std::string>> views_;  // mu_: by viewer kind
   uint64_t builds_ = 0;                                              // mu_
 };

@@ -7,12 +7,15 @@ namespace {
 
 using std::chrono::milliseconds;
 
-nlohmann::json Status(int build) {
+RenderedRequest Request(const std::string& id, const std::string& tenant) {
+  return {tenant, std::make_shared<const std::string>(
+                      nlohmann::json{{"request_id", id}, {"tenant", tenant}}.dump())};
+}
+
+StatusBoard::Snapshot Status(int build) {
   return {
-      {"build", build},
-      {"requests",
-       {{{"request_id", "a1"}, {"tenant", "alice"}}, {{"request_id", "b1"}, {"tenant", "bob"}}}},
-      {"queue", {{"waiting", 2}, {"by_tenant", {{"alice", 1}, {"bob", 1}}}}}};
+      {{"build", build}, {"queue", {{"waiting", 2}, {"by_tenant", {{"alice", 1}, {"bob", 1}}}}}},
+      {Request("a1", "alice"), Request("b1", "bob")}};
 }
 
 struct Fixture {
@@ -64,10 +67,19 @@ TEST(StatusBoard, AnOperatorAndAServerWithoutKeysSeeEverything) {
   for (const auto& viewer :
        {std::optional<Caller>(), std::optional<Caller>(Caller{"ops", Role::kOperator})}) {
     const auto view = nlohmann::json::parse(*f.board.View(viewer, now).text);
-    EXPECT_EQ(view["requests"].size(), 2u);
+    ASSERT_EQ(view["requests"].size(), 2u);
+    EXPECT_EQ(view["requests"][1]["request_id"], "b1");  // oldest first, as the ring keeps them
     EXPECT_EQ(view["queue"]["by_tenant"].size(), 2u);
     EXPECT_EQ(view["viewer"]["role"], std::string(viewer ? "operator" : "open"));
   }
+}
+
+TEST(StatusBoard, NoRequestsMakeAnEmptyArray) {
+  StatusBoard board{[] { return StatusBoard::Snapshot{{{"build", 1}}}; }};
+  const auto view =
+      nlohmann::json::parse(*board.View(Caller{"alice", Role::kTenant}, Clock::now()).text);
+  EXPECT_EQ(view["requests"], nlohmann::json::array());
+  EXPECT_EQ(view["build"], 1);
 }
 
 TEST(StatusBoard, CountsItsBuildsInTheStatus) {

@@ -61,7 +61,7 @@ struct Fixture {
   int builds = 0;
   StatusBoard board{
       [this] {
-        return nlohmann::json{{"build", ++builds}, {"pad", std::string(1 << 20, 'x')}};
+        return StatusBoard::Snapshot{{{"build", ++builds}, {"pad", std::string(1 << 20, 'x')}}};
       },
       milliseconds(50)};
   net::io_context io;
