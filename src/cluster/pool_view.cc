@@ -111,10 +111,9 @@ StatusOr<std::string> ChoosePool(const nlohmann::json& pools, bool needs_gpu,
   if (need.arch) {
     std::erase_if(candidates, [&](const auto* pool) { return GpuArchOf(*pool) != need.arch; });
     if (candidates.empty()) {
-      return InvalidArgumentError(
-          "options.gpu_arch: the cluster has no GPU pool of that "
-          "architecture (pools: " +
-          (names.empty() ? "none" : names) + ")");
+      return InvalidArgumentError("options.gpu_arch: the cluster has no GPU pool of sm_" +
+                                  std::to_string(*need.arch) +
+                                  " (pools: " + (names.empty() ? "none" : names) + ")");
     }
   }
   if (candidates.empty()) {
