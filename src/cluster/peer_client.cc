@@ -1,23 +1,29 @@
 #include "cluster/peer_client.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <future>
+#include <cstring>
 #include <optional>
-#include <vector>
+#include <utility>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include "base/memfd.h"
+#include "base/sha256.h"
+#include "base/unique_fd.h"
 #include "cluster/peer_auth.h"
-#include "store/blob_builder.h"
+#include "store/blob.h"
 #include "tls/client_context.h"
 
 namespace kc::cluster {
@@ -31,8 +37,7 @@ using tcp = net::ip::tcp;
 using error_code = boost::system::error_code;
 
 constexpr auto kCloseNotifyWait = std::chrono::seconds(5);
-constexpr uint64_t kChunkBytes = uint64_t{1}
-                                 << 20;  // a blob's body is read and stored by this much
+constexpr uint64_t kChunkBytes = uint64_t{4} << 20;  // a blob's body is read by this much
 
 struct Endpoint {
   bool https = false;
@@ -214,14 +219,76 @@ StatusOr<std::unique_ptr<Connection>> Connect(const std::string& node_url,
   return connection;
 }
 
-// The blob's bytes, mapped (its memfd is sealed): sent without a copy.
+// A memfd's bytes, mapped: a blob's to send without a copy, or to read a fetched one into.
 struct Mapping {
   void* data = MAP_FAILED;
   size_t size = 0;
-  ~Mapping() {
+  Mapping() = default;
+  Mapping(Mapping&& other) noexcept
+      : data(std::exchange(other.data, MAP_FAILED)), size(other.size) {}
+  Mapping& operator=(Mapping&&) = delete;
+  ~Mapping() { Unmap(); }
+  void Unmap() {
     if (data != MAP_FAILED) ::munmap(data, size);
+    data = MAP_FAILED;
   }
 };
+
+// A fetched blob's memfd, sized up front and mapped writable: the body is read from the socket
+// straight into it, so its bytes are copied once. Reading into a buffer and writing that into
+// the memfd (BlobBuilder) cost a second copy, which on the 16-core GPU machine made the store
+// the fetch's slowest stage (256 MiB: 400 ms against 212 ms for the bare transfer).
+class BlobFile {
+ public:
+  static StatusOr<BlobFile> Make(uint64_t size) {
+    BlobFile file;
+    KC_ASSIGN_OR_RETURN(file.fd_, MakeMemfd(store::kBlobMemfdName));
+    if (::ftruncate(file.fd_.get(), static_cast<off_t>(size)) != 0) {
+      return InternalError("sizing a memfd of " + std::to_string(size) + " bytes for a blob");
+    }
+    file.mapping_.size = size;
+    if (size > 0) {
+      file.mapping_.data =
+          ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, file.fd_.get(), 0);
+      if (file.mapping_.data == MAP_FAILED) return InternalError("mapping a blob's memfd");
+    }
+    return file;
+  }
+  char* bytes() { return static_cast<char*>(mapping_.data); }
+  uint64_t size() const { return mapping_.size; }
+  // Unmaps (a sealed memfd may have no writable mapping) and seals it into the blob.
+  StatusOr<store::BlobPtr> Seal(std::string sha256) && {
+    mapping_.Unmap();
+    KC_RETURN_IF_ERROR(SealMemfd(fd_.get()));
+    return store::Blob::FromSealedMemfd(std::move(sha256), mapping_.size, std::move(fd_));
+  }
+
+ private:
+  UniqueFd fd_;
+  Mapping mapping_;
+};
+
+// Reads the rest of `file` from `connection`, from byte `from` on, and hashes it all. The hash
+// follows the reads a chunk behind on a thread of its own, so the fetch costs about the longer
+// of the transfer and the hash pass, not their sum.
+StatusOr<std::string> ReadAndHash(Connection& connection, BlobFile& file, uint64_t from) {
+  Sha256 hash;
+  net::thread_pool hashing(1);  // one thread: the chunks are hashed in the order posted
+  auto hash_range = [&](uint64_t at, uint64_t n) {
+    net::post(hashing, [&hash, bytes = file.bytes() + at, n] { hash.Update(bytes, n); });
+  };
+  if (from > 0) hash_range(0, from);
+  for (uint64_t at = from; at < file.size();) {
+    const uint64_t want = std::min(file.size() - at, kChunkBytes);
+    if (error_code ec = connection.ReadExactly(net::buffer(file.bytes() + at, want))) {
+      return UnavailableError("reading a blob from " + connection.Where() + ": " + ec.message());
+    }
+    hash_range(at, want);
+    at += want;
+  }
+  hashing.join();  // every chunk hashed
+  return hash.HexDigest();
+}
 
 }  // namespace
 
@@ -261,47 +328,16 @@ StatusOr<store::BlobPtr> PeerClient::Fetch(const std::string& node_url,
     return UnavailableError(node_url + " answered " + std::to_string(status) + " for blob " +
                             sha256);
   }
-  // The body is read past the parser, straight into the chunks: Beast's parser would read it
-  // 512 bytes at a time through a small buffer and copy it once more. While one chunk is read
-  // from the socket, the one before is hashed on one thread and stored on another
-  // (blob_builder.h: the two halves share no state), so the fetch costs about the longest of
-  // the three, not their sum: on the 16-core GPU machine, hash then store in one thread made a
-  // 256 MiB fetch 565 ms against 282 ms for the bare transfer (bench/cluster_upload.py).
   const auto length = parser.content_length();
   if (!length) return UnavailableError(node_url + " sent blob " + sha256 + " without a length");
-  store::BlobBuilder builder;
-  uint64_t left = *length;
-  if (const size_t early = std::min<uint64_t>(buffer.size(), left); early > 0) {  // with the header
-    const std::string_view got(static_cast<const char*>(buffer.data().data()), early);
-    builder.Hash(got);
-    KC_RETURN_IF_ERROR(builder.Write(got));
-    left -= early;
-  }
-  const size_t chunk_bytes = std::min<uint64_t>(left, kChunkBytes);
-  std::vector<char> chunks[2] = {std::vector<char>(chunk_bytes), std::vector<char>(chunk_bytes)};
-  // The chunk before's two halves; declared after the chunks: waited for on every return.
-  std::future<void> hashing;
-  std::future<Status> storing;
-  auto previous_done = [&]() -> Status {
-    if (hashing.valid()) hashing.get();
-    return storing.valid() ? storing.get() : Status::Ok();
-  };
-  for (int next = 0; left > 0; next ^= 1) {
-    const size_t want = std::min<uint64_t>(left, chunk_bytes);
-    if (error_code ec = connection->ReadExactly(net::buffer(chunks[next].data(), want))) {
-      return UnavailableError("reading blob " + sha256 + " from " + node_url + ": " + ec.message());
-    }
-    KC_RETURN_IF_ERROR(previous_done());
-    const std::string_view got(chunks[next].data(), want);
-    hashing = std::async(std::launch::async, [&builder, got] { builder.Hash(got); });
-    storing = std::async(std::launch::async, [&builder, got] { return builder.Write(got); });
-    left -= want;
-  }
-  KC_RETURN_IF_ERROR(previous_done());
-  if (std::string actual = builder.Digest(); actual != sha256) {
+  KC_ASSIGN_OR_RETURN(BlobFile file, BlobFile::Make(*length));
+  const size_t early = std::min<uint64_t>(buffer.size(), *length);  // came with the header
+  if (early > 0) std::memcpy(file.bytes(), buffer.data().data(), early);
+  KC_ASSIGN_OR_RETURN(std::string actual, ReadAndHash(*connection, file, early));
+  if (actual != sha256) {
     return UnavailableError(node_url + " sent bytes hashing to " + actual + " for blob " + sha256);
   }
-  return builder.Seal(sha256);
+  return std::move(file).Seal(sha256);
 }
 
 Status PeerClient::Push(const std::string& node_url, const store::BlobPtr& blob) const {

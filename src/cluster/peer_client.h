@@ -44,7 +44,7 @@ class PeerClient {
   // Shared by every connection; only SSL objects made from it change (OpenSSL allows that
   // from many threads at once).
   const std::unique_ptr<boost::asio::ssl::context> tls_;
-  // Each step (connect, handshake, a read of up to 1 MiB, a write) gives up after this.
+  // Each step (connect, handshake, a read of up to 4 MiB, a write) gives up after this.
   const std::chrono::seconds timeout_;
 };
 

@@ -115,15 +115,16 @@ def test_a_gpu_arch_the_cluster_lacks_is_refused_naming_its_pools(nodes):
 
 
 def test_blobs_travel_by_hash_between_nodes(tmp_path_factory, nats, nodes):
-    """A 3 MiB tensor sent to a front door (--cluster-entry-only: it runs nothing) runs on
-    another node, which fetches it from the entry node, checked by its SHA-256."""
+    """A 9 MiB tensor sent to a front door (--cluster-entry-only: it runs nothing) runs on
+    another node, which fetches it from the entry node, checked by its SHA-256 (in 4 MiB reads
+    and a remainder: peer_client.cc)."""
     import numpy as np
     from kcoral import Client, Program
 
     door = start_node(tmp_path_factory, nats, "--cluster-entry-only")
     try:
         wait_for_view([*nodes, door])
-        data = np.arange(3 << 18, dtype=np.float32)  # 3 MiB
+        data = np.arange((9 << 18) + 3, dtype=np.float32)  # 9 MiB and 12 bytes
         program = Program()
         x = program.upload(id="x", kind="tensor", value=data)
         module = program.upload(id="m", kind="module", source="def main(x):\n    return float(x.sum())\n")
