@@ -62,27 +62,36 @@ void RequestRing::NoteRun(const std::string& request_id, RunNote note) {
 
 void RequestRing::Finish(RequestRecord record) {
   if (record.error_message.size() > kMessageChars) record.error_message.resize(kMessageChars);
-  {
-    std::lock_guard lock(mu_);
-    if (auto note = notes_.find(record.request_id); note != notes_.end()) {
-      record.run = std::move(note->second);
-      notes_.erase(note);  // its key in note_order_ goes when it reaches the front
-    }
-  }
-  // Rendered outside the lock: other requests finish meanwhile.
-  auto json = std::make_shared<const std::string>(JsonOf(record));
   std::lock_guard lock(mu_);
+  if (auto note = notes_.find(record.request_id); note != notes_.end()) {
+    record.run = std::move(note->second);
+    notes_.erase(note);  // its key in note_order_ goes when it reaches the front
+  }
   if (auto it = in_flight_.find(record.tenant); it != in_flight_.end() && --it->second <= 0) {
     in_flight_.erase(it);
   }
-  records_.push_back({std::move(record.tenant), std::move(json)});
+  auto finished = std::make_shared<Finished>();
+  finished->record = std::move(record);
+  records_.push_back(std::move(finished));
   if (records_.size() > kCapacity) records_.pop_front();
   ++finished_;
 }
 
 std::vector<RenderedRequest> RequestRing::Rendered() const {
-  std::lock_guard lock(mu_);
-  return {records_.begin(), records_.end()};
+  std::vector<std::shared_ptr<const Finished>> records;
+  {
+    std::lock_guard lock(mu_);
+    records.assign(records_.begin(), records_.end());
+  }
+  std::vector<RenderedRequest> out;
+  out.reserve(records.size());
+  for (const auto& finished : records) {
+    std::call_once(finished->rendering, [&finished] {
+      finished->json = std::make_shared<const std::string>(JsonOf(finished->record));
+    });
+    out.push_back({finished->record.tenant, finished->json});
+  }
+  return out;
 }
 
 std::map<std::string, int> RequestRing::InFlightByTenant() const {

@@ -3,10 +3,12 @@
 // its sealed benchmark results and where its time went (the run_timeline event's instructions).
 //
 // A request's run details are known where the pool answers (NoteRun, execute_route.cc), its
-// ending where its reply is built (Finish); Finish joins the two by request id and renders the
-// record's JSON once: every status build sends all 200 (each viewer kind's text splices them,
-// status_board.h), and building them anew each second was most of a build's cost. Notes whose
-// request never finishes here (a cluster request answered elsewhere) are dropped oldest first.
+// ending where its reply is built (Finish); Finish joins the two by request id. Each record's
+// JSON is rendered once, by the first status build that sends it (Rendered): every build sends
+// all 200 (each viewer kind's text splices them, status_board.h), and building them anew each
+// second was most of a build's cost, while rendering each at Finish would charge every request,
+// viewed or not, on the event loop. Notes whose request never finishes here (a cluster request
+// answered elsewhere) are dropped oldest first.
 //
 // It also counts the requests in flight by tenant (Begin/Finish), the dashboard's "queue by
 // tenant" until the tenancy issue's queues report their own.
@@ -80,17 +82,23 @@ class RequestRing {
   // Adds `record`, with the run noted for its request id, and ends its tenant's in-flight count.
   void Finish(RequestRecord record);
 
-  std::vector<RenderedRequest> Rendered() const;  // oldest first
+  // Oldest first; renders those no build has rendered yet, outside the ring's lock.
+  std::vector<RenderedRequest> Rendered() const;
   std::map<std::string, int> InFlightByTenant() const;
   uint64_t finished() const;
 
  private:
   mutable std::mutex mu_;
-  std::deque<RenderedRequest> records_;             // mu_
-  std::unordered_map<std::string, RunNote> notes_;  // mu_
-  std::deque<std::string> note_order_;              // mu_: notes_' keys, oldest first
-  std::map<std::string, int> in_flight_;            // mu_
-  uint64_t finished_ = 0;                           // mu_
+  struct Finished {
+    RequestRecord record;  // not changed once finished
+    mutable std::once_flag rendering;
+    mutable std::shared_ptr<const std::string> json;  // set once, under `rendering`
+  };
+  std::deque<std::shared_ptr<const Finished>> records_;  // mu_
+  std::unordered_map<std::string, RunNote> notes_;       // mu_
+  std::deque<std::string> note_order_;                   // mu_: notes_' keys, oldest first
+  std::map<std::string, int> in_flight_;                 // mu_
+  uint64_t finished_ = 0;                                // mu_
 };
 
 }  // namespace kc::server

@@ -57,6 +57,16 @@ TEST(RequestRing, FinishJoinsTheNotedRun) {
       "http_status": 0, "finish_reason": "", "total_ms": 0})"));
 }
 
+TEST(RequestRing, RendersEachRequestOnceForEveryBuild) {
+  RequestRing ring;
+  ring.Finish(Record("a"));
+  const auto first = ring.Rendered();
+  ring.Finish(Record("b"));
+  const auto second = ring.Rendered();
+  ASSERT_EQ(second.size(), 2u);
+  EXPECT_EQ(second[0].json.get(), first[0].json.get());  // the same text, not rendered again
+}
+
 TEST(RequestRing, CutsLongErrorMessages) {
   RequestRing ring;
   RequestRecord record = Record("a");
