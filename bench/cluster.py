@@ -10,7 +10,9 @@ the cluster's; default heartbeat and ack wait).
 
 1. Latency: --requests sequential requests to the direct node and to the entry node of a
    1-node cluster, interleaved one by one (load from elsewhere reaches both alike): p50, p99
-   and what the cluster adds (the difference, and the median of the paired differences).
+   and what the cluster adds (the difference, and the median of the paired differences); with
+   our client (a fresh Idempotency-Key on every request, which the cluster claims before it
+   queues the work), then once more posted raw without a key, as the reference client does.
 2. The broker's cost per cluster request over that phase: CPU of the 3 nats-server processes
    (/proc utime+stime) and bytes (/varz in+out: clients and the routes that replicate; /connz:
    the nodes' own connections), less the background (heartbeats, idle pulls) measured idle
@@ -46,6 +48,23 @@ from cluster_harness import (
 )  # first: puts this checkout's kcoral on sys.path
 
 from kcoral import Client, Program
+
+
+# The same program as the reference client sends it: multipart, no Idempotency-Key (spec/
+# protocol.md). A request without a key needs no claim in the cluster (docs/cluster.md), so the
+# two latency arms show what the claim costs.
+BOUNDARY = "kcoral-bench-boundary"
+KEYLESS_BODY = (
+    f'--{BOUNDARY}\r\nContent-Disposition: form-data; name="program"\r\n'
+    "Content-Type: application/json\r\n\r\n"
+    + json.dumps({"instructions": [
+        {"op": "upload", "id": "m", "kind": "module", "source": "def main():\n    return 1\n"},
+        {"op": "get_function", "id": "f", "module": {"$ref": "m"}, "name": "main"},
+        {"op": "run", "id": "r", "fn": {"$ref": "f"}, "args": []},
+        {"op": "return", "key": "out", "value": {"$ref": "r"}},
+    ]})
+    + f"\r\n--{BOUNDARY}--\r\n"
+).encode()  # fmt: skip
 
 
 def trivial_program() -> Program:
@@ -101,6 +120,25 @@ def timed(client: Client, program: Program) -> float:
     elapsed = (time.perf_counter() - start) * 1e3
     assert result.completed and result.results["out"] == 1, result.error
     return elapsed
+
+
+def timed_keyless(http: httpx.Client, url: str) -> float:
+    start = time.perf_counter()
+    response = http.post(
+        url + "/execute", content=KEYLESS_BODY, headers={"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}
+    )
+    elapsed = (time.perf_counter() - start) * 1e3
+    assert response.status_code == 200 and response.json()["results"]["out"]["value"] == 1, response.text
+    return elapsed
+
+
+def latency(pairs: list[tuple[float, float]]) -> dict:
+    direct_ms, cluster_ms = [d for d, _ in pairs], [c for _, c in pairs]
+    return {
+        "direct": {"p50": statistics.median(direct_ms), "p99": percentile(direct_ms, 99)},
+        "cluster": {"p50": statistics.median(cluster_ms), "p99": percentile(cluster_ms, 99)},
+        "paired_median_added": statistics.median(c - d for d, c in pairs),
+    }
 
 
 def throughput(urls: list[str], concurrency: int, seconds: float) -> int:
@@ -159,7 +197,7 @@ def main() -> None:
 
         add_node()
         program = trivial_program()
-        with Client(direct.url) as to_direct, Client(nodes[0].url) as to_cluster:
+        with Client(direct.url) as to_direct, Client(nodes[0].url) as to_cluster, httpx.Client(timeout=60) as http:
             for _ in range(args.warmup):
                 timed(to_direct, program)
                 timed(to_cluster, program)
@@ -167,12 +205,11 @@ def main() -> None:
             before = broker.sample()
             pairs = [(timed(to_direct, program), timed(to_cluster, program)) for _ in range(args.requests)]
             after = broker.sample()
-        direct_ms, cluster_ms = [d for d, _ in pairs], [c for _, c in pairs]
-        report["latency_ms"] = {
-            "direct": {"p50": statistics.median(direct_ms), "p99": percentile(direct_ms, 99)},
-            "cluster": {"p50": statistics.median(cluster_ms), "p99": percentile(cluster_ms, 99)},
-            "paired_median_added": statistics.median(c - d for d, c in pairs),
-        }
+            keyless = [
+                (timed_keyless(http, direct.url), timed_keyless(http, nodes[0].url)) for _ in range(args.requests)
+            ]
+        report["latency_ms"] = latency(pairs)
+        report["latency_ms_keyless"] = latency(keyless)
         report["background_per_s"] = background
         # Each pair's direct request costs the broker nothing, so the phase's net is the cluster's.
         report["broker_per_request"] = Broker.per_request(before, after, args.requests, background)
@@ -205,19 +242,23 @@ def main() -> None:
 
 
 def print_table(r: dict, args: argparse.Namespace) -> None:
-    lat, broker, bg = r["latency_ms"], r["broker_per_request"], r["background_per_s"]
+    broker, bg = r["broker_per_request"], r["background_per_s"]
     print(
         f"\nKCoral cluster overhead: trivial program, CPU nodes of {args.workers} reused workers, "
         f"3 NATS servers (R3) on loopback, {r['cores']} cores"
     )
-    print(f"\n{args.requests} sequential requests each, interleaved")
-    print(f"{'':>22} | {'p50 ms':>8} | {'p99 ms':>8}")
-    print("-" * 44)
-    print(f"{'direct (no --cluster)':>22} | {lat['direct']['p50']:>8.2f} | {lat['direct']['p99']:>8.2f}")
-    print(f"{'1-node cluster':>22} | {lat['cluster']['p50']:>8.2f} | {lat['cluster']['p99']:>8.2f}")
-    added = lat["cluster"]["p50"] - lat["direct"]["p50"], lat["cluster"]["p99"] - lat["direct"]["p99"]
-    print(f"{'added by the cluster':>22} | {added[0]:>8.2f} | {added[1]:>8.2f}")
-    print(f"median of the paired differences: {lat['paired_median_added']:.2f} ms")
+    for title, lat in (
+        ("our client (an Idempotency-Key on every request: the cluster claims it)", r["latency_ms"]),
+        ("no Idempotency-Key, as the reference client sends (no claim)", r["latency_ms_keyless"]),
+    ):
+        print(f"\n{args.requests} sequential requests each, interleaved; {title}")
+        print(f"{'':>22} | {'p50 ms':>8} | {'p99 ms':>8}")
+        print("-" * 44)
+        print(f"{'direct (no --cluster)':>22} | {lat['direct']['p50']:>8.2f} | {lat['direct']['p99']:>8.2f}")
+        print(f"{'1-node cluster':>22} | {lat['cluster']['p50']:>8.2f} | {lat['cluster']['p99']:>8.2f}")
+        added = lat["cluster"]["p50"] - lat["direct"]["p50"], lat["cluster"]["p99"] - lat["direct"]["p99"]
+        print(f"{'added by the cluster':>22} | {added[0]:>8.2f} | {added[1]:>8.2f}")
+        print(f"median of the paired differences: {lat['paired_median_added']:.2f} ms")
     print(
         f"\nbroker per request (3 servers, background removed): {broker['cpu_ms']:.2f} ms CPU, "
         f"{broker['bytes'] / 1e3:.1f} kB in+out (clients and routes), {broker['client_bytes'] / 1e3:.1f} kB "
