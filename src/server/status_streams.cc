@@ -20,22 +20,18 @@ using namespace std::string_view_literals;
 namespace {
 
 // The body ends when the connection does (no length, no chunks): the simplest framing an
-// EventSource, a fetch() stream or httpx reads.
-constexpr std::string_view kHead =
+// EventSource, a fetch() stream or httpx reads. The head's fields, then how it ends: plain, or
+// gzip-encoded with the gzip member's header (RFC 1952: deflate, no name, no time, unknown OS)
+// before the first deflated event.
+constexpr std::string_view kHeadFields =
     "HTTP/1.1 200 OK\r\n"
     "Content-Type: text/event-stream\r\n"
     "Cache-Control: no-store\r\n"
     "X-Content-Type-Options: nosniff\r\n"
-    "Connection: close\r\n\r\n";
-
-constexpr std::string_view kGzipHead =
-    "HTTP/1.1 200 OK\r\n"
-    "Content-Type: text/event-stream\r\n"
-    "Content-Encoding: gzip\r\n"
-    "Cache-Control: no-store\r\n"
-    "X-Content-Type-Options: nosniff\r\n"
-    "Connection: close\r\n\r\n"
-    // The gzip member's header (RFC 1952: deflate, no name, no time, unknown OS).
+    "Connection: close\r\n";
+constexpr std::string_view kPlainHeadEnd = "\r\n";
+constexpr std::string_view kGzipHeadEnd =
+    "Content-Encoding: gzip\r\n\r\n"
     "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"sv;
 
 std::string EventOf(const std::string& status) {
@@ -172,8 +168,9 @@ void StatusStreams::Send(const std::shared_ptr<Viewer>& viewer,
   };
   if (!viewer->head_sent) {
     viewer->head_sent = true;
-    const std::array<net::const_buffer, 2> head_and_event = {
-        net::buffer(viewer->gzip ? kGzipHead : kHead), net::buffer(*bytes)};
+    const std::array<net::const_buffer, 3> head_and_event = {
+        net::buffer(kHeadFields), net::buffer(viewer->gzip ? kGzipHeadEnd : kPlainHeadEnd),
+        net::buffer(*bytes)};
     net::async_write(viewer->socket, head_and_event, std::move(done));
   } else {
     net::async_write(viewer->socket, net::buffer(*bytes), std::move(done));
