@@ -65,14 +65,23 @@ StatusOr<std::string> ClusterNode::ChoosePool(bool needs_gpu, const nlohmann::js
   return cluster::ChoosePool(PoolsOf(parts_->registry->Cached()), needs_gpu, own_versions, need);
 }
 
-StatusOr<Claim> ClusterNode::Claim(const std::string& key, const std::string& hash) {
-  return parts_->outcomes->Claim(key, hash);
+StatusOr<Claim> ClusterNode::Claim(const std::string& key, const std::string& hash,
+                                   const std::string& nonce) {
+  return parts_->outcomes->Claim(key, hash, nonce);
 }
 
 Status ClusterNode::Queue(const std::string& pool, const std::string& tenant,
-                          const std::string& key, const cluster::Claim& claim,
+                          const std::string& key, const std::string& nonce,
                           std::string_view payload) {
-  return parts_->work->Publish(pool, tenant, key + "." + std::to_string(claim.revision), payload);
+  return parts_->work->Publish(pool, tenant, nonce.empty() ? key : key + "." + nonce, payload);
+}
+
+void ClusterNode::Wake(const std::string& pool, const std::string& tenant) {
+  parts_->work->Wake(pool, tenant);
+}
+
+StatusOr<std::optional<std::string>> ClusterNode::ClaimNonce(const std::string& key) {
+  return parts_->outcomes->ClaimNonce(key);
 }
 
 StatusOr<std::optional<std::string>> ClusterNode::Outcome(const std::string& key) {
@@ -160,11 +169,15 @@ const std::string& ClusterNode::node_id() const {
 StatusOr<std::string> ClusterNode::ChoosePool(bool, const nlohmann::json&, const GpuNeed&) const {
   return NoCluster();
 }
-StatusOr<Claim> ClusterNode::Claim(const std::string&, const std::string&) {
+StatusOr<Claim> ClusterNode::Claim(const std::string&, const std::string&, const std::string&) {
   return NoCluster();
 }
 Status ClusterNode::Queue(const std::string&, const std::string&, const std::string&,
-                          const cluster::Claim&, std::string_view) {
+                          const std::string&, std::string_view) {
+  return NoCluster();
+}
+void ClusterNode::Wake(const std::string&, const std::string&) {}
+StatusOr<std::optional<std::string>> ClusterNode::ClaimNonce(const std::string&) {
   return NoCluster();
 }
 StatusOr<std::optional<std::string>> ClusterNode::Outcome(const std::string&) {

@@ -43,10 +43,16 @@ class ClusterNode {
   // The pool a program goes to (pool_view.h ChoosePool).
   StatusOr<std::string> ChoosePool(bool needs_gpu, const nlohmann::json& own_versions,
                                    const GpuNeed& need) const;
-  StatusOr<cluster::Claim> Claim(const std::string& key, const std::string& program_hash);
-  // Queues the run of `key`'s claim; queueing one claim again (a retry) queues nothing.
+  // Binds `key` to the program and to `nonce`, the run this entry node queues under it
+  // (outcome_store.h), unless the key is bound already.
+  StatusOr<cluster::Claim> Claim(const std::string& key, const std::string& program_hash,
+                                 const std::string& nonce);
+  // Queues the run of `key` under `nonce` (empty: a key without a claim); queueing one nonce
+  // again (a retry) queues nothing. Nobody is woken for it before Wake.
   Status Queue(const std::string& pool, const std::string& tenant, const std::string& key,
-               const cluster::Claim& claim, std::string_view payload);
+               const std::string& nonce, std::string_view payload);
+  // Wakes an idle node of `pool` for a request of `tenant` just queued.
+  void Wake(const std::string& pool, const std::string& tenant);
   StatusOr<std::optional<std::string>> Outcome(const std::string& key);
   // Calls `on_outcome` (on a NATS thread) when `key`'s outcome is announced.
   StatusOr<std::unique_ptr<Listening>> Await(const std::string& key,
@@ -59,6 +65,8 @@ class ClusterNode {
   // `wait`; null when none came.
   StatusOr<std::unique_ptr<WorkItem>> NextWork(
       std::chrono::milliseconds wait, const std::function<double(const std::string&)>& rank);
+  // The nonce of `key`'s claim, if it has one: a message is run only under its own claim.
+  StatusOr<std::optional<std::string>> ClaimNonce(const std::string& key);
   // Stores and announces `key`'s outcome unless one is there: true when this one is the answer.
   StatusOr<bool> StoreOutcome(const std::string& key, const std::string& record);
   // Announces an answer that is not kept (a 503, a 400) and releases the key's claim, so that

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "base/status.h"
@@ -29,11 +30,13 @@ class WorkItem {
 
 enum class ClaimResult { kNew, kSameProgram, kOtherProgram };
 
-// A key's claim: whose it is, and its revision, which names the one run queued under it (a
-// claim released after an answer that is not kept, and claimed again, queues a new run).
+// A key's claim: whose it is, and the nonce of the entry node that made it, which names the
+// one run queued under it: the executing node runs only the message that carries the claim's
+// nonce (a claim released after an answer that is not kept, and claimed again, queues a new
+// run under a new nonce).
 struct Claim {
   ClaimResult result;
-  uint64_t revision = 0;
+  std::string nonce;
 };
 
 // A tenant's seconds in one quota window, summed over the cluster (usage_ledger.h).

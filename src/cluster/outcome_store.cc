@@ -18,6 +18,17 @@ std::string Text(kvEntry* entry) {
   return std::string(kvEntry_ValueString(entry), static_cast<size_t>(kvEntry_ValueLen(entry)));
 }
 
+// A claim's value: "<program hash> <nonce>".
+struct ClaimValue {
+  std::string program_hash, nonce;
+};
+
+ClaimValue ClaimValueOf(const std::string& text) {
+  const size_t space = text.find(' ');
+  if (space == std::string::npos) return {text, ""};
+  return {text.substr(0, space), text.substr(space + 1)};
+}
+
 StatusOr<std::unique_ptr<Subscription>> Subscribe(natsConnection* connection,
                                                   const std::string& subject,
                                                   std::function<void(natsMsg*)> on_message) {
@@ -48,19 +59,32 @@ StatusOr<std::unique_ptr<OutcomeStore>> OutcomeStore::Open(NatsLink& link,
   return std::unique_ptr<OutcomeStore>(new OutcomeStore(link, claims, outcomes));
 }
 
-StatusOr<Claim> OutcomeStore::Claim(const std::string& key, const std::string& program_hash) {
+StatusOr<Claim> OutcomeStore::Claim(const std::string& key, const std::string& program_hash,
+                                    const std::string& nonce) {
   uint64_t revision = 0;
-  natsStatus s = kvStore_CreateString(&revision, claims_, key.c_str(), program_hash.c_str());
-  if (s == NATS_OK) return cluster::Claim{ClaimResult::kNew, revision};
+  const std::string value = program_hash + " " + nonce;
+  natsStatus s = kvStore_CreateString(&revision, claims_, key.c_str(), value.c_str());
+  if (s == NATS_OK) return cluster::Claim{ClaimResult::kNew, nonce};
   const std::string create_error = NatsError(s);
   kvEntry* entry = nullptr;
   s = kvStore_Get(&entry, claims_, key.c_str());
   // Neither written nor there: the bucket is away (a leader election), and the create said why.
   if (s != NATS_OK) return UnavailableError("claiming a request key: " + create_error);
-  const bool same = Text(entry) == program_hash;
-  revision = kvEntry_Revision(entry);
+  const ClaimValue held = ClaimValueOf(Text(entry));
   kvEntry_Destroy(entry);
-  return cluster::Claim{same ? ClaimResult::kSameProgram : ClaimResult::kOtherProgram, revision};
+  return cluster::Claim{
+      held.program_hash == program_hash ? ClaimResult::kSameProgram : ClaimResult::kOtherProgram,
+      held.nonce};
+}
+
+StatusOr<std::optional<std::string>> OutcomeStore::ClaimNonce(const std::string& key) {
+  kvEntry* entry = nullptr;
+  const natsStatus s = kvStore_Get(&entry, claims_, key.c_str());
+  if (s == NATS_NOT_FOUND) return std::optional<std::string>();
+  if (s != NATS_OK) return UnavailableError("reading a request key's claim: " + NatsError(s));
+  std::string nonce = ClaimValueOf(Text(entry)).nonce;
+  kvEntry_Destroy(entry);
+  return std::optional<std::string>(std::move(nonce));
 }
 
 void OutcomeStore::Release(const std::string& key) {

@@ -1,7 +1,8 @@
 // OutcomeStore: where a request's answer is kept once, for whoever asks (docs/cluster.md "One
 // answer"). Two JetStream key-value buckets under the request's key:
 //   kcoral_claims    key -> the hash of the program (and options) first sent under it, so a
-//                    retry with the key is recognised, and another program under it is refused;
+//                    retry with the key is recognised, and another program under it is refused,
+//                    and the nonce of the one run queued under it;
 //   kcoral_outcomes  key -> the outcome record, written once ("create"): a redelivered run
 //                    whose outcome is already there drops its own.
 // When an outcome is stored it is also announced on kcoral.outcome.<key>, where the entry node
@@ -44,8 +45,12 @@ class OutcomeStore {
   // `ttl`: how long a key and its outcome are remembered.
   static StatusOr<std::unique_ptr<OutcomeStore>> Open(NatsLink& link, std::chrono::seconds ttl);
 
-  // Binds `key` to `program_hash` unless it is bound already; says which.
-  StatusOr<cluster::Claim> Claim(const std::string& key, const std::string& program_hash);
+  // Binds `key` to `program_hash` and `nonce` unless it is bound already; says which, with the
+  // nonce of the claim that holds it.
+  StatusOr<cluster::Claim> Claim(const std::string& key, const std::string& program_hash,
+                                 const std::string& nonce);
+  // The nonce of `key`'s claim, if it has one.
+  StatusOr<std::optional<std::string>> ClaimNonce(const std::string& key);
   // Forgets `key`'s claim: its answer was not kept (a 503, a 400), so a retry runs anew.
   void Release(const std::string& key);
   // Stores `record` unless an outcome is there already: true when this one is the answer.

@@ -131,11 +131,13 @@ Status WorkQueue::Publish(std::string_view pool, std::string_view tenant, const 
                                   static_cast<int>(payload.size()), &options, &code);
   jsPubAck_Destroy(ack);
   if (s != NATS_OK) return UnavailableError("queueing the request in the cluster: " + NatsError(s));
-  // Wakes an idle node of the pool; one that misses it finds the request within its wait.
+  return Status::Ok();
+}
+
+void WorkQueue::Wake(std::string_view pool, std::string_view tenant) {
   const std::string wake = "kcoral.wake." + std::string(pool);
   (void)natsConnection_Publish(link_.connection(), wake.c_str(), tenant.data(),
                                static_cast<int>(tenant.size()));
-  return Status::Ok();
 }
 
 Status WorkQueue::Serve(const std::string& pool) {

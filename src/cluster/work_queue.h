@@ -13,6 +13,7 @@
 //
 //   KC_ASSIGN_OR_RETURN(auto queue, WorkQueue::Open(link, options));
 //   queue->Publish("cpu-1a2b3c4d", "alice", key, payload);   // entry node
+//   queue->Wake("cpu-1a2b3c4d", "alice");
 //   queue->Serve("cpu-1a2b3c4d");                              // executing node
 //   auto delivery = queue->Next(1s, rank);  // then InProgress() while it runs, Ack() when safe
 #pragma once
@@ -84,6 +85,9 @@ class WorkQueue {
   // window is dropped by JetStream, so an entry node that retries never queues a run twice.
   Status Publish(std::string_view pool, std::string_view tenant, const std::string& id,
                  std::string_view payload);
+  // Wakes an idle node of `pool` for `tenant`'s request; one that misses it finds the request
+  // within its wait.
+  void Wake(std::string_view pool, std::string_view tenant);
 
   // This node pulls `pool`'s requests from now on. Call once.
   Status Serve(const std::string& pool);

@@ -1,8 +1,12 @@
 // POST /execute on a node of a cluster (docs/cluster.md "Routing work"): the request, already
 // parsed and its blobs in this node's store, is queued for the pool that can run it, and this
 // node answers with the first stored outcome. The key names the request across nodes: the
-// client's Idempotency-Key (so a retry on any node finds the run) or a random one.
+// client's Idempotency-Key under its tenant (so a retry on any node finds the run) or a random
+// one.
 #include <chrono>
+
+#include <boost/asio.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
 
 #include "base/sha256.h"
 #include "base/shared_bytes.h"
@@ -55,18 +59,23 @@ constexpr auto kQueueRetryFor = std::chrono::seconds(15);
 // Programs larger than this travel as a blob, by hash, not in the broker's message.
 constexpr size_t kInlineProgramBytes = size_t{512} << 10;
 
-}  // namespace
-
-std::string ClusterKey(const std::optional<std::string>& idempotency_key) {
-  if (idempotency_key) return "k-" + Sha256Hex(*idempotency_key).substr(0, 48);
+// The request's name across nodes. A client's Idempotency-Key is its tenant's own: another
+// tenant sending the same key neither attaches to its run nor is refused by it.
+std::string ClusterKey(const std::string& tenant,
+                       const std::optional<std::string>& idempotency_key) {
+  if (idempotency_key) return "k-" + Sha256Hex(tenant + "\n" + *idempotency_key).substr(0, 48);
   return "r-" + Sha256Hex(NewUuid() + std::to_string(UnixMillisecondsNow())).substr(0, 48);
 }
+
+}  // namespace
 
 net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedRequest> admitted,
                                                    std::string request_id,
                                                    std::optional<std::string> idempotency_key,
                                                    std::shared_ptr<pool::CancelFlag> cancel) {
-  const std::string key = ClusterKey(idempotency_key);
+  const std::string key = ClusterKey(admitted->share.tenant, idempotency_key);
+  // Names this request's run under the key's claim (cluster_types.h Claim).
+  const std::string nonce = NewUuid();
   const auto deadline =
       std::chrono::steady_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(admitted->timeout_seconds * 1000)) +
@@ -94,8 +103,8 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     bool retryable = false;  // the refusal is NATS being away for now
     std::unique_ptr<cluster::Listening> listening;
   };
-  auto queue = [this, admitted, request_id, key, idempotency_key, on_outcome,
-                waiting]() -> net::awaitable<Queued> {
+  auto queue = [this, admitted, request_id, key, nonce, idempotency_key,
+                on_outcome]() -> net::awaitable<Queued> {
     Queued out;
     auto fail = [&](const Status& status) {
       out.refusal = EndingReply(EndingForStatus(status), status.message(), request_id);
@@ -108,29 +117,9 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
                                      GpuNeedOf(*admitted));
     if (!pool.ok()) co_return fail(pool.status());
     const std::string program_hash = Sha256Hex(admitted->request.program_json);
-    // Only a key a client may come back with needs a claim: a random one is new by making.
-    auto claim = idempotency_key
-                     ? cluster_->Claim(key, program_hash)
-                     : StatusOr<cluster::Claim>(cluster::Claim{cluster::ClaimResult::kNew});
-    if (!claim.ok()) co_return fail(claim.status());
-    if (claim->result == cluster::ClaimResult::kOtherProgram) {
-      out.refusal = EndingReply(RequestEnding::kConflict,
-                                "Idempotency-Key is already bound to another program (or other "
-                                "options): a retry must send the same program",
-                                request_id);
-      co_return out;
-    }
     auto listening = cluster_->Await(key, on_outcome);
     if (!listening.ok()) co_return fail(listening.status());
     out.listening = std::move(*listening);
-    if (claim->result == cluster::ClaimResult::kSameProgram) {
-      cluster_->Tell("attach", key);  // a retry: the first entry node must not cancel it
-      auto stored = cluster_->Outcome(key);
-      if (stored.ok() && stored->has_value()) {
-        on_outcome(std::move(**stored));
-        co_return out;
-      }
-    }
     nlohmann::json work = {
         {"key", key},
         {"request_id", request_id},
@@ -142,6 +131,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
         {"output_limit_bytes", admitted->output_limit_bytes},
         {"tenant", admitted->share.tenant},
         {"weight", admitted->share.weight}};
+    if (idempotency_key) work["claim"] = nonce;
     const std::string& program_json = admitted->request.program_json;
     if (program_json.size() <= kInlineProgramBytes) {
       work["program"] = program_json;
@@ -152,18 +142,64 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
       work["program_sha256"] = program_hash;
     }
     // Tenant names are subject-safe (access_keys.cc); everyone without a key is "anonymous".
-    const std::string& tenant = admitted->share.tenant;
-    if (Status queued =
-            cluster_->Queue(*pool, tenant.empty() ? "anonymous" : tenant, key, *claim, work.dump());
-        !queued.ok()) {
-      co_return fail(queued);
+    const std::string tenant =
+        admitted->share.tenant.empty() ? "anonymous" : admitted->share.tenant;
+    // A key a client may come back with is claimed (a random one is new by making). The claim
+    // is written beside the message, not before it (two replicated writes at once instead of
+    // in a row): the executing node runs a message only under a claim that carries its nonce
+    // (cluster_executor.cc), so the message of a request whose claim another holds is dropped
+    // unrun.
+    Status queued;
+    if (!idempotency_key) {
+      queued = cluster_->Queue(*pool, tenant, key, "", work.dump());
+    } else {
+      std::optional<StatusOr<cluster::Claim>> claim;
+      co_await net::experimental::make_parallel_group(
+          net::co_spawn(
+              cpu_pool_,
+              [&]() -> net::awaitable<void> {
+                claim = cluster_->Claim(key, program_hash, nonce);
+                co_return;
+              },
+              net::deferred),
+          net::co_spawn(
+              cpu_pool_,
+              [&]() -> net::awaitable<void> {
+                queued = cluster_->Queue(*pool, tenant, key, nonce, work.dump());
+                co_return;
+              },
+              net::deferred))
+          .async_wait(net::experimental::wait_for_all(), net::use_awaitable);
+      if (!claim->ok()) co_return fail(claim->status());
+      if ((*claim)->result == cluster::ClaimResult::kOtherProgram) {
+        out.refusal = EndingReply(RequestEnding::kConflict,
+                                  "Idempotency-Key is already bound to another program (or "
+                                  "other options): a retry must send the same program",
+                                  request_id);
+        co_return out;
+      }
+      if ((*claim)->nonce != nonce) {
+        // A retry: the run queued under the first claim is the answer, wherever it runs.
+        cluster_->Tell("attach", key);  // the first entry node must not cancel it
+        auto stored = cluster_->Outcome(key);
+        if (stored.ok() && stored->has_value()) {
+          on_outcome(std::move(**stored));
+          co_return out;
+        }
+        // Its message once more (JetStream drops it as a duplicate), in case the first entry
+        // node died before queueing it.
+        work["claim"] = (*claim)->nonce;
+        queued = cluster_->Queue(*pool, tenant, key, (*claim)->nonce, work.dump());
+      }
     }
+    if (!queued.ok()) co_return fail(queued);
+    cluster_->Wake(*pool, tenant);
     events_.Emit(pool::EventLevel::kInfo, "cluster_request_queued",
                  {{"request_id", request_id}, {"key", key}, {"pool", *pool}});
     co_return out;
   };
-  // Each try is whole (a second claim of our own key is "the same program": it re-subscribes
-  // and re-publishes the same message id, which JetStream drops as a duplicate).
+  // Each try is whole (a second claim with our own nonce is ours: it re-subscribes and
+  // re-publishes the same message id, which JetStream drops as a duplicate).
   Queued queued;
   const auto give_up = std::chrono::steady_clock::now() + kQueueRetryFor;
   for (auto pause = std::chrono::milliseconds(100);;

@@ -14,6 +14,14 @@
 
 namespace kc::server {
 
+namespace {
+
+// A claim not there yet (its entry node writes it beside the message) is looked for again at
+// most this far apart.
+constexpr auto kClaimPoll = std::chrono::milliseconds(500);
+
+}  // namespace
+
 StatusOr<std::unique_ptr<ClusterExecutor>> ClusterExecutor::Start(App& app,
                                                                   cluster::ClusterNode& node,
                                                                   std::string pool, int seats) {
@@ -97,6 +105,18 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
       return weight;
     }
   }
+  if (work.contains("claim")) {
+    if (std::string why = NotTheClaimedRun(work, key, *item); !why.empty()) {
+      if (stopping_) {  // it stopped waiting for the claim: another node waits on
+        item->GiveBack();
+        return weight;
+      }
+      app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_dropped",
+                        {{"request_id", request_id}, {"key", key}, {"reason", why}});
+      (void)item->Ack();
+      return weight;
+    }
+  }
   app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_started",
                     {{"request_id", request_id},
                      {"key", key},
@@ -108,6 +128,33 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
   // run is never charged twice.
   if (Finish(work, key, reply, *item)) app_.quotas_.Charge(work.value("tenant", ""), used);
   return weight;
+}
+
+std::string ClusterExecutor::NotTheClaimedRun(const nlohmann::json& work, const std::string& key,
+                                              cluster::WorkItem& item) {
+  const std::string nonce = work.value("claim", "");
+  // The entry node retries its claim this long while NATS is away (cluster_entry.cc).
+  const int64_t give_up_ms =
+      std::min(work.value("deadline_unix_ms", int64_t{0}), UnixMillisecondsNow() + 20'000);
+  bool another_seen = false;
+  for (auto pause = std::chrono::milliseconds(1);; pause = std::min(2 * pause, kClaimPoll)) {
+    auto held = node_.ClaimNonce(key);
+    if (held.ok() && held->has_value()) {
+      if (**held == nonce) return "";
+      // Seen twice, a while apart: a replica that lags a released claim is not believed.
+      if (another_seen) {
+        return "its key's claim names another run (a retry attached to the first run, or "
+               "another program was sent under the key and refused)";
+      }
+      another_seen = true;
+      pause = std::max(pause, std::chrono::milliseconds(50));
+    }
+    if (UnixMillisecondsNow() > give_up_ms || stopping_) {
+      return "its key was never claimed (its entry node died or gave up while queueing it)";
+    }
+    if (pause >= kClaimPoll) item.InProgress();
+    std::this_thread::sleep_for(pause);
+  }
 }
 
 HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& item,

@@ -42,6 +42,10 @@ class ClusterExecutor {
   void PullLoop();
   // Runs one request; returns its tenant's weight, for the seat time it is charged.
   double Execute(std::unique_ptr<cluster::WorkItem> item);
+  // Whether the message is the run of its key's claim (cluster_entry.cc writes the claim
+  // beside the message): "" when it is, else why it is dropped unrun.
+  std::string NotTheClaimedRun(const nlohmann::json& work, const std::string& key,
+                               cluster::WorkItem& item);
   // The reply for one request's message; `key` is set as soon as it is known.
   HttpReply Run(const nlohmann::json& work, cluster::WorkItem& item, const std::string& key,
                 RunUsage& used);

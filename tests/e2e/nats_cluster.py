@@ -4,6 +4,7 @@ survives losing one), and waits until JetStream has a leader. `stop()` stops eac
 """
 
 import contextlib
+import hashlib
 import shutil
 import signal
 import socket
@@ -13,6 +14,12 @@ from pathlib import Path
 
 # Debian installs it in /usr/sbin, which a user's PATH may lack.
 NATS_SERVER = shutil.which("nats-server") or shutil.which("nats-server", path="/usr/sbin:/usr/local/sbin")
+
+
+def cluster_key(idempotency_key: str, tenant: str = "") -> str:
+    """The key a node files a request under (server/cluster_entry.cc ClusterKey): the client's
+    Idempotency-Key under its tenant ("" without an access key)."""
+    return "k-" + hashlib.sha256(f"{tenant}\n{idempotency_key}".encode()).hexdigest()[:48]
 
 
 def _free_port() -> int:

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from conftest import Server, call, wait_for
-from nats_cluster import NatsCluster
+from nats_cluster import NatsCluster, cluster_key
 from test_reference_client import HERE, reference_environment, reference_python
 from wire import TRIVIAL, assert_error, execute
 
@@ -169,13 +169,47 @@ def test_a_retry_with_the_key_gets_the_first_outcome_on_any_node(nodes):
     assert answers[0] == answers[1] == answers[2]  # one run, one answer
     ran = wait_for(lambda: executions(nodes, cluster_key(key)), 10, "the run's event")
     assert len(ran) == 1
+    # Each retry queued its own message beside its claim; the executing node dropped both unrun.
+    wait_for(lambda: len(drops(nodes, cluster_key(key))) == 2, 10, "the retries' messages dropped")
+    assert all("claim names another run" in e["reason"] for _, e in drops(nodes, cluster_key(key)))
 
 
-def cluster_key(idempotency_key: str) -> str:
-    """The key a node files the request under (server/cluster_entry.cc ClusterKey)."""
-    import hashlib
+def test_requests_with_one_key_sent_at_once_to_every_node_run_once(nodes):
+    """The claim is written beside the message, not before it: three entry nodes racing for one
+    key each queue a message, and only the one whose nonce won the claim runs."""
+    from kcoral import Client
 
-    return "k-" + hashlib.sha256(idempotency_key.encode()).hexdigest()[:48]
+    source = "import os, time\ndef main():\n    time.sleep(0.5)\n    return [os.getpid(), time.time()]\n"
+    key = f"race-{time.time_ns()}"
+    answers = [None] * 3
+    start = threading.Barrier(3)
+
+    def send(i):
+        with Client(nodes[i].url) as client:
+            start.wait()
+            result = client.execute(call(source), timeout_seconds=60, idempotency_key=key)
+        assert result.completed, result.error
+        answers[i] = result.results["out"]
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert answers[0] is not None and answers[0] == answers[1] == answers[2]
+    ran = wait_for(lambda: executions(nodes, cluster_key(key)), 10, "the run's event")
+    assert len(ran) == 1
+    wait_for(lambda: len(drops(nodes, cluster_key(key))) == 2, 10, "the two other messages dropped")
+
+
+def drops(nodes, key: str) -> list[tuple[int, dict]]:
+    """(node index, event) of every message of `key` dropped unrun."""
+    return [
+        (i, e)
+        for i, n in enumerate(nodes)
+        for e in n.events()
+        if e["event"] == "cluster_request_dropped" and e.get("key") == key
+    ]
 
 
 def test_the_same_key_with_another_program_is_409(nodes):
@@ -187,6 +221,9 @@ def test_the_same_key_with_another_program_is_409(nodes):
     with Client(nodes[1].url) as client, pytest.raises(KCoralError) as raised:
         client.execute(call("def main():\n    return 2\n"), idempotency_key=key)
     assert raised.value.status_code == 409 and "Idempotency-Key" in str(raised.value)
+    # The refused program's message, queued beside its failed claim, never ran.
+    wait_for(lambda: drops(nodes, cluster_key(key)), 10, "the refused program's message dropped")
+    assert len(executions(nodes, cluster_key(key))) == 1
 
 
 def test_cluster_routes_refuse_strangers(nodes):

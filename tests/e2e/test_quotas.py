@@ -185,7 +185,7 @@ def test_through_a_cluster_seconds_budgets_are_summed_over_the_nodes(tmp_path_fa
     nats = NatsCluster(tmp_path_factory.mktemp("nats-quota"))
     nodes = []
     try:
-        keys = {"cpu": new_key(), "other": new_key()}
+        keys = {"cpu": new_key(), "other": new_key(), "third": new_key()}
         path = tmp_path_factory.mktemp("cluster-keys") / "keys.txt"
         write_keys(path, keys, ["limits cpu cpu_seconds=0.3", "limits other cpu_seconds=0.3"])
         nodes = [
@@ -209,6 +209,16 @@ def test_through_a_cluster_seconds_budgets_are_summed_over_the_nodes(tmp_path_fa
         assert usage["cpu_seconds"]["used"] >= 0.5
         other = execute(nodes[1].url, sleeping(0), headers=bearer(keys["other"]))  # its own sums
         assert other.status_code == 200, other.text
+        # An Idempotency-Key is its tenant's own (cluster_entry.cc ClusterKey): another tenant
+        # sending the same key with another program is neither refused 409 nor given the answer.
+        shared = {"Idempotency-Key": f"shared-{time.time_ns()}"}
+        answers = [
+            execute(node.url, sleeping(s), headers={**bearer(keys[tenant]), **shared})
+            for node, tenant, s in ((nodes[0], "other", 0.01), (nodes[1], "third", 0.02))
+        ]
+        assert [(a.status_code, a.json()["status"]) for a in answers] == [(200, "COMPLETED")] * 2, [
+            a.text for a in answers
+        ]
     finally:
         for node in nodes:
             node.stop()

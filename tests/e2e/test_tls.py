@@ -21,7 +21,7 @@ import warnings
 import httpx
 import pytest
 from conftest import Server, call, free_port, wait_for
-from nats_cluster import NatsCluster
+from nats_cluster import NatsCluster, cluster_key
 from pki import make_pki
 from wire import BOUNDARY, blob_part, body_of, module_program, program_part, ref
 from wire import execute as raw_execute
@@ -337,8 +337,9 @@ def test_an_idempotency_key_over_https_gets_the_first_outcome(tls_node, pki):
     with Client(tls_node.url, ca=pki.ca) as client:
         again = client.execute(call(source), timeout_seconds=30, idempotency_key=key)
     assert again.completed and again.results["out"] == first.results["out"]
-    cluster_key = "k-" + hashlib.sha256(key.encode()).hexdigest()[:48]
-    runs = [e for e in tls_node.events() if e["event"] == "cluster_request_executed" and e.get("key") == cluster_key]
+    runs = [
+        e for e in tls_node.events() if e["event"] == "cluster_request_executed" and e.get("key") == cluster_key(key)
+    ]
     assert len(runs) == 1, runs
 
 
