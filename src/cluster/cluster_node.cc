@@ -76,8 +76,13 @@ Status ClusterNode::Queue(const std::string& pool, const std::string& tenant,
   return parts_->work->Publish(pool, tenant, nonce.empty() ? key : key + "." + nonce, payload);
 }
 
-void ClusterNode::Wake(const std::string& pool, const std::string& tenant) {
-  parts_->work->Wake(pool, tenant);
+void ClusterNode::Wake(const std::string& pool, const std::string& tenant,
+                       const std::string& claim_nonce) {
+  parts_->work->Wake(pool, tenant, claim_nonce);
+}
+
+bool ClusterNode::TakeConfirmedClaim(const std::string& nonce) {
+  return parts_->work->TakeConfirmedClaim(nonce);
 }
 
 StatusOr<std::optional<std::string>> ClusterNode::ClaimNonce(const std::string& key) {
@@ -176,7 +181,10 @@ Status ClusterNode::Queue(const std::string&, const std::string&, const std::str
                           const std::string&, std::string_view) {
   return NoCluster();
 }
-void ClusterNode::Wake(const std::string&, const std::string&) {}
+void ClusterNode::Wake(const std::string&, const std::string&, const std::string&) {}
+bool ClusterNode::TakeConfirmedClaim(const std::string&) {
+  return false;
+}
 StatusOr<std::optional<std::string>> ClusterNode::ClaimNonce(const std::string&) {
   return NoCluster();
 }

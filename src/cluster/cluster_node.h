@@ -51,8 +51,9 @@ class ClusterNode {
   // again (a retry) queues nothing. Nobody is woken for it before Wake.
   Status Queue(const std::string& pool, const std::string& tenant, const std::string& key,
                const std::string& nonce, std::string_view payload);
-  // Wakes an idle node of `pool` for a request of `tenant` just queued.
-  void Wake(const std::string& pool, const std::string& tenant);
+  // Wakes an idle node of `pool` for a request of `tenant` just queued; `claim_nonce` (or
+  // empty) says its claim is written and holds that nonce.
+  void Wake(const std::string& pool, const std::string& tenant, const std::string& claim_nonce);
   StatusOr<std::optional<std::string>> Outcome(const std::string& key);
   // Calls `on_outcome` (on a NATS thread) when `key`'s outcome is announced.
   StatusOr<std::unique_ptr<Listening>> Await(const std::string& key,
@@ -67,6 +68,8 @@ class ClusterNode {
       std::chrono::milliseconds wait, const std::function<double(const std::string&)>& rank);
   // The nonce of `key`'s claim, if it has one: a message is run only under its own claim.
   StatusOr<std::optional<std::string>> ClaimNonce(const std::string& key);
+  // True, once, when a wake this node heard confirmed the claim of `nonce` (no read needed).
+  bool TakeConfirmedClaim(const std::string& nonce);
   // Stores and announces `key`'s outcome unless one is there: true when this one is the answer.
   StatusOr<bool> StoreOutcome(const std::string& key, const std::string& record);
   // Announces an answer that is not kept (a 503, a 400) and releases the key's claim, so that

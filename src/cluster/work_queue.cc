@@ -134,10 +134,30 @@ Status WorkQueue::Publish(std::string_view pool, std::string_view tenant, const 
   return Status::Ok();
 }
 
-void WorkQueue::Wake(std::string_view pool, std::string_view tenant) {
-  const std::string wake = "kcoral.wake." + std::string(pool);
-  (void)natsConnection_Publish(link_.connection(), wake.c_str(), tenant.data(),
-                               static_cast<int>(tenant.size()));
+void WorkQueue::Wake(std::string_view pool, std::string_view tenant, std::string_view claim_nonce) {
+  const std::string subject = "kcoral.wake." + std::string(pool);
+  std::string data(tenant);
+  if (!claim_nonce.empty()) data += " " + std::string(claim_nonce);
+  (void)natsConnection_Publish(link_.connection(), subject.c_str(), data.data(),
+                               static_cast<int>(data.size()));
+}
+
+void WorkQueue::HeardWake(std::string_view data, std::set<std::string>& woken) {
+  const size_t space = data.find(' ');
+  woken.emplace(data.substr(0, space));
+  if (space == std::string_view::npos) return;
+  std::lock_guard lock(confirmed_mu_);
+  if (confirmed_.emplace(data.substr(space + 1)).second)
+    confirmed_order_.emplace_back(data.substr(space + 1));
+  if (confirmed_order_.size() > kConfirmedKept) {  // those never fetched here
+    confirmed_.erase(confirmed_order_.front());
+    confirmed_order_.pop_front();
+  }
+}
+
+bool WorkQueue::TakeConfirmedClaim(const std::string& nonce) {
+  std::lock_guard lock(confirmed_mu_);
+  return confirmed_.erase(nonce) > 0;  // its place in the order goes with the oldest
 }
 
 Status WorkQueue::Serve(const std::string& pool) {
@@ -207,7 +227,8 @@ StatusOr<std::unique_ptr<Delivery>> WorkQueue::Next(std::chrono::milliseconds wa
     natsMsg* message = nullptr;
     while (natsSubscription_GetPending(wake_, &pending, &bytes) == NATS_OK && pending > 0 &&
            natsSubscription_NextMsg(&message, wake_, 1) == NATS_OK) {
-      woken.emplace(natsMsg_GetData(message), natsMsg_GetDataLength(message));
+      HeardWake({natsMsg_GetData(message), static_cast<size_t>(natsMsg_GetDataLength(message))},
+                woken);
       natsMsg_Destroy(message);
     }
   };
@@ -234,7 +255,8 @@ StatusOr<std::unique_ptr<Delivery>> WorkQueue::Next(std::chrono::milliseconds wa
   const natsStatus s = natsSubscription_NextMsg(&message, wake_, wait.count());
   woken.clear();
   if (s == NATS_OK) {
-    woken.emplace(natsMsg_GetData(message), natsMsg_GetDataLength(message));
+    HeardWake({natsMsg_GetData(message), static_cast<size_t>(natsMsg_GetDataLength(message))},
+              woken);
     natsMsg_Destroy(message);
     take_wakes(woken);
     KC_RETURN_IF_ERROR(bind_new(woken));

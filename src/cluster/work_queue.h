@@ -13,7 +13,7 @@
 //
 //   KC_ASSIGN_OR_RETURN(auto queue, WorkQueue::Open(link, options));
 //   queue->Publish("cpu-1a2b3c4d", "alice", key, payload);   // entry node
-//   queue->Wake("cpu-1a2b3c4d", "alice");
+//   queue->Wake("cpu-1a2b3c4d", "alice", claim_nonce);
 //   queue->Serve("cpu-1a2b3c4d");                              // executing node
 //   auto delivery = queue->Next(1s, rank);  // then InProgress() while it runs, Ack() when safe
 #pragma once
@@ -21,6 +21,7 @@
 #include <nats/nats.h>
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -28,6 +29,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 #include "base/status.h"
 #include "cluster/cluster_types.h"
@@ -86,8 +88,9 @@ class WorkQueue {
   Status Publish(std::string_view pool, std::string_view tenant, const std::string& id,
                  std::string_view payload);
   // Wakes an idle node of `pool` for `tenant`'s request; one that misses it finds the request
-  // within its wait.
-  void Wake(std::string_view pool, std::string_view tenant);
+  // within its wait. `claim_nonce`, when the request has a claim, says the claim is written
+  // and holds that nonce, so the node that fetches it need not read the claim.
+  void Wake(std::string_view pool, std::string_view tenant, std::string_view claim_nonce);
 
   // This node pulls `pool`'s requests from now on. Call once.
   Status Serve(const std::string& pool);
@@ -95,6 +98,9 @@ class WorkQueue {
   // waiting up to `wait` for one to come; null when none came.
   using Rank = std::function<double(const std::string& tenant)>;
   StatusOr<std::unique_ptr<Delivery>> Next(std::chrono::milliseconds wait, const Rank& rank);
+
+  // True, once, when a wake this node heard said the claim of `nonce` holds.
+  bool TakeConfirmedClaim(const std::string& nonce);
 
   const WorkQueueOptions& options() const { return options_; }
 
@@ -106,6 +112,8 @@ class WorkQueue {
   // Pull subscriptions to the served pool's consumers this node has not bound yet.
   Status BindTenants(const std::set<std::string>& woken);
   std::unique_ptr<Delivery> TryFetch(natsSubscription* pull);
+  // A wake's tenant goes into `woken`; its claim nonce, if any, is kept for TakeConfirmedClaim.
+  void HeardWake(std::string_view data, std::set<std::string>& woken);
 
   NatsLink& link_;
   const WorkQueueOptions options_;
@@ -115,6 +123,11 @@ class WorkQueue {
   std::string pool_;
   natsSubscription* wake_ = nullptr;
   std::map<std::string, natsSubscription*> pulls_;  // by tenant
+  // Claim nonces that wakes confirmed, the newest kConfirmedKept (most are fetched elsewhere).
+  static constexpr size_t kConfirmedKept = 4096;
+  std::mutex confirmed_mu_;
+  std::unordered_set<std::string> confirmed_;  // confirmed_mu_
+  std::deque<std::string> confirmed_order_;    // confirmed_mu_
 };
 
 }  // namespace kc::cluster

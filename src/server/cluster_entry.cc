@@ -150,6 +150,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     // (cluster_executor.cc), so the message of a request whose claim another holds is dropped
     // unrun.
     Status queued;
+    std::string claim_nonce;  // the nonce of the run queued under the key's claim
     if (!idempotency_key) {
       queued = cluster_->Queue(*pool, tenant, key, "", work.dump());
     } else {
@@ -178,7 +179,8 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
                                   request_id);
         co_return out;
       }
-      if ((*claim)->nonce != nonce) {
+      claim_nonce = (*claim)->nonce;
+      if (claim_nonce != nonce) {
         // A retry: the run queued under the first claim is the answer, wherever it runs.
         cluster_->Tell("attach", key);  // the first entry node must not cancel it
         auto stored = cluster_->Outcome(key);
@@ -188,12 +190,13 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
         }
         // Its message once more (JetStream drops it as a duplicate), in case the first entry
         // node died before queueing it.
-        work["claim"] = (*claim)->nonce;
-        queued = cluster_->Queue(*pool, tenant, key, (*claim)->nonce, work.dump());
+        work["claim"] = claim_nonce;
+        queued = cluster_->Queue(*pool, tenant, key, claim_nonce, work.dump());
       }
     }
     if (!queued.ok()) co_return fail(queued);
-    cluster_->Wake(*pool, tenant);
+    // Sent only now that the claim holds, so the node it wakes need not read the claim.
+    cluster_->Wake(*pool, tenant, claim_nonce);
     events_.Emit(pool::EventLevel::kInfo, "cluster_request_queued",
                  {{"request_id", request_id}, {"key", key}, {"pool", *pool}});
     co_return out;

@@ -105,7 +105,10 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
       return weight;
     }
   }
-  if (work.contains("claim")) {
+  // A claim that the wake which sent this node here confirmed needs no read.
+  const bool claim_read =
+      work.contains("claim") && !node_.TakeConfirmedClaim(work.value("claim", ""));
+  if (claim_read) {
     if (std::string why = NotTheClaimedRun(work, key, *item); !why.empty()) {
       if (stopping_) {  // it stopped waiting for the claim: another node waits on
         item->GiveBack();
@@ -117,11 +120,12 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
       return weight;
     }
   }
-  app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_started",
-                    {{"request_id", request_id},
-                     {"key", key},
-                     {"entry_node", work.value("entry_node", "")},
-                     {"delivered", item->delivered()}});
+  nlohmann::json started = {{"request_id", request_id},
+                            {"key", key},
+                            {"entry_node", work.value("entry_node", "")},
+                            {"delivered", item->delivered()}};
+  if (work.contains("claim")) started["claim_read"] = claim_read;
+  app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_started", std::move(started));
   RunUsage used;
   HttpReply reply = Run(work, *item, key, used);
   // Charged once per request: only by the node whose outcome is the answer, so a redelivered

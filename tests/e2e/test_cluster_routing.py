@@ -172,6 +172,9 @@ def test_a_retry_with_the_key_gets_the_first_outcome_on_any_node(nodes):
     # Each retry queued its own message beside its claim; the executing node dropped both unrun.
     wait_for(lambda: len(drops(nodes, cluster_key(key))) == 2, 10, "the retries' messages dropped")
     assert all("claim names another run" in e["reason"] for _, e in drops(nodes, cluster_key(key)))
+    # A node woken for a run whose claim holds (the wake says so) starts it without reading it.
+    starts = [e for n in nodes for e in n.events() if e["event"] == "cluster_request_started" and "claim_read" in e]
+    assert any(not e["claim_read"] for e in starts), starts
 
 
 def test_requests_with_one_key_sent_at_once_to_every_node_run_once(nodes):
