@@ -11,8 +11,10 @@ the cluster's; default heartbeat and ack wait).
 1. Latency: --requests sequential requests to the direct node and to the entry node of a
    1-node cluster, interleaved one by one (load from elsewhere reaches both alike): p50, p99
    and what the cluster adds (the difference, and the median of the paired differences); with
-   our client (a fresh Idempotency-Key on every request, which the cluster claims before it
-   queues the work), then once more posted raw without a key, as the reference client does.
+   our client (a fresh Idempotency-Key on every request, which the cluster claims beside the
+   work message), then posted raw as the reference client does, with a fresh key and without
+   one (no claim), those two interleaved; and the node's own medians of its steps (its events:
+   the queue step, keyed and keyless; the outcome store; claims confirmed by a wake or read).
 2. The broker's cost per cluster request over that phase: CPU of the 3 nats-server processes
    (/proc utime+stime) and bytes (/varz in+out: clients and the routes that replicate; /connz:
    the nodes' own connections), less the background (heartbeats, idle pulls) measured idle
@@ -36,6 +38,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -122,14 +125,33 @@ def timed(client: Client, program: Program) -> float:
     return elapsed
 
 
-def timed_keyless(http: httpx.Client, url: str) -> float:
+def timed_raw(http: httpx.Client, url: str, keyed: bool) -> float:
+    """The reference client's multipart request; `keyed` adds a fresh Idempotency-Key."""
+    headers = {"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}
+    if keyed:
+        headers["Idempotency-Key"] = uuid.uuid4().hex
     start = time.perf_counter()
-    response = http.post(
-        url + "/execute", content=KEYLESS_BODY, headers={"Content-Type": f"multipart/form-data; boundary={BOUNDARY}"}
-    )
+    response = http.post(url + "/execute", content=KEYLESS_BODY, headers=headers)
     elapsed = (time.perf_counter() - start) * 1e3
     assert response.status_code == 200 and response.json()["results"]["out"]["value"] == 1, response.text
     return elapsed
+
+
+def steps(events: list[dict]) -> dict:
+    """Medians of the node's own timings: the entry node's queue step (keyed: the claim and the
+    publish side by side; keyless: the publish) and the executing node's outcome store."""
+
+    def median_of(event: str, field: str, prefix: str = "") -> float | None:
+        values = [e[field] for e in events if e["event"] == event and field in e and e["key"].startswith(prefix)]
+        return statistics.median(values) if values else None
+
+    return {
+        "queue_keyed": median_of("cluster_request_queued", "ms", "k-"),
+        "queue_keyless": median_of("cluster_request_queued", "ms", "r-"),
+        "store": median_of("cluster_request_executed", "store_ms"),
+        "claim_reads": sum(1 for e in events if e.get("claim_read") is True),
+        "claims_confirmed_by_wake": sum(1 for e in events if e.get("claim_read") is False),
+    }
 
 
 def latency(pairs: list[tuple[float, float]]) -> dict:
@@ -205,11 +227,14 @@ def main() -> None:
             before = broker.sample()
             pairs = [(timed(to_direct, program), timed(to_cluster, program)) for _ in range(args.requests)]
             after = broker.sample()
-            keyless = [
-                (timed_keyless(http, direct.url), timed_keyless(http, nodes[0].url)) for _ in range(args.requests)
-            ]
+            raw = {True: [], False: []}
+            for _ in range(args.requests):  # interleaved, so drift reaches both alike
+                for keyed in (True, False):
+                    raw[keyed].append((timed_raw(http, direct.url, keyed), timed_raw(http, nodes[0].url, keyed)))
         report["latency_ms"] = latency(pairs)
-        report["latency_ms_keyless"] = latency(keyless)
+        report["latency_ms_raw_keyed"] = latency(raw[True])
+        report["latency_ms_keyless"] = latency(raw[False])
+        report["steps_ms"] = steps(nodes[0].events())
         report["background_per_s"] = background
         # Each pair's direct request costs the broker nothing, so the phase's net is the cluster's.
         report["broker_per_request"] = Broker.per_request(before, after, args.requests, background)
@@ -249,6 +274,7 @@ def print_table(r: dict, args: argparse.Namespace) -> None:
     )
     for title, lat in (
         ("our client (an Idempotency-Key on every request: the cluster claims it)", r["latency_ms"]),
+        ("the reference client's request with a fresh Idempotency-Key", r["latency_ms_raw_keyed"]),
         ("no Idempotency-Key, as the reference client sends (no claim)", r["latency_ms_keyless"]),
     ):
         print(f"\n{args.requests} sequential requests each, interleaved; {title}")
@@ -259,6 +285,12 @@ def print_table(r: dict, args: argparse.Namespace) -> None:
         added = lat["cluster"]["p50"] - lat["direct"]["p50"], lat["cluster"]["p99"] - lat["direct"]["p99"]
         print(f"{'added by the cluster':>22} | {added[0]:>8.2f} | {added[1]:>8.2f}")
         print(f"median of the paired differences: {lat['paired_median_added']:.2f} ms")
+    st = r["steps_ms"]
+    print(
+        f"\nthe node's own steps, p50 ms: queue keyed (claim beside publish) {st['queue_keyed']:.3f}, "
+        f"keyless (publish) {st['queue_keyless']:.3f}; outcome store {st['store']:.3f}; claims confirmed "
+        f"by the wake {st['claims_confirmed_by_wake']}, read {st['claim_reads']}"
+    )
     print(
         f"\nbroker per request (3 servers, background removed): {broker['cpu_ms']:.2f} ms CPU, "
         f"{broker['bytes'] / 1e3:.1f} kB in+out (clients and routes), {broker['client_bytes'] / 1e3:.1f} kB "

@@ -4,10 +4,12 @@
 // client's Idempotency-Key under its tenant (so a retry on any node finds the run) or a random
 // one.
 #include <chrono>
+#include <cmath>
 
 #include <boost/asio.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 
+#include "base/clock.h"
 #include "base/sha256.h"
 #include "base/shared_bytes.h"
 #include "base/utc_time.h"
@@ -106,6 +108,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
   auto queue = [this, admitted, request_id, key, nonce, idempotency_key,
                 on_outcome]() -> net::awaitable<Queued> {
     Queued out;
+    const auto started = Clock::now();
     auto fail = [&](const Status& status) {
       out.refusal = EndingReply(EndingForStatus(status), status.message(), request_id);
       out.retryable = status.code() == StatusCode::kUnavailable;
@@ -198,7 +201,10 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     // Sent only now that the claim holds, so the node it wakes need not read the claim.
     cluster_->Wake(*pool, tenant, claim_nonce);
     events_.Emit(pool::EventLevel::kInfo, "cluster_request_queued",
-                 {{"request_id", request_id}, {"key", key}, {"pool", *pool}});
+                 {{"request_id", request_id},
+                  {"key", key},
+                  {"pool", *pool},
+                  {"ms", std::round(MillisecondsSince(started) * 1000) / 1000}});
     co_return out;
   };
   // Each try is whole (a second claim with our own nonce is ours: it re-subscribes and

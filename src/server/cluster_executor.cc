@@ -325,6 +325,7 @@ bool ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
   const std::string text = record->record.dump();
   const int64_t give_up_ms = work.value("deadline_unix_ms", int64_t{0}) + 10'000;
   auto pause = std::chrono::milliseconds(100);
+  const auto storing = Clock::now();
   auto stored = node_.StoreOutcome(key, text);
   while (!stored.ok() && UnixMillisecondsNow() < give_up_ms && !stopping_) {
     app_.events_.Emit(pool::EventLevel::kWarning, "cluster_outcome_store_retry",
@@ -339,6 +340,7 @@ bool ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
                       {{"request_id", request_id}, {"error", stored.status().message()}});
     return false;  // not acknowledged: JetStream gives it to another node after ack_wait
   }
+  const double store_ms = MillisecondsSince(storing);  // retries included
   const Status acked = item.Ack();
   app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_executed",
                     {{"request_id", request_id},
@@ -346,7 +348,8 @@ bool ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
                      {"delivered", item.delivered()},
                      {"first_outcome", *stored},
                      {"http_status", reply.status},
-                     {"acknowledged", acked.ok()}});
+                     {"acknowledged", acked.ok()},
+                     {"store_ms", std::round(store_ms * 1000) / 1000}});
   return *stored;
 }
 
