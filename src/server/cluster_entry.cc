@@ -157,20 +157,22 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     if (!idempotency_key) {
       queued = cluster_->Queue(*pool, tenant, key, "", work.dump());
     } else {
+      // Each begins with a post: spawned from a thread of the pool, it would otherwise run at
+      // once, inline, and the other would start only after its blocking call.
       std::optional<StatusOr<cluster::Claim>> claim;
       co_await net::experimental::make_parallel_group(
           net::co_spawn(
               cpu_pool_,
               [&]() -> net::awaitable<void> {
+                co_await net::post(cpu_pool_, net::use_awaitable);
                 claim = cluster_->Claim(key, program_hash, nonce);
-                co_return;
               },
               net::deferred),
           net::co_spawn(
               cpu_pool_,
               [&]() -> net::awaitable<void> {
+                co_await net::post(cpu_pool_, net::use_awaitable);
                 queued = cluster_->Queue(*pool, tenant, key, nonce, work.dump());
-                co_return;
               },
               net::deferred))
           .async_wait(net::experimental::wait_for_all(), net::use_awaitable);
