@@ -81,7 +81,11 @@ StatusOr<std::unique_ptr<WorkQueue>> WorkQueue::Open(NatsLink& link, WorkQueueOp
 WorkQueue::~WorkQueue() {
   for (auto& [tenant, pull] : pulls_)
     natsSubscription_Destroy(pull);  // the durable consumers stay
-  if (wake_ != nullptr) natsSubscription_Destroy(wake_);
+  if (wake_ != nullptr) {            // drained: a callback in progress ends before the members go
+    if (natsSubscription_Drain(wake_) == NATS_OK)
+      (void)natsSubscription_WaitForDrainCompletion(wake_, 5000);
+    natsSubscription_Destroy(wake_);
+  }
 }
 
 std::string WorkQueue::Durable(std::string_view pool, std::string_view tenant) {
@@ -142,28 +146,38 @@ void WorkQueue::Wake(std::string_view pool, std::string_view tenant, std::string
                                static_cast<int>(data.size()));
 }
 
-void WorkQueue::HeardWake(std::string_view data, std::set<std::string>& woken) {
+void WorkQueue::HeardWake(std::string_view data) {
   const size_t space = data.find(' ');
-  woken.emplace(data.substr(0, space));
-  if (space == std::string_view::npos) return;
-  std::lock_guard lock(confirmed_mu_);
-  if (confirmed_.emplace(data.substr(space + 1)).second)
+  std::lock_guard lock(wakes_mu_);
+  woken_.emplace(data.substr(0, space));
+  if (space != std::string_view::npos && confirmed_.emplace(data.substr(space + 1)).second) {
     confirmed_order_.emplace_back(data.substr(space + 1));
-  if (confirmed_order_.size() > kConfirmedKept) {  // those never fetched here
-    confirmed_.erase(confirmed_order_.front());
-    confirmed_order_.pop_front();
+    if (confirmed_order_.size() > kConfirmedKept) {  // those fetched elsewhere
+      confirmed_.erase(confirmed_order_.front());
+      confirmed_order_.pop_front();
+    }
   }
+  heard_.notify_all();
 }
 
-bool WorkQueue::TakeConfirmedClaim(const std::string& nonce) {
-  std::lock_guard lock(confirmed_mu_);
+bool WorkQueue::TakeConfirmedClaim(const std::string& nonce, std::chrono::milliseconds wait) {
+  std::unique_lock lock(wakes_mu_);
+  heard_.wait_for(lock, wait, [&] { return confirmed_.count(nonce) > 0; });
   return confirmed_.erase(nonce) > 0;  // its place in the order goes with the oldest
 }
 
 Status WorkQueue::Serve(const std::string& pool) {
   pool_ = pool;
   const std::string wake = "kcoral.wake." + pool;
-  const natsStatus s = natsConnection_SubscribeSync(&wake_, link_.connection(), wake.c_str());
+  // Heard on a NATS thread, whatever the puller is doing: a claim's confirmation must not wait
+  // for the puller to come back from a fetch.
+  auto on_wake = [](natsConnection*, natsSubscription*, natsMsg* message, void* closure) {
+    static_cast<WorkQueue*>(closure)->HeardWake(
+        {natsMsg_GetData(message), static_cast<size_t>(natsMsg_GetDataLength(message))});
+    natsMsg_Destroy(message);
+  };
+  const natsStatus s =
+      natsConnection_Subscribe(&wake_, link_.connection(), wake.c_str(), on_wake, this);
   if (s != NATS_OK) return UnavailableError("pulling work for pool " + pool + ": " + NatsError(s));
   return BindTenants({});
 }
@@ -222,16 +236,6 @@ std::unique_ptr<Delivery> WorkQueue::TryFetch(natsSubscription* pull) {
 
 StatusOr<std::unique_ptr<Delivery>> WorkQueue::Next(std::chrono::milliseconds wait,
                                                     const Rank& rank) {
-  auto take_wakes = [&](std::set<std::string>& woken) {  // those already here
-    int pending = 0, bytes = 0;
-    natsMsg* message = nullptr;
-    while (natsSubscription_GetPending(wake_, &pending, &bytes) == NATS_OK && pending > 0 &&
-           natsSubscription_NextMsg(&message, wake_, 1) == NATS_OK) {
-      HeardWake({natsMsg_GetData(message), static_cast<size_t>(natsMsg_GetDataLength(message))},
-                woken);
-      natsMsg_Destroy(message);
-    }
-  };
   auto fetch_in_order = [&]() -> std::unique_ptr<Delivery> {
     std::vector<std::pair<double, std::string>> order;
     for (const auto& [tenant, pull] : pulls_)
@@ -242,29 +246,24 @@ StatusOr<std::unique_ptr<Delivery>> WorkQueue::Next(std::chrono::milliseconds wa
     }
     return nullptr;
   };
+  // The tenants woken since the last look (after waiting up to `up_to` for one).
+  auto take_woken = [&](std::chrono::milliseconds up_to) {
+    std::set<std::string> woken;
+    std::unique_lock lock(wakes_mu_);
+    heard_.wait_for(lock, up_to, [&] { return !woken_.empty(); });
+    woken.swap(woken_);
+    return woken;
+  };
   auto bind_new = [&](const std::set<std::string>& woken) {
     const bool unknown = std::any_of(woken.begin(), woken.end(),
                                      [&](const std::string& t) { return !pulls_.count(t); });
     return unknown ? BindTenants(woken) : Status::Ok();
   };
-  std::set<std::string> woken;
-  take_wakes(woken);
-  KC_RETURN_IF_ERROR(bind_new(woken));
+  KC_RETURN_IF_ERROR(bind_new(take_woken(std::chrono::milliseconds(0))));
   if (auto delivery = fetch_in_order()) return delivery;
-  natsMsg* message = nullptr;
-  const natsStatus s = natsSubscription_NextMsg(&message, wake_, wait.count());
-  woken.clear();
-  if (s == NATS_OK) {
-    HeardWake({natsMsg_GetData(message), static_cast<size_t>(natsMsg_GetDataLength(message))},
-              woken);
-    natsMsg_Destroy(message);
-    take_wakes(woken);
-    KC_RETURN_IF_ERROR(bind_new(woken));
-  } else if (s == NATS_TIMEOUT) {  // idle: look for consumers made without a wake we heard
-    KC_RETURN_IF_ERROR(BindTenants({}));
-  } else {
-    return UnavailableError("waiting for work: " + NatsError(s));
-  }
+  const std::set<std::string> woken = take_woken(wait);
+  // Idle: look for consumers made without a wake this node heard.
+  KC_RETURN_IF_ERROR(woken.empty() ? BindTenants({}) : bind_new(woken));
   return fetch_in_order();
 }
 

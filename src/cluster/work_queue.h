@@ -21,6 +21,7 @@
 #include <nats/nats.h>
 
 #include <chrono>
+#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
@@ -99,8 +100,9 @@ class WorkQueue {
   using Rank = std::function<double(const std::string& tenant)>;
   StatusOr<std::unique_ptr<Delivery>> Next(std::chrono::milliseconds wait, const Rank& rank);
 
-  // True, once, when a wake this node heard said the claim of `nonce` holds.
-  bool TakeConfirmedClaim(const std::string& nonce);
+  // True, once, when a wake this node heard said the claim of `nonce` holds; waits up to
+  // `wait` for that wake (it follows the message by a moment: the claim is written beside it).
+  bool TakeConfirmedClaim(const std::string& nonce, std::chrono::milliseconds wait);
 
   const WorkQueueOptions& options() const { return options_; }
 
@@ -112,8 +114,8 @@ class WorkQueue {
   // Pull subscriptions to the served pool's consumers this node has not bound yet.
   Status BindTenants(const std::set<std::string>& woken);
   std::unique_ptr<Delivery> TryFetch(natsSubscription* pull);
-  // A wake's tenant goes into `woken`; its claim nonce, if any, is kept for TakeConfirmedClaim.
-  void HeardWake(std::string_view data, std::set<std::string>& woken);
+  // A wake (on a NATS thread): its tenant is woken, its claim nonce, if any, confirmed.
+  void HeardWake(std::string_view data);
 
   NatsLink& link_;
   const WorkQueueOptions options_;
@@ -123,11 +125,14 @@ class WorkQueue {
   std::string pool_;
   natsSubscription* wake_ = nullptr;
   std::map<std::string, natsSubscription*> pulls_;  // by tenant
-  // Claim nonces that wakes confirmed, the newest kConfirmedKept (most are fetched elsewhere).
-  static constexpr size_t kConfirmedKept = 4096;
-  std::mutex confirmed_mu_;
-  std::unordered_set<std::string> confirmed_;  // confirmed_mu_
-  std::deque<std::string> confirmed_order_;    // confirmed_mu_
+  // What the wakes said: the tenants woken since the puller last looked, and the claim nonces
+  // confirmed, the newest kConfirmedKept (most are fetched by other nodes).
+  static constexpr size_t kConfirmedKept = 16384;
+  std::mutex wakes_mu_;
+  std::condition_variable heard_;
+  std::set<std::string> woken_;                // wakes_mu_
+  std::unordered_set<std::string> confirmed_;  // wakes_mu_
+  std::deque<std::string> confirmed_order_;    // wakes_mu_
 };
 
 }  // namespace kc::cluster

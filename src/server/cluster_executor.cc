@@ -19,6 +19,8 @@ namespace {
 // A claim not there yet (its entry node writes it beside the message) is looked for again at
 // most this far apart.
 constexpr auto kClaimPoll = std::chrono::milliseconds(500);
+// How long a message waits for the wake that confirms its claim before the claim is read.
+constexpr auto kWakeWait = std::chrono::milliseconds(10);
 
 }  // namespace
 
@@ -105,9 +107,10 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
       return weight;
     }
   }
-  // A claim that the wake which sent this node here confirmed needs no read.
+  // A claim that a wake confirmed needs no read. A message fetched as soon as it was stored
+  // comes a moment before its wake, which follows its claim.
   const bool claim_read =
-      work.contains("claim") && !node_.TakeConfirmedClaim(work.value("claim", ""));
+      work.contains("claim") && !node_.TakeConfirmedClaim(work.value("claim", ""), kWakeWait);
   if (claim_read) {
     if (std::string why = NotTheClaimedRun(work, key, *item); !why.empty()) {
       if (stopping_) {  // it stopped waiting for the claim: another node waits on
