@@ -81,8 +81,8 @@ void ClusterNode::Wake(const std::string& pool, const std::string& tenant,
   parts_->work->Wake(pool, tenant, claim_nonce);
 }
 
-bool ClusterNode::TakeConfirmedClaim(const std::string& nonce, std::chrono::milliseconds wait) {
-  return parts_->work->TakeConfirmedClaim(nonce, wait);
+bool ClusterNode::TakeConfirmedClaim(const std::string& nonce) {
+  return parts_->work->TakeConfirmedClaim(nonce);
 }
 
 StatusOr<std::optional<std::string>> ClusterNode::ClaimNonce(const std::string& key) {
@@ -182,7 +182,7 @@ Status ClusterNode::Queue(const std::string&, const std::string&, const std::str
   return NoCluster();
 }
 void ClusterNode::Wake(const std::string&, const std::string&, const std::string&) {}
-bool ClusterNode::TakeConfirmedClaim(const std::string&, std::chrono::milliseconds) {
+bool ClusterNode::TakeConfirmedClaim(const std::string&) {
   return false;
 }
 StatusOr<std::optional<std::string>> ClusterNode::ClaimNonce(const std::string&) {

@@ -100,9 +100,8 @@ class WorkQueue {
   using Rank = std::function<double(const std::string& tenant)>;
   StatusOr<std::unique_ptr<Delivery>> Next(std::chrono::milliseconds wait, const Rank& rank);
 
-  // True, once, when a wake this node heard said the claim of `nonce` holds; waits up to
-  // `wait` for that wake (it follows the message by a moment: the claim is written beside it).
-  bool TakeConfirmedClaim(const std::string& nonce, std::chrono::milliseconds wait);
+  // True, once, when a wake this node heard said the claim of `nonce` holds.
+  bool TakeConfirmedClaim(const std::string& nonce);
 
   const WorkQueueOptions& options() const { return options_; }
 
