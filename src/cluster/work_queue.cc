@@ -216,12 +216,15 @@ Status WorkQueue::BindTenants(const std::set<std::string>& woken) {
   return Status::Ok();
 }
 
-std::unique_ptr<Delivery> WorkQueue::TryFetch(natsSubscription* pull) {
+std::unique_ptr<Delivery> WorkQueue::TryFetch(natsSubscription* pull,
+                                              std::chrono::milliseconds hold) {
   jsFetchRequest request;
   jsFetchRequest_Init(&request);
   request.Batch = 1;
-  request.NoWait = true;  // one round trip: a message, or "none now"
-  request.Expires = 1'000'000'000;
+  // NATS 2.9 keeps a no-wait request with an expiry open until a message comes or the expiry
+  // passes (without one, cnats stops waiting for the answer at once).
+  request.NoWait = true;
+  request.Expires = std::chrono::duration_cast<std::chrono::nanoseconds>(hold).count();
   natsMsgList list{};
   if (natsSubscription_FetchRequest(&list, pull, &request) != NATS_OK) return nullptr;
   std::unique_ptr<Delivery> delivery;
@@ -240,8 +243,12 @@ StatusOr<std::unique_ptr<Delivery>> WorkQueue::Next(std::chrono::milliseconds wa
     for (const auto& [tenant, pull] : pulls_)
       order.emplace_back(rank(tenant), tenant);
     std::sort(order.begin(), order.end());
-    for (const auto& [ranked, tenant] : order) {
-      if (auto delivery = TryFetch(pulls_.at(tenant))) return delivery;
+    // An empty queue answers after its hold: short for all but the last asked, so an idle
+    // tenant ahead in the order never keeps the others' requests waiting; the last one's
+    // longer hold takes a request queued just after as soon as it is stored.
+    for (size_t i = 0; i < order.size(); ++i) {
+      const auto hold = i + 1 < order.size() ? kAskHold : kLastAskHold;
+      if (auto delivery = TryFetch(pulls_.at(order[i].second), hold)) return delivery;
     }
     return nullptr;
   };

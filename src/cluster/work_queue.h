@@ -112,7 +112,9 @@ class WorkQueue {
   Status EnsureConsumer(const std::string& pool, const std::string& tenant);
   // Pull subscriptions to the served pool's consumers this node has not bound yet.
   Status BindTenants(const std::set<std::string>& woken);
-  std::unique_ptr<Delivery> TryFetch(natsSubscription* pull);
+  // One request from `pull`'s queue, or null once `hold` passed without one.
+  std::unique_ptr<Delivery> TryFetch(natsSubscription* pull, std::chrono::milliseconds hold);
+  static constexpr std::chrono::milliseconds kAskHold{2}, kLastAskHold{20};
   // A wake (on a NATS thread): its tenant is woken, its claim nonce, if any, confirmed.
   void HeardWake(std::string_view data);
 

@@ -166,3 +166,38 @@ def test_through_a_cluster_a_flood_does_not_make_another_tenant_wait_behind_it(t
         for node in nodes:
             node.stop()
         nats.stop()
+
+
+def test_through_a_cluster_an_idle_tenants_empty_queue_never_holds_another_tenants_requests(tmp_path_factory):
+    """A node asks the tenants' queues in fair order, the tenant furthest behind first. Once A has
+    run a request and B has run more, A's (empty) queue is asked first: the ask must come back at
+    once, so B's requests, sent one by one, each start as soon as they are queued (an ask that
+    waited for a message would hold each of B's requests for its whole expiry, once a second)."""
+    from nats_cluster import NatsCluster
+    from test_cluster_routing import SECRET, wait_for_view
+
+    nats = NatsCluster(tmp_path_factory.mktemp("nats-idle"))
+    node = None
+    try:
+        path, keys = write_keys(tmp_path_factory.mktemp("idle-keys"), [])
+        node = Server(tmp_path_factory.mktemp("node"), "--cluster", nats.flag, "--cluster-heartbeat-seconds", "1",
+                      "--num-workers", "1", "--auth-keys", str(path), env=SECRET)  # fmt: skip
+        wait_for_view([node])
+
+        async def run():
+            async with httpx.AsyncClient() as client:
+                await post(client, node.url, keys["a"], sleeping(0))
+                took = []
+                for _ in range(6):
+                    start = time.monotonic()
+                    await post(client, node.url, keys["b"], sleeping(0.05))
+                    took.append(time.monotonic() - start)
+                return took
+
+        took = asyncio.run(run())
+        print("B's requests took", [f"{t * 1e3:.0f} ms" for t in took])
+        assert max(took[1:]) < 0.6, took
+    finally:
+        if node is not None:
+            node.stop()
+        nats.stop()
