@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "base/rounded.h"
+
 namespace kc::pool {
 
 namespace {
@@ -187,8 +189,7 @@ void WorkerPool::RunJob(DeviceWorkers& device, const std::string& seat,
   if (!result.run.instruction_times.empty()) {  // where the run's time and its lease went
     nlohmann::json instructions = nlohmann::json::array();
     for (const RunResult::InstructionTime& t : result.run.instruction_times)
-      instructions.push_back({t.index, std::round(t.ms * 1000) / 1000,
-                              std::round(t.lease_wait_ms * 1000) / 1000, t.leased});
+      instructions.push_back({t.index, Rounded(t.ms), Rounded(t.lease_wait_ms), t.leased});
     events_.Emit(EventLevel::kInfo, "run_timeline",
                  {{"request_id", job.run.request_id},
                   {"lease_held_ms", result.run.lease_held_ms},

@@ -4,12 +4,12 @@
 // client's Idempotency-Key under its tenant (so a retry on any node finds the run) or a random
 // one.
 #include <chrono>
-#include <cmath>
 
 #include <boost/asio.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
 
 #include "base/clock.h"
+#include "base/rounded.h"
 #include "base/sha256.h"
 #include "base/shared_bytes.h"
 #include "base/utc_time.h"
@@ -206,7 +206,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
                  {{"request_id", request_id},
                   {"key", key},
                   {"pool", *pool},
-                  {"ms", std::round(MillisecondsSince(started) * 1000) / 1000}});
+                  {"ms", Rounded(MillisecondsSince(started))}});
     co_return out;
   };
   // Each try is whole (a second claim with our own nonce is ours: it re-subscribes and

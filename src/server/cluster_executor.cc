@@ -1,10 +1,10 @@
 #include "server/cluster_executor.h"
 
 #include <chrono>
-#include <cmath>
 #include <future>
 
 #include "base/clock.h"
+#include "base/rounded.h"
 #include "base/utc_time.h"
 #include "cluster/peer_client.h"
 #include "server/admitted_request.h"
@@ -203,7 +203,7 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
                            {"sha256", sha},
                            {"from", url},
                            {"bytes", (*blob)->size()},
-                           {"ms", std::round(took.count() * 100) / 100}});  // with the hash pass
+                           {"ms", Rounded(took.count(), 0.01)}});  // with the hash pass
         return blob;
       }
       if (reasons.size() < 2000) reasons += (reasons.empty() ? "" : "; ") + blob.status().message();
@@ -351,7 +351,7 @@ bool ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
                      {"first_outcome", *stored},
                      {"http_status", reply.status},
                      {"acknowledged", acked.ok()},
-                     {"store_ms", std::round(store_ms * 1000) / 1000}});
+                     {"store_ms", Rounded(store_ms)}});
   return *stored;
 }
 

@@ -3,9 +3,9 @@
 // status is built at most once a second for all viewers (status_board.h) from the pool's load,
 // the GPUs' NVML readings, the last requests (request_ring.h), the last hour
 // (status_history.h) and, in a cluster, the cluster's view of its nodes and pools.
-#include <cmath>
 #include <set>
 
+#include "base/rounded.h"
 #include "base/utc_time.h"
 #include "server/app.h"
 #include "server/dashboard_assets.h"
@@ -18,10 +18,6 @@ namespace {
 constexpr std::string_view kPagePolicy =
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
-
-double Rounded(double value, double unit = 0.001) {
-  return std::round(value / unit) * unit;
-}
 
 // The arbiter's view of each GPU (pool/gpu_arbiter.h) joined with its NVML reading.
 nlohmann::json GpusJson(const pool::PoolLoad& load, nlohmann::json readings) {

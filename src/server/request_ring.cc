@@ -1,17 +1,14 @@
 #include "server/request_ring.h"
 
-#include <cmath>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "base/rounded.h"
+
 namespace kc::server {
 
 namespace {
-
-double Rounded(double value) {
-  return std::round(value * 1000) / 1000;
-}
 
 std::string JsonOf(const RequestRecord& r) {
   nlohmann::json timeline = nlohmann::json::array();

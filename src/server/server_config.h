@@ -68,7 +68,6 @@ struct ServerConfig {
   std::string auth_keys;
   int quota_window_seconds = 3600;  // the window of the limits' gpu/cpu seconds (tenant_quotas.h)
   uint64_t max_libraries_per_worker = 256;
-  int io_threads = 1;
   int parse_threads = 2;
 };
 
