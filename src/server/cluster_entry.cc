@@ -160,22 +160,25 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
       // Each begins with a post: spawned from a thread of the pool, it would otherwise run at
       // once, inline, and the other would start only after its blocking call.
       std::optional<StatusOr<cluster::Claim>> claim;
-      co_await net::experimental::make_parallel_group(
-          net::co_spawn(
-              cpu_pool_,
-              [&]() -> net::awaitable<void> {
-                co_await net::post(cpu_pool_, net::use_awaitable);
-                claim = cluster_->Claim(key, program_hash, nonce);
-              },
-              net::deferred),
-          net::co_spawn(
-              cpu_pool_,
-              [&]() -> net::awaitable<void> {
-                co_await net::post(cpu_pool_, net::use_awaitable);
-                queued = cluster_->Queue(*pool, tenant, key, nonce, work.dump());
-              },
-              net::deferred))
-          .async_wait(net::experimental::wait_for_all(), net::use_awaitable);
+      auto [order, claim_threw, queue_threw] =
+          co_await net::experimental::make_parallel_group(
+              net::co_spawn(
+                  cpu_pool_,
+                  [&]() -> net::awaitable<void> {
+                    co_await net::post(cpu_pool_, net::use_awaitable);
+                    claim = cluster_->Claim(key, program_hash, nonce);
+                  },
+                  net::deferred),
+              net::co_spawn(
+                  cpu_pool_,
+                  [&]() -> net::awaitable<void> {
+                    co_await net::post(cpu_pool_, net::use_awaitable);
+                    queued = cluster_->Queue(*pool, tenant, key, nonce, work.dump());
+                  },
+                  net::deferred))
+              .async_wait(net::experimental::wait_for_all(), net::use_awaitable);
+      for (const std::exception_ptr& threw : {claim_threw, queue_threw})
+        if (threw) std::rethrow_exception(threw);  // as it would have without the group
       if (!claim->ok()) co_return fail(claim->status());
       if ((*claim)->result == cluster::ClaimResult::kOtherProgram) {
         out.refusal = EndingReply(RequestEnding::kConflict,
