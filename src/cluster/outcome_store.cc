@@ -14,8 +14,14 @@ void Dispatch(natsConnection*, natsSubscription*, natsMsg* message, void* closur
   natsMsg_Destroy(message);
 }
 
-std::string Text(kvEntry* entry) {
-  return std::string(kvEntry_ValueString(entry), static_cast<size_t>(kvEntry_ValueLen(entry)));
+// `key`'s value in `bucket`, into `value`; NATS_NOT_FOUND when it has none.
+natsStatus ReadValue(kvStore* bucket, const std::string& key, std::string& value) {
+  kvEntry* entry = nullptr;
+  const natsStatus s = kvStore_Get(&entry, bucket, key.c_str());
+  if (s != NATS_OK) return s;
+  value.assign(kvEntry_ValueString(entry), static_cast<size_t>(kvEntry_ValueLen(entry)));
+  kvEntry_Destroy(entry);
+  return NATS_OK;
 }
 
 // A claim's value: "<program hash> <nonce>".
@@ -66,25 +72,23 @@ StatusOr<Claim> OutcomeStore::Claim(const std::string& key, const std::string& p
   natsStatus s = kvStore_CreateString(&revision, claims_, key.c_str(), value.c_str());
   if (s == NATS_OK) return cluster::Claim{ClaimResult::kNew, nonce};
   const std::string create_error = NatsError(s);
-  kvEntry* entry = nullptr;
-  s = kvStore_Get(&entry, claims_, key.c_str());
+  std::string text;
   // Neither written nor there: the bucket is away (a leader election), and the create said why.
-  if (s != NATS_OK) return UnavailableError("claiming a request key: " + create_error);
-  const ClaimValue held = ClaimValueOf(Text(entry));
-  kvEntry_Destroy(entry);
+  if (ReadValue(claims_, key, text) != NATS_OK) {
+    return UnavailableError("claiming a request key: " + create_error);
+  }
+  const ClaimValue held = ClaimValueOf(text);
   return cluster::Claim{
       held.program_hash == program_hash ? ClaimResult::kSameProgram : ClaimResult::kOtherProgram,
       held.nonce};
 }
 
 StatusOr<std::optional<std::string>> OutcomeStore::ClaimNonce(const std::string& key) {
-  kvEntry* entry = nullptr;
-  const natsStatus s = kvStore_Get(&entry, claims_, key.c_str());
+  std::string text;
+  const natsStatus s = ReadValue(claims_, key, text);
   if (s == NATS_NOT_FOUND) return std::optional<std::string>();
   if (s != NATS_OK) return UnavailableError("reading a request key's claim: " + NatsError(s));
-  std::string nonce = ClaimValueOf(Text(entry)).nonce;
-  kvEntry_Destroy(entry);
-  return std::optional<std::string>(std::move(nonce));
+  return std::optional<std::string>(ClaimValueOf(text).nonce);
 }
 
 void OutcomeStore::Release(const std::string& key) {
@@ -103,12 +107,10 @@ StatusOr<bool> OutcomeStore::Put(const std::string& key, const std::string& reco
 }
 
 StatusOr<std::optional<std::string>> OutcomeStore::Get(const std::string& key) {
-  kvEntry* entry = nullptr;
-  const natsStatus s = kvStore_Get(&entry, outcomes_, key.c_str());
+  std::string text;
+  const natsStatus s = ReadValue(outcomes_, key, text);
   if (s == NATS_NOT_FOUND) return std::optional<std::string>();
   if (s != NATS_OK) return UnavailableError("reading a request's outcome: " + NatsError(s));
-  std::string text = Text(entry);
-  kvEntry_Destroy(entry);
   return std::optional<std::string>(std::move(text));
 }
 
