@@ -149,6 +149,10 @@ def steps(events: list[dict]) -> dict:
         "queue_keyed": median_of("cluster_request_queued", "ms", "k-"),
         "queue_keyless": median_of("cluster_request_queued", "ms", "r-"),
         "store": median_of("cluster_request_executed", "store_ms"),
+        "run": median_of("cluster_request_executed", "run_ms"),
+        "transit_keyed": median_of("cluster_request_started", "transit_ms", "k-"),
+        "transit_keyless": median_of("cluster_request_started", "transit_ms", "r-"),
+        "claim_check": median_of("cluster_request_started", "claim_ms", "k-"),
         "claim_reads": sum(1 for e in events if e.get("claim_read") is True),
         "claims_confirmed_by_wake": sum(1 for e in events if e.get("claim_read") is False),
     }
@@ -290,6 +294,10 @@ def print_table(r: dict, args: argparse.Namespace) -> None:
         f"\nthe node's own steps, p50 ms: queue keyed (claim beside publish) {st['queue_keyed']:.3f}, "
         f"keyless (publish) {st['queue_keyless']:.3f}; outcome store {st['store']:.3f}; claims confirmed "
         f"by the wake {st['claims_confirmed_by_wake']}, read {st['claim_reads']}"
+    )
+    print(
+        f"queue to the executing node's fetch, keyed {st['transit_keyed']:.3f}, keyless "
+        f"{st['transit_keyless']:.3f}; its claim check {st['claim_check']:.3f}; the run {st['run']:.3f}"
     )
     print(
         f"\nbroker per request (3 servers, background removed): {broker['cpu_ms']:.2f} ms CPU, "

@@ -81,8 +81,8 @@ void ClusterNode::Wake(const std::string& pool, const std::string& tenant,
   parts_->work->Wake(pool, tenant, claim_nonce);
 }
 
-bool ClusterNode::TakeConfirmedClaim(const std::string& nonce) {
-  return parts_->work->TakeConfirmedClaim(nonce);
+bool ClusterNode::TakeConfirmedClaim(const std::string& nonce, std::chrono::microseconds wait) {
+  return parts_->work->TakeConfirmedClaim(nonce, wait);
 }
 
 StatusOr<std::optional<std::string>> ClusterNode::ClaimNonce(const std::string& key) {
@@ -110,9 +110,7 @@ StatusOr<std::unique_ptr<WorkItem>> ClusterNode::NextWork(
 }
 
 StatusOr<bool> ClusterNode::StoreOutcome(const std::string& key, const std::string& record) {
-  KC_ASSIGN_OR_RETURN(bool first, parts_->outcomes->Put(key, record));
-  if (first) parts_->outcomes->Announce(key, record);
-  return first;
+  return parts_->outcomes->Put(key, record);
 }
 
 void ClusterNode::AnswerOnce(const std::string& key, const std::string& record) {
@@ -182,7 +180,7 @@ Status ClusterNode::Queue(const std::string&, const std::string&, const std::str
   return NoCluster();
 }
 void ClusterNode::Wake(const std::string&, const std::string&, const std::string&) {}
-bool ClusterNode::TakeConfirmedClaim(const std::string&) {
+bool ClusterNode::TakeConfirmedClaim(const std::string&, std::chrono::microseconds) {
   return false;
 }
 StatusOr<std::optional<std::string>> ClusterNode::ClaimNonce(const std::string&) {

@@ -69,7 +69,7 @@ class ClusterNode {
   // The nonce of `key`'s claim, if it has one: a message is run only under its own claim.
   StatusOr<std::optional<std::string>> ClaimNonce(const std::string& key);
   // True, once, when a wake this node heard confirmed the claim of `nonce` (no read needed).
-  bool TakeConfirmedClaim(const std::string& nonce);
+  bool TakeConfirmedClaim(const std::string& nonce, std::chrono::microseconds wait);
   // Stores and announces `key`'s outcome unless one is there: true when this one is the answer.
   StatusOr<bool> StoreOutcome(const std::string& key, const std::string& record);
   // Announces an answer that is not kept (a 503, a 400) and releases the key's claim, so that

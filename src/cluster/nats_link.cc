@@ -42,6 +42,9 @@ StatusOr<std::unique_ptr<NatsLink>> NatsLink::Connect(const ClusterOptions& opti
     s = natsOptions_SetServers(holder.options, urls.data(), static_cast<int>(urls.size()));
   if (s == NATS_OK) s = natsOptions_SetName(holder.options, name.c_str());
   if (s == NATS_OK) s = natsOptions_SetTimeout(holder.options, 5000);
+  // Every publish goes out at once: cnats's flusher otherwise holds a lone one (a wake, an
+  // outcome's announcement) up to 1 ms for more to come, and each is on a request's path.
+  if (s == NATS_OK) s = natsOptions_SetSendAsap(holder.options, true);
   if (s == NATS_OK)
     s = natsOptions_SetMaxReconnect(holder.options, -1);  // forever: the cluster outlives a server
   if (s == NATS_OK && !options.user.empty()) {
@@ -76,7 +79,8 @@ NatsLink::~NatsLink() {
   }
 }
 
-StatusOr<kvStore*> NatsLink::Bucket(const std::string& name, std::chrono::milliseconds ttl) {
+StatusOr<kvStore*> NatsLink::Bucket(const std::string& name, std::chrono::milliseconds ttl,
+                                    const std::string& republish_to) {
   kvStore* bucket = nullptr;
   natsStatus s = js_KeyValue(&bucket, jetstream_, name.c_str());
   if (s == NATS_NOT_FOUND) {
@@ -86,6 +90,14 @@ StatusOr<kvStore*> NatsLink::Bucket(const std::string& name, std::chrono::millis
     config.History = 1;
     config.Replicas = replicas_;
     config.TTL = std::chrono::duration_cast<std::chrono::nanoseconds>(ttl).count();
+    const std::string source = "$KV." + name + ".>";
+    jsRePublish republish;
+    jsRePublish_Init(&republish);
+    if (!republish_to.empty()) {
+      republish.Source = source.c_str();
+      republish.Destination = republish_to.c_str();
+      config.RePublish = &republish;
+    }
     s = js_CreateKeyValue(&bucket, jetstream_, &config);
     if (s != NATS_OK) {
       return Failed(
@@ -99,6 +111,18 @@ StatusOr<kvStore*> NatsLink::Bucket(const std::string& name, std::chrono::millis
   std::lock_guard lock(mu_);
   buckets_.push_back(bucket);
   return bucket;
+}
+
+bool NatsLink::Republishes(const std::string& name, const std::string& republish_to) const {
+  jsStreamInfo* info = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  const std::string stream = "KV_" + name;
+  if (js_GetStreamInfo(&info, jetstream_, stream.c_str(), nullptr, &code) != NATS_OK) return false;
+  const jsRePublish* republish = info->Config->RePublish;
+  const bool republishes = republish != nullptr && republish->Destination != nullptr &&
+                           republish_to == republish->Destination && !republish->HeadersOnly;
+  jsStreamInfo_Destroy(info);
+  return republishes;
 }
 
 std::string NatsLink::ConnectedUrl() const {

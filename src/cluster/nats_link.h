@@ -30,8 +30,14 @@ class NatsLink {
   NatsLink& operator=(const NatsLink&) = delete;
 
   // The bucket, created where it does not exist yet (with the options' replicas and `ttl` as
-  // the age at which a key is forgotten; zero: never). Owned by the link.
-  StatusOr<kvStore*> Bucket(const std::string& name, std::chrono::milliseconds ttl);
+  // the age at which a key is forgotten; zero: never). Owned by the link. With `republish_to`
+  // ("prefix.>"), a bucket created here has the NATS servers publish each stored value there,
+  // under its key.
+  StatusOr<kvStore*> Bucket(const std::string& name, std::chrono::milliseconds ttl,
+                            const std::string& republish_to = "");
+  // Whether the bucket `name` republishes its stored values to `republish_to` (one made
+  // before it did, or by another version, does not: NATS 2.9 cannot add it later).
+  bool Republishes(const std::string& name, const std::string& republish_to) const;
 
   // The server the connection is on now ("nats://127.0.0.1:4222"), empty while reconnecting.
   std::string ConnectedUrl() const;

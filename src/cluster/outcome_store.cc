@@ -14,6 +14,10 @@ void Dispatch(natsConnection*, natsSubscription*, natsMsg* message, void* closur
   natsMsg_Destroy(message);
 }
 
+const std::string kOutcomes = "kcoral_outcomes";
+// Where an outcome is announced, under its key.
+const std::string kAnnounced = "kcoral.outcome.";
+
 // `key`'s value in `bucket`, into `value`; NATS_NOT_FOUND when it has none.
 natsStatus ReadValue(kvStore* bucket, const std::string& key, std::string& value) {
   kvEntry* entry = nullptr;
@@ -61,8 +65,9 @@ Subscription::~Subscription() {
 StatusOr<std::unique_ptr<OutcomeStore>> OutcomeStore::Open(NatsLink& link,
                                                            std::chrono::seconds ttl) {
   KC_ASSIGN_OR_RETURN(kvStore * claims, link.Bucket("kcoral_claims", ttl));
-  KC_ASSIGN_OR_RETURN(kvStore * outcomes, link.Bucket("kcoral_outcomes", ttl));
-  return std::unique_ptr<OutcomeStore>(new OutcomeStore(link, claims, outcomes));
+  KC_ASSIGN_OR_RETURN(kvStore * outcomes, link.Bucket(kOutcomes, ttl, kAnnounced + ">"));
+  const bool servers_announce = link.Republishes(kOutcomes, kAnnounced + ">");
+  return std::unique_ptr<OutcomeStore>(new OutcomeStore(link, claims, outcomes, servers_announce));
 }
 
 StatusOr<Claim> OutcomeStore::Claim(const std::string& key, const std::string& program_hash,
@@ -99,7 +104,10 @@ StatusOr<bool> OutcomeStore::Put(const std::string& key, const std::string& reco
   uint64_t revision = 0;
   const natsStatus s = kvStore_Create(&revision, outcomes_, key.c_str(), record.data(),
                                       static_cast<int>(record.size()));
-  if (s == NATS_OK) return true;
+  if (s == NATS_OK) {
+    if (!servers_announce_) Announce(key, record);
+    return true;
+  }
   // "Wrong last sequence": one is there. Anything else is a failure to store.
   auto existing = Get(key);
   if (existing.ok() && existing->has_value()) return false;
@@ -115,7 +123,7 @@ StatusOr<std::optional<std::string>> OutcomeStore::Get(const std::string& key) {
 }
 
 void OutcomeStore::Announce(const std::string& key, const std::string& record) {
-  const std::string subject = "kcoral.outcome." + key;
+  const std::string subject = kAnnounced + key;
   // Best effort: a waiter that misses it finds the stored outcome when it looks again.
   (void)natsConnection_Publish(link_.connection(), subject.c_str(), record.data(),
                                static_cast<int>(record.size()));
@@ -123,7 +131,7 @@ void OutcomeStore::Announce(const std::string& key, const std::string& record) {
 
 StatusOr<std::unique_ptr<Subscription>> OutcomeStore::Await(
     const std::string& key, std::function<void(std::string)> on_outcome) {
-  return Subscribe(link_.connection(), "kcoral.outcome." + key,
+  return Subscribe(link_.connection(), kAnnounced + key,
                    [on_outcome = std::move(on_outcome)](natsMsg* message) {
                      on_outcome(std::string(natsMsg_GetData(message),
                                             static_cast<size_t>(natsMsg_GetDataLength(message))));

@@ -6,7 +6,8 @@
 //   kcoral_outcomes  key -> the outcome record, written once ("create"): a redelivered run
 //                    whose outcome is already there drops its own.
 // When an outcome is stored it is also announced on kcoral.outcome.<key>, where the entry node
-// (and any node a client retried on) waits for it.
+// (and any node a client retried on) waits for it: by the NATS servers as they store it
+// (JetStream's republish), or, for a bucket made without that, by the node that stored it.
 //
 // A key is "k-" + sha256 of the client's Idempotency-Key, or "r-" + random hex: characters
 // valid in both a key-value key and a subject token.
@@ -53,12 +54,13 @@ class OutcomeStore {
   StatusOr<std::optional<std::string>> ClaimNonce(const std::string& key);
   // Forgets `key`'s claim: its answer was not kept (a 503, a 400), so a retry runs anew.
   void Release(const std::string& key);
-  // Stores `record` unless an outcome is there already: true when this one is the answer.
+  // Stores and announces `record` unless an outcome is there already: true when this one is
+  // the answer.
   StatusOr<bool> Put(const std::string& key, const std::string& record);
   // The stored outcome, if any.
   StatusOr<std::optional<std::string>> Get(const std::string& key);
 
-  // Announces a stored outcome to the nodes waiting for it.
+  // Announces an outcome to the nodes waiting for it.
   void Announce(const std::string& key, const std::string& record);
   // Calls `on_outcome` (on a NATS thread) with each announcement of `key`'s outcome.
   StatusOr<std::unique_ptr<Subscription>> Await(const std::string& key,
@@ -72,12 +74,13 @@ class OutcomeStore {
                                                std::function<void(std::string)> on_key);
 
  private:
-  OutcomeStore(NatsLink& link, kvStore* claims, kvStore* outcomes)
-      : link_(link), claims_(claims), outcomes_(outcomes) {}
+  OutcomeStore(NatsLink& link, kvStore* claims, kvStore* outcomes, bool servers_announce)
+      : link_(link), claims_(claims), outcomes_(outcomes), servers_announce_(servers_announce) {}
 
   NatsLink& link_;
   kvStore* const claims_;
   kvStore* const outcomes_;
+  const bool servers_announce_;  // the outcomes bucket republishes what it stores
 };
 
 }  // namespace kc::cluster

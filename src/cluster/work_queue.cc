@@ -160,8 +160,9 @@ void WorkQueue::HeardWake(std::string_view data) {
   heard_.notify_all();
 }
 
-bool WorkQueue::TakeConfirmedClaim(const std::string& nonce) {
-  std::lock_guard lock(wakes_mu_);
+bool WorkQueue::TakeConfirmedClaim(const std::string& nonce, std::chrono::microseconds wait) {
+  std::unique_lock lock(wakes_mu_);
+  heard_.wait_for(lock, wait, [&] { return confirmed_.count(nonce) > 0; });
   return confirmed_.erase(nonce) > 0;  // its place in the order goes with the oldest
 }
 

@@ -100,8 +100,9 @@ class WorkQueue {
   using Rank = std::function<double(const std::string& tenant)>;
   StatusOr<std::unique_ptr<Delivery>> Next(std::chrono::milliseconds wait, const Rank& rank);
 
-  // True, once, when a wake this node heard said the claim of `nonce` holds.
-  bool TakeConfirmedClaim(const std::string& nonce);
+  // True, once, when a wake this node heard said the claim of `nonce` holds (waiting up to
+  // `wait` for that wake).
+  bool TakeConfirmedClaim(const std::string& nonce, std::chrono::microseconds wait);
 
   const WorkQueueOptions& options() const { return options_; }
 

@@ -135,6 +135,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
         {"tenant", admitted->share.tenant},
         {"weight", admitted->share.weight}};
     if (idempotency_key) work["claim"] = nonce;
+    work["queued_unix_us"] = UnixMicrosecondsNow();  // the executing node times the queue
     const std::string& program_json = admitted->request.program_json;
     if (program_json.size() <= kInlineProgramBytes) {
       work["program"] = program_json;

@@ -50,9 +50,9 @@ class ClusterExecutor {
   HttpReply Run(const nlohmann::json& work, cluster::WorkItem& item, const std::string& key,
                 RunUsage& used);
   // Keeps the reply where the entry node answers from it, stores the outcome, acknowledges.
-  // True when this node's outcome is the request's answer.
+  // True when this node's outcome is the request's answer. `run_ms` is what Run took.
   bool Finish(const nlohmann::json& work, const std::string& key, const HttpReply& reply,
-              cluster::WorkItem& item);
+              double run_ms, cluster::WorkItem& item);
 
   App& app_;
   cluster::ClusterNode& node_;

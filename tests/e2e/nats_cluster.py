@@ -9,6 +9,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -28,18 +29,77 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+class NatsWire:
+    """A bare NATS client on the text protocol, for what the tests ask the servers themselves
+    (a JetStream API request) or overhear (a subject's messages): `request` answers with the
+    reply's payload, `listen` collects each message of a subject on a thread of its own."""
+
+    def __init__(self, port: int, timeout: float = 5):
+        self.conn = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.buffer = b""
+        self._line()  # INFO
+        self.conn.sendall(b'CONNECT {"verbose":false}\r\n')
+        self.messages: list[tuple[str, bytes]] = []
+        self._sid = 0
+
+    def _line(self) -> bytes:
+        while b"\r\n" not in self.buffer:
+            chunk = self.conn.recv(65536)
+            if not chunk:
+                raise ConnectionError("the NATS server closed the connection")
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\r\n", 1)
+        return line
+
+    def _next_message(self) -> tuple[str, bytes]:
+        """The next MSG (answering the server's PINGs meanwhile)."""
+        while True:
+            line = self._line()
+            if line == b"PING":
+                self.conn.sendall(b"PONG\r\n")
+            elif line.startswith(b"MSG "):
+                parts = line.split()
+                size = int(parts[-1])
+                while len(self.buffer) < size + 2:
+                    self.buffer += self.conn.recv(65536)
+                payload, self.buffer = self.buffer[:size], self.buffer[size + 2 :]
+                return parts[1].decode(), payload
+
+    def request(self, subject: str, payload: bytes = b"") -> bytes:
+        self._sid += 1
+        inbox = f"_INBOX.kctest.{self._sid}"
+        self.conn.sendall(
+            f"SUB {inbox} {self._sid}\r\nPUB {subject} {inbox} {len(payload)}\r\n".encode() + payload + b"\r\n"
+        )
+        return self._next_message()[1]
+
+    def listen(self, subject: str) -> None:
+        self._sid += 1
+        self.conn.sendall(f"SUB {subject} {self._sid}\r\nPING\r\n".encode())
+        while self._line() != b"PONG":  # subscribed once the server answers the PING after it
+            pass
+        self.conn.settimeout(None)
+        threading.Thread(target=self._collect, daemon=True).start()
+
+    def _collect(self) -> None:
+        with contextlib.suppress(OSError, ConnectionError):
+            while True:
+                self.messages.append(self._next_message())
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.shutdown(socket.SHUT_RDWR)
+        self.conn.close()
+
+
 def _jetstream_ready(port: int) -> bool:
     """A JetStream API request answered (not 'no responders' or a leaderless error)."""
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
-        conn.settimeout(1)
-        conn.recv(4096)  # INFO
-        conn.sendall(b'CONNECT {"verbose":false}\r\nSUB _INBOX.ready 1\r\nPUB $JS.API.INFO _INBOX.ready 0\r\n\r\n')
-        deadline = time.monotonic() + 1
-        data = b""
-        while time.monotonic() < deadline and b"MSG _INBOX.ready" not in data:
-            with contextlib.suppress(socket.timeout):
-                data += conn.recv(4096)
-        return b"MSG _INBOX.ready" in data and b'"error"' not in data
+    with contextlib.suppress(OSError, ConnectionError):
+        wire = NatsWire(port, timeout=1)
+        try:
+            return b'"error"' not in wire.request("$JS.API.INFO")
+        finally:
+            wire.close()
     return False
 
 
@@ -57,9 +117,17 @@ class NatsCluster:
             self.logs.append(log)
             command = [
                 NATS_SERVER, "-a", "127.0.0.1", "-p", str(self.client_ports[i]), "-n", f"{name}-{i}",
-                "-js", "-sd", str(tmp / f"nats-{i}"), "--cluster_name", name,
-                "--cluster", f"nats://127.0.0.1:{self.route_ports[i]}", "--routes", routes,
+                "-js", "-sd", str(tmp / f"nats-{i}"),
             ]  # fmt: skip
+            if size > 1:  # one server alone runs JetStream without a cluster (it would wait for routes)
+                command += [
+                    "--cluster_name",
+                    name,
+                    "--cluster",
+                    f"nats://127.0.0.1:{self.route_ports[i]}",
+                    "--routes",
+                    routes,
+                ]
             self.processes.append(subprocess.Popen(command, stdout=log, stderr=log, start_new_session=True))
         self.wait_ready()
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from conftest import Server, call, wait_for
-from nats_cluster import NatsCluster, cluster_key
+from nats_cluster import NatsCluster, NatsWire, cluster_key
 from test_reference_client import HERE, reference_environment, reference_python
 from wire import TRIVIAL, assert_error, execute
 
@@ -255,6 +255,59 @@ def test_the_reference_client_works_unchanged_through_a_node(nodes):
     assert report["bytes_cache_miss"] == {"status": "COMPLETED", "digest_ok": True, "echo_ok": True}
     assert report["file_upload_folder_return"]["b"] == "HELLO FILE"
     assert report["benchmark"]["status"] == "COMPLETED"
+
+
+# A key-value bucket's stream as cnats 3.4 makes one, without republish: what a KCoral node of
+# before the servers announced outcomes left behind (NATS 2.9 cannot add republish later).
+OLD_OUTCOMES_BUCKET = {
+    "name": "KV_kcoral_outcomes", "subjects": ["$KV.kcoral_outcomes.>"], "retention": "limits",
+    "max_msgs_per_subject": 1, "max_age": 3600 * 10**9, "storage": "file", "num_replicas": 1,
+    "discard": "new", "allow_rollup_hdrs": True, "deny_delete": True, "allow_direct": True,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("bucket", ["made by the node", "made without republish"])
+def test_each_outcome_is_announced_once_and_at_once(tmp_path_factory, bucket):
+    """The NATS servers announce each stored outcome as they store it (the outcomes bucket
+    republishes on kcoral.outcome.<key>); in a bucket made without that, the node that stored it
+    announces it. Either way exactly one announcement per request, and the entry node answers
+    at once, not at its look at the store every 2 s. Fresh NATS: the bucket is made once."""
+    nats = NatsCluster(tmp_path_factory.mktemp("nats"), size=1)
+    wire = NatsWire(nats.client_ports[0])
+    node = None
+    try:
+        if bucket == "made without republish":
+            made = json.loads(
+                wire.request("$JS.API.STREAM.CREATE.KV_kcoral_outcomes", json.dumps(OLD_OUTCOMES_BUCKET).encode())
+            )
+            assert "error" not in made, made
+        node = start_node(tmp_path_factory, nats, "--cluster-replicas", "1")
+        info = json.loads(wire.request("$JS.API.STREAM.INFO.KV_kcoral_outcomes"))
+        republish = info["config"].get("republish")
+        if bucket == "made by the node":
+            assert republish == {"src": "$KV.kcoral_outcomes.>", "dest": "kcoral.outcome.>"}, info["config"]
+        else:
+            assert republish is None, info["config"]
+        wire.listen("kcoral.outcome.>")
+        for _ in range(5):
+            started = time.monotonic()
+            response = execute(node.url, TRIVIAL)
+            assert response.status_code == 200 and response.json()["results"]["out"]["value"] == 7, response.text
+            assert time.monotonic() - started < 1.0
+
+        def executed():  # logged after the acknowledgement, which may follow the answer
+            return [e["key"] for e in node.events() if e["event"] == "cluster_request_executed"]
+
+        wait_for(lambda: len(executed()) == 5 and len(wire.messages) >= 5, 5, "every outcome stored and announced")
+        time.sleep(0.3)  # a second announcement would have come by now
+        keys = executed()
+        assert sorted(subject for subject, _ in wire.messages) == sorted(f"kcoral.outcome.{k}" for k in keys)
+        assert all(json.loads(record)["status"] == 200 for _, record in wire.messages)
+    finally:
+        wire.close()
+        if node is not None:
+            node.stop()
+        nats.stop()
 
 
 def test_a_node_killed_mid_request_loses_nothing(tmp_path_factory):
