@@ -9,16 +9,18 @@ port), a plain node without --cluster ("direct") and cluster nodes with the same
 the cluster's; default heartbeat and ack wait).
 
 1. Latency: --requests sequential requests to the direct node and to the entry node of a
-   1-node cluster, interleaved one by one (load from elsewhere reaches both alike): p50, p99
-   and what the cluster adds (the difference, and the median of the paired differences); with
-   our client (a fresh Idempotency-Key on every request, which the cluster claims beside the
-   work message), then posted raw as the reference client does, with a fresh key and without
-   one (no claim), those two interleaved; and the node's own medians of its steps (its events:
-   the queue step, keyed and keyless; the outcome store; claims confirmed by a wake or read).
-2. The broker's cost per cluster request over that phase: CPU of the 3 nats-server processes
-   (/proc utime+stime) and bytes (/varz in+out: clients and the routes that replicate; /connz:
-   the nodes' own connections), less the background (heartbeats, idle pulls) measured idle
-   just before.
+   1-node cluster, each paired with the same request direct (load from elsewhere reaches both
+   alike): p50, p99 and what the cluster adds (the difference, and the median of the paired
+   differences); in three arms, interleaved one pair at a time so that drift and warm-up reach
+   each alike: our client (a fresh Idempotency-Key on every request, which the cluster claims
+   beside the work message), and the request posted raw as the reference client does, with a
+   fresh key and without one (no claim). Then the node's own medians of its steps (its events:
+   the queue step, keyed and keyless; the queue's transit; the claim check; the run; the
+   outcome store; claims confirmed by a wake or read).
+2. The broker's cost per cluster request, over a phase of --requests of our client's requests
+   before the latency phase: CPU of the 3 nats-server processes (/proc utime+stime) and bytes
+   (/varz in+out: clients and the routes that replicate; /connz: the nodes' own connections),
+   less the background (heartbeats, idle pulls) measured idle just before.
 3. Requests/s at --concurrency through the direct node and through 1, 2 and 4 cluster nodes
    (nodes added one phase to the next; each client thread starts at another node's URL),
    --seconds each, with the broker's CPU and bytes per request. On a machine of few cores this
@@ -229,18 +231,19 @@ def main() -> None:
                 timed(to_cluster, program)
             background = background_rates(broker, 5)
             before = broker.sample()
-            pairs = [(timed(to_direct, program), timed(to_cluster, program)) for _ in range(args.requests)]
+            for _ in range(args.requests):  # our client's requests alone: what the broker does for them
+                timed(to_cluster, program)
             after = broker.sample()
-            raw = {True: [], False: []}
-            for _ in range(args.requests):  # interleaved, so drift reaches both alike
-                for keyed in (True, False):
-                    raw[keyed].append((timed_raw(http, direct.url, keyed), timed_raw(http, nodes[0].url, keyed)))
-        report["latency_ms"] = latency(pairs)
-        report["latency_ms_raw_keyed"] = latency(raw[True])
-        report["latency_ms_keyless"] = latency(raw[False])
+            arms = {"ours": [], "raw_keyed": [], "keyless": []}
+            for _ in range(args.requests):  # all arms interleaved, so drift and warm-up reach each alike
+                arms["ours"].append((timed(to_direct, program), timed(to_cluster, program)))
+                for keyed, arm in ((True, "raw_keyed"), (False, "keyless")):
+                    arms[arm].append((timed_raw(http, direct.url, keyed), timed_raw(http, nodes[0].url, keyed)))
+        report["latency_ms"] = latency(arms["ours"])
+        report["latency_ms_raw_keyed"] = latency(arms["raw_keyed"])
+        report["latency_ms_keyless"] = latency(arms["keyless"])
         report["steps_ms"] = steps(nodes[0].events())
         report["background_per_s"] = background
-        # Each pair's direct request costs the broker nothing, so the phase's net is the cluster's.
         report["broker_per_request"] = Broker.per_request(before, after, args.requests, background)
 
         report["throughput"] = []
