@@ -2,6 +2,7 @@
 // server built without the NATS client compiles the same code (cluster_node.h).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -38,6 +39,11 @@ struct Claim {
   ClaimResult result;
   std::string nonce;
 };
+
+// How long an entry node keeps trying to queue a request while NATS is away (a JetStream leader
+// election takes NATS 2.9 5-10 s) before it answers 503; an executing node waits at least this
+// long for a claim written beside its message.
+constexpr auto kQueueRetryFor = std::chrono::seconds(15);
 
 // A tenant's seconds in one quota window, summed over the cluster (usage_ledger.h).
 struct UsageSums {

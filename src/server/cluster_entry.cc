@@ -56,8 +56,6 @@ constexpr auto kStoreCheck = std::chrono::seconds(2);
 constexpr auto kDeadlineGrace = std::chrono::seconds(10);
 // A client that hung up on a request with a key may retry elsewhere meanwhile.
 constexpr auto kCancelGrace = std::chrono::seconds(5);
-// A JetStream leader election (NATS 2.9: 5-10 s) is waited out this long before a 503.
-constexpr auto kQueueRetryFor = std::chrono::seconds(15);
 // Programs larger than this travel as a blob, by hash, not in the broker's message.
 constexpr size_t kInlineProgramBytes = size_t{512} << 10;
 
@@ -216,7 +214,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
   // Each try is whole (a second claim with our own nonce is ours: it re-subscribes and
   // re-publishes the same message id, which JetStream drops as a duplicate).
   Queued queued;
-  const auto give_up = std::chrono::steady_clock::now() + kQueueRetryFor;
+  const auto give_up = std::chrono::steady_clock::now() + cluster::kQueueRetryFor;
   for (auto pause = std::chrono::milliseconds(100);;
        pause = std::min(2 * pause, std::chrono::milliseconds(2000))) {
     auto queueing = net::co_spawn(cpu_pool_, queue, net::use_awaitable);

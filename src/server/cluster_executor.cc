@@ -150,9 +150,11 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
 std::string ClusterExecutor::NotTheClaimedRun(const nlohmann::json& work, const std::string& key,
                                               cluster::WorkItem& item) {
   const std::string nonce = work.value("claim", "");
-  // The entry node retries its claim this long while NATS is away (cluster_entry.cc).
+  // The entry node retries its claim while NATS is away: it is waited for that long, and more.
   const int64_t give_up_ms =
-      std::min(work.value("deadline_unix_ms", int64_t{0}), UnixMillisecondsNow() + 20'000);
+      std::min(work.value("deadline_unix_ms", int64_t{0}),
+               UnixMillisecondsNow() +
+                   std::chrono::milliseconds(cluster::kQueueRetryFor + kClaimPoll * 10).count());
   bool another_seen = false;
   for (auto pause = std::chrono::milliseconds(1);; pause = std::min(2 * pause, kClaimPoll)) {
     auto held = node_.ClaimNonce(key);
