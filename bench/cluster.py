@@ -37,7 +37,6 @@ import os
 import signal
 import statistics
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -48,6 +47,7 @@ from cluster_harness import (
     SECRET,
     NatsServers,
     Node,
+    out_folder,
     wait_for_view,
     percentile,
 )  # first: puts this checkout's kcoral on sys.path
@@ -204,8 +204,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="folder for logs and cluster.json (default: a temp folder)")
     args = parser.parse_args()
     sizes = sorted(int(n) for n in args.nodes.split(","))
-    out = args.out or Path(tempfile.mkdtemp(prefix="kcoral-cluster-bench-"))
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_folder(args.out, "kcoral-cluster-bench-")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally below
 
     common = ["--num-workers", str(args.workers), "--max-requests-per-worker", "0"]

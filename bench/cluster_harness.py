@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -37,6 +38,19 @@ NATS_SERVER = shutil.which("nats-server") or shutil.which("nats-server", path="/
 SECRET = "bench-cluster-secret-0123456789"
 TAG = "KCORAL_CLUSTER_BENCH"  # in each node's environment, inherited by all it starts
 TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def out_folder(out: Path | None, prefix: str) -> Path:
+    """The run's folder: `out` (--out), which must be new or empty, since the nodes' events are
+    read back from it and an earlier run's would mix in; else a fresh temporary folder."""
+    if out is None:
+        return Path(tempfile.mkdtemp(prefix=prefix))
+    if out.exists() and any(out.iterdir()):
+        sys.exit(
+            f"--out {out}: the folder holds an earlier run (the nodes' events are read back from it); give a new or empty one"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def free_port() -> int:

@@ -40,14 +40,19 @@ import json
 import random
 import signal
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
-from cluster_harness import SECRET, NatsServers, Node, percentile  # first: puts this checkout's kcoral on sys.path
+from cluster_harness import (
+    SECRET,
+    NatsServers,
+    Node,
+    out_folder,
+    percentile,
+)  # first: puts this checkout's kcoral on sys.path
 
 from kcoral import Client, Program
 
@@ -272,8 +277,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.leader_kill_at is None:
         args.leader_kill_at = 2.5 * args.kill_every
-    out = args.out or Path(tempfile.mkdtemp(prefix="kcoral-cluster-soak-"))
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_folder(args.out, "kcoral-cluster-soak-")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally below
 
     requests = Requests(args)

@@ -33,12 +33,17 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-from cluster_harness import SECRET, NatsServers, Node, wait_for_view  # first: puts this checkout's kcoral on sys.path
+from cluster_harness import (
+    SECRET,
+    NatsServers,
+    Node,
+    out_folder,
+    wait_for_view,
+)  # first: puts this checkout's kcoral on sys.path
 
 from kcoral import Client, Program
 
@@ -143,8 +148,7 @@ def main() -> None:
     parser.add_argument("--nats", type=int, default=3, help="NATS servers, routed (the buckets' replicas as many)")
     parser.add_argument("--out", type=Path, help="folder for logs and cluster_upload.json (default: a temp folder)")
     args = parser.parse_args()
-    out = args.out or Path(tempfile.mkdtemp(prefix="kcoral-cluster-upload-"))
-    out.mkdir(parents=True, exist_ok=True)
+    out = out_folder(args.out, "kcoral-cluster-upload-")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally below
     sizes = [int(s) * MIB for s in args.sizes.split(",")]
 

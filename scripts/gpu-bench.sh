@@ -31,8 +31,9 @@ reference=()
 if [ -d /tmp/refsite/kcoral ]; then
   reference=(--reference "$(command -v "$PY")" --reference-path "/tmp/refsite:/tmp/site")
 fi
+runs=0  # a bench named twice writes to a folder of its own each time
 for bench in "$@"; do
-  echo ">> $bench"; started=$(date +%s)
+  echo ">> $bench"; started=$(date +%s); runs=$((runs + 1))
   case $bench in
     roundtrip) "$PY" bench/roundtrip.py --device gpu --sandbox namespaces --workers 8 --requests 100 --rounds 1 \
                  --concurrency 1,16 ;;
@@ -44,8 +45,8 @@ for bench in "$@"; do
     blob) for reuse in "" --reuse-workers; do
             "$PY" bench/blob_ingest.py --device gpu --sizes 256,1024 --reference '' $reuse
           done ;;
-    cluster) "$PY" bench/cluster.py --requests 300 --nodes 1,2,4 --out "$OUT/cluster" ;;
-    upload) "$PY" bench/cluster_upload.py --sizes 64,256 --rounds 5 --out "$OUT/upload" ;;
+    cluster) "$PY" bench/cluster.py --requests 300 --nodes 1,2,4 --out "$OUT/cluster-$runs" ;;
+    upload) "$PY" bench/cluster_upload.py --sizes 64,256 --rounds 5 --out "$OUT/upload-$runs" ;;
     dashboard) "$PY" bench/dashboard_load.py --seconds 30 --json "$OUT/dashboard_load.json" ;;
     *) echo "unknown benchmark: $bench (roundtrip, seed, mix, blob, cluster, upload, dashboard)"; exit 2 ;;
   esac
