@@ -68,7 +68,8 @@ class ClusterNode {
       std::chrono::milliseconds wait, const std::function<double(const std::string&)>& rank);
   // The nonce of `key`'s claim, if it has one: a message is run only under its own claim.
   StatusOr<std::optional<std::string>> ClaimNonce(const std::string& key);
-  // True, once, when a wake this node heard confirmed the claim of `nonce` (no read needed).
+  // True, once, when a wake this node heard confirmed the claim of `nonce` (no read needed),
+  // waiting up to `wait` for that wake.
   bool TakeConfirmedClaim(const std::string& nonce, std::chrono::microseconds wait);
   // Stores and announces `key`'s outcome unless one is there: true when this one is the answer.
   StatusOr<bool> StoreOutcome(const std::string& key, const std::string& record);

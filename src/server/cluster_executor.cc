@@ -109,7 +109,7 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
     }
   }
   // A claim that a wake confirmed needs no read: the entry node's wake follows its claim, and
-  // usually comes before the message (docs/cluster.md "The claim beside the message").
+  // usually comes before the message (docs/cluster.md "Publishes sent at once").
   const int64_t fetched_us = UnixMicrosecondsNow();
   const auto checking = Clock::now();
   const bool claim_read =
