@@ -27,6 +27,12 @@ class Blob {
   // Takes a memfd of `size` bytes that is already sealed (BlobBuilder).
   static std::shared_ptr<const Blob> FromSealedMemfd(std::string sha256, size_t size, UniqueFd fd);
 
+  // A large blob's memfd is closed on a thread of its own (base/background_close.h): freeing
+  // its pages must not fall on whichever thread drops the last reference.
+  ~Blob();
+  Blob(const Blob&) = delete;
+  Blob& operator=(const Blob&) = delete;
+
   const std::string& sha256() const { return sha256_; }
   size_t size() const { return size_; }
   int fd() const { return fd_.get(); }
@@ -39,7 +45,7 @@ class Blob {
 
   const std::string sha256_;
   const size_t size_;
-  const UniqueFd fd_;
+  UniqueFd fd_;  // not const: the destructor may hand it on
 };
 
 using BlobPtr = std::shared_ptr<const Blob>;

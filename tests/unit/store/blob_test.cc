@@ -73,6 +73,32 @@ TEST(Blob, MemfdIsNamedKcoralBlob) {
   EXPECT_EQ(std::string(target).rfind("/memfd:kcoral-blob", 0), 0u) << target;
 }
 
+// Whether `fd` is open on a blob's memfd (this test's process opens nothing meanwhile).
+bool IsBlobMemfd(int fd) {
+  std::string link = "/proc/self/fd/" + std::to_string(fd);
+  char target[PATH_MAX] = {};
+  if (::readlink(link.c_str(), target, sizeof(target) - 1) <= 0) return false;
+  return std::string(target).rfind("/memfd:kcoral-blob", 0) == 0;
+}
+
+TEST(Blob, ASmallBlobsMemfdIsClosedWithItsLastReference) {
+  BlobPtr blob = MakeBlob("small");
+  ASSERT_NE(blob, nullptr);
+  const int fd = blob->fd();
+  blob.reset();
+  EXPECT_FALSE(IsBlobMemfd(fd));
+}
+
+TEST(Blob, ALargeBlobsMemfdIsClosedSoonAfterItsLastReference) {
+  BlobPtr blob = MakeBlob(std::string(size_t{8} << 20, 'x'));
+  ASSERT_NE(blob, nullptr);
+  const int fd = blob->fd();
+  blob.reset();  // its pages are freed on the closing thread, not here
+  for (int i = 0; i < 500 && IsBlobMemfd(fd); ++i)
+    ::usleep(10'000);
+  EXPECT_FALSE(IsBlobMemfd(fd));
+}
+
 TEST(Blob, ReadAllDoesNotDependOnTheFileOffset) {
   BlobPtr blob = MakeBlob("twice");
   ASSERT_NE(blob, nullptr);
