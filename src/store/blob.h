@@ -30,8 +30,6 @@ class Blob {
   // A large blob's memfd is closed on a thread of its own (base/background_close.h): freeing
   // its pages must not fall on whichever thread drops the last reference.
   ~Blob();
-  Blob(const Blob&) = delete;
-  Blob& operator=(const Blob&) = delete;
 
   const std::string& sha256() const { return sha256_; }
   size_t size() const { return size_; }

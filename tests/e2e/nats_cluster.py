@@ -121,13 +121,8 @@ class NatsCluster:
             ]  # fmt: skip
             if size > 1:  # one server alone runs JetStream without a cluster (it would wait for routes)
                 command += [
-                    "--cluster_name",
-                    name,
-                    "--cluster",
-                    f"nats://127.0.0.1:{self.route_ports[i]}",
-                    "--routes",
-                    routes,
-                ]
+                    "--cluster_name", name, "--cluster", f"nats://127.0.0.1:{self.route_ports[i]}", "--routes", routes,
+                ]  # fmt: skip
             self.processes.append(subprocess.Popen(command, stdout=log, stderr=log, start_new_session=True))
         self.wait_ready()
 
