@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <variant>
 
 #include <boost/asio.hpp>
 #include <boost/asio/ssl/context.hpp>
@@ -23,6 +24,7 @@
 #include "cluster/peer_client.h"
 #include "pool/worker_pool.h"
 #include "server/access_control.h"
+#include "server/admitted_request.h"
 #include "server/build_cache_hooks.h"
 #include "server/event_log.h"
 #include "server/execute_ingest.h"
@@ -57,7 +59,6 @@ struct ExecuteArrival {
   std::optional<Caller> caller;  // with --auth-keys: the key's tenant and role
 };
 
-struct AdmittedRequest;
 class ClusterExecutor;
 
 class App {
@@ -124,6 +125,20 @@ class App {
                                                 std::string request_id,
                                                 std::optional<std::string> idempotency_key,
                                                 std::shared_ptr<pool::CancelFlag> cancel);
+  // Everything before the queue, on the parse pool: the 400, 403 or CACHE_MISS to answer, or
+  // the request admitted (execute_route.cc).
+  std::variant<HttpReply, AdmittedRequest> Screen(StatusOr<std::unique_ptr<ExecuteIngest>> body,
+                                                  const std::string& request_id,
+                                                  const std::string& tenant,
+                                                  const TenantLimits& limits);
+  // Why this server refuses the program's options (GPUs it cannot have), if it does.
+  std::optional<HttpReply> RefuseOptions(const protocol::ProgramOptions& options,
+                                         const std::string& tenant,
+                                         std::optional<int64_t> allowed_gpus,
+                                         const std::string& request_id) const;
+  // The request_finished event and the counts of an /execute reply; returns it with its time.
+  HttpReply FinishExecute(HttpReply reply, const std::string& request_id, const std::string& tenant,
+                          Clock::time_point received);
   // A run's queue wait and lease time for /metrics; returns what it used, for its tenant's
   // quotas (tenant_quotas.h).
   RunUsage RecordRun(const pool::JobResult& ran);

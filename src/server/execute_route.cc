@@ -3,6 +3,7 @@
 // build the outcome reply off the event loop too.
 #include <chrono>
 #include <unordered_map>
+#include <variant>
 
 #include "protocol/cuda_code.h"
 #include "protocol/execute_request.h"
@@ -14,13 +15,6 @@
 namespace kc::server {
 
 namespace {
-
-// Everything before the queue; runs on the parse pool. Either a reply
-// (400, CACHE_MISS) or an admitted request.
-struct Prepared {
-  std::optional<HttpReply> reply;
-  std::optional<AdmittedRequest> admitted;
-};
 
 nlohmann::json ProgramShape(const protocol::Program& program) {
   static const char* kOps[] = {"upload", "get_function", "run", "return"};
@@ -69,7 +63,6 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
                                              StatusOr<std::unique_ptr<ExecuteIngest>> body,
                                              std::shared_ptr<pool::CancelFlag> cancel) {
   const std::string& request_id = arrival.request_id;
-  const auto received = arrival.received;
   // Whose request (none without keys), and what that tenant may use (tenant_limits.h).
   const std::string tenant = arrival.caller ? arrival.caller->tenant : "";
   const TenantLimits limits = access_->LimitsOf(tenant);
@@ -84,30 +77,8 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
                 {"client", arrival.client},
                 {"content_length", arrival.body_bytes}});
   requests_.Begin(tenant);
-
   auto finish = [&](HttpReply reply) {
-    const double ms = MillisecondsSince(received);
-    // Every reply built here carries its ending (request_ending.h).
-    const auto level = reply.ending ? TraitsOf(*reply.ending).level : pool::EventLevel::kError;
-    nlohmann::json fields = {{"request_id", request_id},
-                             {"http_status", reply.status},
-                             {"finish_reason", reply.finish_reason()},
-                             {"total_ms", ms},
-                             {"response_bytes", reply.body_size()}};
-    if (!reply.error_kind.empty()) fields["error_kind"] = reply.error_kind;
-    if (!reply.error_message.empty()) fields["error_message"] = reply.error_message.substr(0, 2048);
-    events_.Emit(level, "request_finished", fields);
-    RequestRecord record{.request_id = request_id,
-                         .tenant = tenant,
-                         .http_status = reply.status,
-                         .finish_reason = std::string(reply.finish_reason()),
-                         .error_kind = reply.error_kind,
-                         .error_message = reply.error_message,
-                         .integrity = reply.integrity,
-                         .total_ms = ms};
-    CountFinished(reply, ms, &record);
-    reply.server_ms = ms;
-    return reply;
+    return FinishExecute(std::move(reply), request_id, tenant, arrival.received);
   };
 
   if (shutting_down_) {
@@ -125,84 +96,18 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
 
   // The checks that need the whole body, validation and cache look-ups: on
   // the parse pool (the body itself was hashed and stored as it arrived).
-  std::shared_ptr<ExecuteIngest> ingest;
-  if (body.ok()) ingest = std::move(*body);
-  Status refused = body.status();
   // GCC 12 destroys temporaries inside a co_await expression twice, so every
-  // awaitable with state is built into a named variable first.
-  auto prepare = [this, ingest, refused, request_id, tenant,
-                  allowed_gpus = limits.gpu_count]() -> net::awaitable<Prepared> {
-    Prepared out;
-    auto fail = [&](const Status& status) {
-      out.reply = EndingReply(EndingForStatus(status), status.message(), request_id);
-      return out;
-    };
-    auto reject = [&](const std::string& message) { return fail(InvalidArgumentError(message)); };
-    if (ingest == nullptr) co_return fail(refused);
-    auto parsed = ingest->Finish();
-    if (!parsed.ok()) co_return fail(parsed.status());
-    const auto& options = parsed->request.program.options;
-    if (options.gpu_count && allowed_gpus &&
-        static_cast<int64_t>(*options.gpu_count) > *allowed_gpus) {
-      out.reply = EndingReply(RequestEnding::kForbidden,
-                              "options.gpu_count: tenant '" + tenant + "' may reserve at most " +
-                                  std::to_string(*allowed_gpus) + " GPUs (limit gpu_count), not " +
-                                  std::to_string(*options.gpu_count),
-                              request_id);
-      co_return out;
-    }
-    if (options.gpu_count && config_.device == Device::kCpu) {
-      co_return reject(
-          "options.gpu_count: this is a CPU server; gpu_count exceeds its GPU capacity (0)");
-    }
-    if (options.gpu_count && *options.gpu_count > pool_->reservable_gpus()) {
-      co_return reject("options.gpu_count: " + std::to_string(*options.gpu_count) +
-                       " exceeds this GPU server's configured capacity (" +
-                       std::to_string(pool_->reservable_gpus()) + " GPUs)");
-    }
-    if (options.gpu_arch && cluster_ == nullptr) {
-      // A cluster's entry node sends it to that architecture's pool (cluster_entry.cc); a
-      // server runs it only on its own.
-      const std::string own =
-          pool_->describe().value("target", nlohmann::json::object()).value("arch", "");
-      if (config_.device == Device::kCpu) {
-        co_return reject("options.gpu_arch: this is a CPU server; it has no " + *options.gpu_arch +
-                         " GPU");
-      }
-      if (protocol::ArchNumberOf(own) != protocol::ArchNumberOf(*options.gpu_arch)) {
-        co_return reject("options.gpu_arch: this server's GPUs are " + own + ", not " +
-                         *options.gpu_arch);
-      }
-    }
-    // A tensor of the wrong length is the client's 400; a memfd that cannot
-    // be made is ours, a 500 (EndingForStatus).
-    auto resolution = blobs_.Resolve(parsed->request.program, parsed->supplied);
-    if (!resolution.ok()) co_return fail(resolution.status());
-    if (!resolution->missing.empty()) {
-      nlohmann::ordered_json miss = {{"status", "CACHE_MISS"},
-                                     {"request_id", request_id},
-                                     {"missing_blobs", resolution->missing}};
-      out.reply =
-          BodyReply(RequestEnding::kCacheMiss, "application/json", DumpJson(miss), request_id);
-      co_return out;
-    }
-    AdmittedRequest admitted{std::move(parsed->request), std::move(*resolution)};
-    admitted.timeout_seconds =
-        std::min(options.timeout_seconds.value_or(config_.default_timeout_seconds),
-                 config_.max_timeout_seconds);
-    admitted.output_limit_bytes =
-        std::min(options.output_limit_bytes.value_or(config_.output_limit_bytes),
-                 config_.max_output_limit_bytes);
-    events_.SaveProgram(request_id, admitted.request.program_json);
-    out.admitted = std::move(admitted);
-    co_return out;
+  // awaitable with state is built into a named variable first. Copies: the
+  // screening must not outlive what it reads.
+  auto screen = [this, body = std::move(body), request_id, tenant,
+                 limits]() mutable -> net::awaitable<std::variant<HttpReply, AdmittedRequest>> {
+    co_return Screen(std::move(body), request_id, tenant, limits);
   };
-  auto preparing = net::co_spawn(cpu_pool_, std::move(prepare), net::use_awaitable);
-  Prepared prepared = co_await std::move(preparing);
-  ingest.reset();
-  if (prepared.reply) co_return finish(std::move(*prepared.reply));
+  auto screening = net::co_spawn(cpu_pool_, std::move(screen), net::use_awaitable);
+  std::variant<HttpReply, AdmittedRequest> screened = co_await std::move(screening);
+  if (auto* reply = std::get_if<HttpReply>(&screened)) co_return finish(std::move(*reply));
 
-  auto admitted = std::make_shared<AdmittedRequest>(std::move(*prepared.admitted));
+  auto admitted = std::make_shared<AdmittedRequest>(std::get<AdmittedRequest>(std::move(screened)));
   // The seat queue is scanned only for a tenant with a `queued` limit: off every other request.
   int queued = 0;
   if (limits.queued) {
@@ -232,6 +137,107 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
   }
   auto running = RunHere(admitted, request_id, std::move(cancel));
   co_return finish(co_await std::move(running));
+}
+
+std::variant<HttpReply, AdmittedRequest> App::Screen(StatusOr<std::unique_ptr<ExecuteIngest>> body,
+                                                     const std::string& request_id,
+                                                     const std::string& tenant,
+                                                     const TenantLimits& limits) {
+  auto fail = [&](const Status& status) {
+    return EndingReply(EndingForStatus(status), status.message(), request_id);
+  };
+  if (!body.ok()) return fail(body.status());
+  auto parsed = (*body)->Finish();
+  if (!parsed.ok()) return fail(parsed.status());
+  const auto& options = parsed->request.program.options;
+  if (auto refusal = RefuseOptions(options, tenant, limits.gpu_count, request_id)) {
+    return std::move(*refusal);
+  }
+  // A tensor of the wrong length is the client's 400; a memfd that cannot
+  // be made is ours, a 500 (EndingForStatus).
+  auto resolution = blobs_.Resolve(parsed->request.program, parsed->supplied);
+  if (!resolution.ok()) return fail(resolution.status());
+  if (!resolution->missing.empty()) {
+    nlohmann::ordered_json miss = {{"status", "CACHE_MISS"},
+                                   {"request_id", request_id},
+                                   {"missing_blobs", resolution->missing}};
+    return BodyReply(RequestEnding::kCacheMiss, "application/json", DumpJson(miss), request_id);
+  }
+  AdmittedRequest admitted{std::move(parsed->request), std::move(*resolution)};
+  admitted.timeout_seconds =
+      std::min(options.timeout_seconds.value_or(config_.default_timeout_seconds),
+               config_.max_timeout_seconds);
+  admitted.output_limit_bytes =
+      std::min(options.output_limit_bytes.value_or(config_.output_limit_bytes),
+               config_.max_output_limit_bytes);
+  events_.SaveProgram(request_id, admitted.request.program_json);
+  return admitted;
+}
+
+std::optional<HttpReply> App::RefuseOptions(const protocol::ProgramOptions& options,
+                                            const std::string& tenant,
+                                            std::optional<int64_t> allowed_gpus,
+                                            const std::string& request_id) const {
+  auto reject = [&](const std::string& message) {
+    return EndingReply(RequestEnding::kRejected, message, request_id);
+  };
+  if (options.gpu_count && allowed_gpus && *options.gpu_count > *allowed_gpus) {
+    return EndingReply(RequestEnding::kForbidden,
+                       "options.gpu_count: tenant '" + tenant + "' may reserve at most " +
+                           std::to_string(*allowed_gpus) + " GPUs (limit gpu_count), not " +
+                           std::to_string(*options.gpu_count),
+                       request_id);
+  }
+  if (options.gpu_count && config_.device == Device::kCpu) {
+    return reject(
+        "options.gpu_count: this is a CPU server; gpu_count exceeds its GPU capacity (0)");
+  }
+  if (options.gpu_count && *options.gpu_count > pool_->reservable_gpus()) {
+    return reject("options.gpu_count: " + std::to_string(*options.gpu_count) +
+                  " exceeds this GPU server's configured capacity (" +
+                  std::to_string(pool_->reservable_gpus()) + " GPUs)");
+  }
+  if (options.gpu_arch && cluster_ == nullptr) {
+    // A cluster's entry node sends it to that architecture's pool (cluster_entry.cc); a
+    // server runs it only on its own.
+    const std::string own =
+        pool_->describe().value("target", nlohmann::json::object()).value("arch", "");
+    if (config_.device == Device::kCpu) {
+      return reject("options.gpu_arch: this is a CPU server; it has no " + *options.gpu_arch +
+                    " GPU");
+    }
+    if (protocol::ArchNumberOf(own) != protocol::ArchNumberOf(*options.gpu_arch)) {
+      return reject("options.gpu_arch: this server's GPUs are " + own + ", not " +
+                    *options.gpu_arch);
+    }
+  }
+  return std::nullopt;
+}
+
+HttpReply App::FinishExecute(HttpReply reply, const std::string& request_id,
+                             const std::string& tenant, Clock::time_point received) {
+  const double ms = MillisecondsSince(received);
+  // Every reply built here carries its ending (request_ending.h).
+  const auto level = reply.ending ? TraitsOf(*reply.ending).level : pool::EventLevel::kError;
+  nlohmann::json fields = {{"request_id", request_id},
+                           {"http_status", reply.status},
+                           {"finish_reason", reply.finish_reason()},
+                           {"total_ms", ms},
+                           {"response_bytes", reply.body_size()}};
+  if (!reply.error_kind.empty()) fields["error_kind"] = reply.error_kind;
+  if (!reply.error_message.empty()) fields["error_message"] = reply.error_message.substr(0, 2048);
+  events_.Emit(level, "request_finished", fields);
+  RequestRecord record{.request_id = request_id,
+                       .tenant = tenant,
+                       .http_status = reply.status,
+                       .finish_reason = std::string(reply.finish_reason()),
+                       .error_kind = reply.error_kind,
+                       .error_message = reply.error_message,
+                       .integrity = reply.integrity,
+                       .total_ms = ms};
+  CountFinished(reply, ms, &record);
+  reply.server_ms = ms;
+  return reply;
 }
 
 net::awaitable<HttpReply> App::RunHere(std::shared_ptr<AdmittedRequest> admitted,
