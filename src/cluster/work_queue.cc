@@ -239,17 +239,30 @@ std::unique_ptr<Delivery> WorkQueue::TryFetch(natsSubscription* pull,
 
 StatusOr<std::unique_ptr<Delivery>> WorkQueue::Next(std::chrono::milliseconds wait,
                                                     const Rank& rank) {
-  auto fetch_in_order = [&]() -> std::unique_ptr<Delivery> {
-    std::vector<std::pair<double, std::string>> order;
+  auto sweep = [&] {
     for (const auto& [tenant, pull] : pulls_)
-      order.emplace_back(rank(tenant), tenant);
+      to_ask_.insert(tenant);
+    last_sweep_ = std::chrono::steady_clock::now();
+  };
+  auto fetch_in_order = [&]() -> std::unique_ptr<Delivery> {
+    if (std::chrono::steady_clock::now() - last_sweep_ >= kSweepEvery) sweep();
+    std::vector<std::pair<double, std::string>> order;
+    for (const std::string& tenant : to_ask_)
+      if (pulls_.count(tenant)) order.emplace_back(rank(tenant), tenant);
     std::sort(order.begin(), order.end());
+    // Nothing to ask: the queue that gave the last request is held open, for its next.
+    if (order.empty() && pulls_.count(last_found_)) order.emplace_back(0, last_found_);
     // An empty queue answers after its hold: short for all but the last asked, so an idle
     // tenant ahead in the order never keeps the others' requests waiting; the last one's
     // longer hold takes a request queued just after as soon as it is stored.
     for (size_t i = 0; i < order.size(); ++i) {
+      const std::string& tenant = order[i].second;
       const auto hold = i + 1 < order.size() ? kAskHold : kLastAskHold;
-      if (auto delivery = TryFetch(pulls_.at(order[i].second), hold)) return delivery;
+      if (auto delivery = TryFetch(pulls_.at(tenant), hold)) {
+        last_found_ = tenant;
+        return delivery;
+      }
+      to_ask_.erase(tenant);  // until a wake or the next sweep
     }
     return nullptr;
   };
@@ -261,16 +274,23 @@ StatusOr<std::unique_ptr<Delivery>> WorkQueue::Next(std::chrono::milliseconds wa
     woken.swap(woken_);
     return woken;
   };
-  auto bind_new = [&](const std::set<std::string>& woken) {
+  auto bind_woken = [&](const std::set<std::string>& woken) {
     const bool unknown = std::any_of(woken.begin(), woken.end(),
                                      [&](const std::string& t) { return !pulls_.count(t); });
-    return unknown ? BindTenants(woken) : Status::Ok();
+    KC_RETURN_IF_ERROR(unknown ? BindTenants(woken) : Status::Ok());
+    to_ask_.insert(woken.begin(), woken.end());
+    return Status::Ok();
   };
-  KC_RETURN_IF_ERROR(bind_new(take_woken(std::chrono::milliseconds(0))));
+  KC_RETURN_IF_ERROR(bind_woken(take_woken(std::chrono::milliseconds(0))));
   if (auto delivery = fetch_in_order()) return delivery;
   const std::set<std::string> woken = take_woken(wait);
-  // Idle: look for consumers made without a wake this node heard.
-  KC_RETURN_IF_ERROR(woken.empty() ? BindTenants({}) : bind_new(woken));
+  if (woken.empty()) {
+    // Idle: look for consumers made without a wake this node heard, and ask every queue.
+    KC_RETURN_IF_ERROR(BindTenants({}));
+    sweep();
+  } else {
+    KC_RETURN_IF_ERROR(bind_woken(woken));
+  }
   return fetch_in_order();
 }
 

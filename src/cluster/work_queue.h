@@ -8,8 +8,10 @@
 // tenants' consumers in the order it is given (the tenant furthest behind first) and takes the
 // first request it finds, so one tenant's 5,000 queued requests never stand before another's
 // 10. An entry node creates its tenant's consumer before its first publish and then says
-// "kcoral.wake.<pool>" (core NATS, the tenant as data), so idle nodes pull at once; an idle node
-// also looks every `wait` for consumers it has not bound and for redeliveries.
+// "kcoral.wake.<pool>" (core NATS, the tenant as data), so idle nodes pull at once. A node asks
+// only the queues of tenants woken since it last found them empty, and every queue at a sweep
+// (every 500 ms, and when idle for `wait`), which finds redeliveries and consumers it has not
+// bound: an idle tenant costs no ask per request.
 //
 //   KC_ASSIGN_OR_RETURN(auto queue, WorkQueue::Open(link, options));
 //   queue->Publish("cpu-1a2b3c4d", "alice", key, payload);   // entry node
@@ -116,6 +118,9 @@ class WorkQueue {
   // One request from `pull`'s queue, or null once `hold` passed without one.
   std::unique_ptr<Delivery> TryFetch(natsSubscription* pull, std::chrono::milliseconds hold);
   static constexpr std::chrono::milliseconds kAskHold{2}, kLastAskHold{20};
+  // How often every queue is asked, whatever the wakes said: a request redelivered (its node
+  // died, or gave it back) comes with no wake, nor does one whose wake this node missed.
+  static constexpr std::chrono::milliseconds kSweepEvery{500};
   // A wake (on a NATS thread): its tenant is woken, its claim nonce, if any, confirmed.
   void HeardWake(std::string_view data);
 
@@ -127,6 +132,11 @@ class WorkQueue {
   std::string pool_;
   natsSubscription* wake_ = nullptr;
   std::map<std::string, natsSubscription*> pulls_;  // by tenant
+  // The tenants whose queues may hold a request: woken, swept, or not yet found empty. Only
+  // these are asked, so idle tenants cost nothing between sweeps.
+  std::set<std::string> to_ask_;
+  std::chrono::steady_clock::time_point last_sweep_;
+  std::string last_found_;  // the tenant whose queue gave the last request
   // What the wakes said: the tenants woken since the puller last looked, and the claim nonces
   // confirmed, the newest kConfirmedKept (most are fetched by other nodes).
   static constexpr size_t kConfirmedKept = 16384;
