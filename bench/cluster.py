@@ -45,11 +45,14 @@ from pathlib import Path
 import httpx
 from cluster_harness import (
     SECRET,
+    Broker,
     NatsServers,
     Node,
+    background_rates,
     out_folder,
-    wait_for_view,
     percentile,
+    trivial_program,
+    wait_for_view,
 )  # first: puts this checkout's kcoral on sys.path
 
 from kcoral import Client, Program
@@ -70,53 +73,6 @@ KEYLESS_BODY = (
     ]})
     + f"\r\n--{BOUNDARY}--\r\n"
 ).encode()  # fmt: skip
-
-
-def trivial_program() -> Program:
-    program = Program()
-    module = program.upload(id="m", kind="module", source="def main():\n    return 1\n")
-    fn = program.get_function(id="f", module=module, name="main")
-    program.return_(key="out", value=program.run(id="r", fn=fn, args=[]))
-    return program
-
-
-class Broker:
-    """The NATS servers' CPU seconds and bytes, read as one sample."""
-
-    def __init__(self, nats: NatsServers):
-        self.nats = nats
-
-    def sample(self) -> dict:
-        varz = [self.nats.varz(i) for i in range(len(self.nats.client_ports))]
-        clients = 0
-        for port in self.nats.monitor_ports:
-            connz = httpx.get(f"http://127.0.0.1:{port}/connz?limit=10000", timeout=5).json()
-            clients += sum(c["in_bytes"] + c["out_bytes"] for c in connz["connections"])
-        return {
-            "t": time.monotonic(),
-            "cpu_s": self.nats.cpu_seconds(),
-            "bytes": sum(v["in_bytes"] + v["out_bytes"] for v in varz),
-            "client_bytes": clients,
-        }
-
-    @staticmethod
-    def per_request(before: dict, after: dict, requests: int, background: dict) -> dict:
-        """CPU ms and bytes per request between two samples, less the background rates."""
-        seconds = after["t"] - before["t"]
-        net = {k: after[k] - before[k] - background[k] * seconds for k in ("cpu_s", "bytes", "client_bytes")}
-        return {
-            "cpu_ms": net["cpu_s"] * 1e3 / requests,
-            "bytes": net["bytes"] / requests,
-            "client_bytes": net["client_bytes"] / requests,
-        }
-
-
-def background_rates(broker: Broker, seconds: float) -> dict:
-    before = broker.sample()
-    time.sleep(seconds)
-    after = broker.sample()
-    span = after["t"] - before["t"]
-    return {k: (after[k] - before[k]) / span for k in ("cpu_s", "bytes", "client_bytes")}
 
 
 def timed(client: Client, program: Program) -> float:

@@ -1,10 +1,12 @@
-"""Processes for the cluster benches (bench/cluster_soak.py, bench/cluster.py): NATS JetStream
-servers and KCoral cluster nodes on loopback, each restartable on its own port with its own
-arguments, so a restarted node keeps its node id (HOST-PORT) and a restarted NATS server its
-JetStream storage. Everything is stopped by pid or by its own process group, never by name.
+"""Processes for the cluster benches (bench/cluster*.py): NATS JetStream servers and KCoral
+cluster nodes on loopback, each restartable on its own port with its own arguments, so a
+restarted node keeps its node id (HOST-PORT) and a restarted NATS server its JetStream storage;
+and the broker's CPU and bytes (Broker). Everything is stopped by pid or by its own process
+group, never by name.
 
 tests/e2e/nats_cluster.py starts NATS for the tests; this copy adds what a kill test needs
-(restart, the stream's leader) and what the overhead bench reads (the monitoring port).
+(restart, the stream's leader) and what the overhead benches read (the monitoring port). Its
+bare NATS client (NatsWire) serves both.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ _PYTHON = str(REPO / "python")
 if _PYTHON not in sys.path:
     sys.path.insert(0, _PYTHON)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_PYTHON, os.environ.get("PYTHONPATH")]))
+sys.path.append(str(REPO / "tests" / "e2e"))  # the tests' bare NATS client
+
+from nats_cluster import NatsWire  # noqa: E402
+
+from kcoral import Program  # noqa: E402
 
 # Debian installs it in /usr/sbin, which a user's PATH may lack.
 NATS_SERVER = shutil.which("nats-server") or shutil.which("nats-server", path="/usr/sbin:/usr/local/sbin")
@@ -67,24 +74,13 @@ def cpu_seconds(pid: int) -> float:
 
 
 def nats_request(port: int, subject: str, timeout: float = 2.0) -> dict | None:
-    """One request over the NATS text protocol (no client library here): the JSON reply, or None."""
-    inbox = "_INBOX.bench"
-    with contextlib.suppress(OSError, ValueError), socket.create_connection(("127.0.0.1", port), timeout) as conn:
-        conn.settimeout(timeout)
-        conn.recv(4096)  # INFO
-        request = f'CONNECT {{"verbose":false}}\r\nSUB {inbox} 1\r\nPUB {subject} {inbox} 0\r\n\r\n'
-        conn.sendall(request.encode())
-        data, deadline = b"", time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            start = data.find(f"MSG {inbox}".encode())
-            if start >= 0 and (end := data.find(b"\r\n", start)) >= 0:
-                size = int(data[start:end].split()[-1])
-                if len(data) >= end + 2 + size:
-                    return json.loads(data[end + 2 : end + 2 + size])
-            chunk = conn.recv(65536)
-            if not chunk:
-                return None
-            data += chunk
+    """One JetStream API request: the JSON reply, or None."""
+    with contextlib.suppress(OSError, ConnectionError, ValueError):
+        wire = NatsWire(port, timeout)
+        try:
+            return json.loads(wire.request(subject))
+        finally:
+            wire.close()
     return None
 
 
@@ -173,6 +169,53 @@ class NatsServers:
                     process.wait(10)
                 except subprocess.TimeoutExpired:
                     self.kill(i)
+
+
+def trivial_program() -> Program:
+    program = Program()
+    module = program.upload(id="m", kind="module", source="def main():\n    return 1\n")
+    fn = program.get_function(id="f", module=module, name="main")
+    program.return_(key="out", value=program.run(id="r", fn=fn, args=[]))
+    return program
+
+
+class Broker:
+    """The NATS servers' CPU seconds and bytes, read as one sample."""
+
+    def __init__(self, nats: NatsServers):
+        self.nats = nats
+
+    def sample(self) -> dict:
+        varz = [self.nats.varz(i) for i in range(len(self.nats.client_ports))]
+        clients = 0
+        for port in self.nats.monitor_ports:
+            connz = httpx.get(f"http://127.0.0.1:{port}/connz?limit=10000", timeout=5).json()
+            clients += sum(c["in_bytes"] + c["out_bytes"] for c in connz["connections"])
+        return {
+            "t": time.monotonic(),
+            "cpu_s": self.nats.cpu_seconds(),
+            "bytes": sum(v["in_bytes"] + v["out_bytes"] for v in varz),
+            "client_bytes": clients,
+        }
+
+    @staticmethod
+    def per_request(before: dict, after: dict, requests: int, background: dict) -> dict:
+        """CPU ms and bytes per request between two samples, less the background rates."""
+        seconds = after["t"] - before["t"]
+        net = {k: after[k] - before[k] - background[k] * seconds for k in ("cpu_s", "bytes", "client_bytes")}
+        return {
+            "cpu_ms": net["cpu_s"] * 1e3 / requests,
+            "bytes": net["bytes"] / requests,
+            "client_bytes": net["client_bytes"] / requests,
+        }
+
+
+def background_rates(broker: Broker, seconds: float) -> dict:
+    before = broker.sample()
+    time.sleep(seconds)
+    after = broker.sample()
+    span = after["t"] - before["t"]
+    return {k: (after[k] - before[k]) / span for k in ("cpu_s", "bytes", "client_bytes")}
 
 
 class Node:

@@ -179,24 +179,35 @@ Status WorkQueue::Serve(const std::string& pool) {
   const natsStatus s =
       natsConnection_Subscribe(&wake_, link_.connection(), wake.c_str(), on_wake, this);
   if (s != NATS_OK) return UnavailableError("pulling work for pool " + pool + ": " + NatsError(s));
-  return BindTenants({});
+  return Sweep();
 }
 
-Status WorkQueue::BindTenants(const std::set<std::string>& woken) {
-  std::set<std::string> tenants = woken;
-  jsConsumerNamesList* names = nullptr;
+Status WorkQueue::Sweep() {
+  // One request whatever the number of tenants: the stream's count of messages per subject
+  // (those of a work queue are its requests not yet acknowledged, run or waiting).
+  const std::string subjects = "kcoral.work." + pool_ + ".*";
+  jsOptions options;
+  jsOptions_Init(&options);
+  options.Stream.Info.SubjectsFilter = subjects.c_str();
+  jsStreamInfo* info = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
-  natsStatus s = js_ConsumerNames(&names, link_.jetstream(), kStream, nullptr, &code);
-  if (s != NATS_OK && s != NATS_NOT_FOUND) {
-    return UnavailableError("listing the work queue's consumers: " + NatsError(s));
+  const natsStatus s = js_GetStreamInfo(&info, link_.jetstream(), kStream, &options, &code);
+  if (s != NATS_OK) {
+    return UnavailableError("looking for the work queue's requests: " + NatsError(s));
   }
-  const std::string prefix = Durable(pool_, "");
-  for (int i = 0; names != nullptr && i < names->Count; ++i) {
-    const std::string_view name = names->List[i];
-    if (name.starts_with(prefix)) tenants.emplace(name.substr(prefix.size()));
+  std::set<std::string> tenants;
+  for (int i = 0; info->State.Subjects != nullptr && i < info->State.Subjects->Count; ++i) {
+    const std::string_view subject = info->State.Subjects->List[i].Subject;
+    tenants.emplace(subject.substr(subject.rfind('.') + 1));
   }
-  jsConsumerNamesList_Destroy(names);
+  jsStreamInfo_Destroy(info);
+  last_sweep_ = std::chrono::steady_clock::now();
+  return ToAsk(tenants);
+}
+
+Status WorkQueue::ToAsk(const std::set<std::string>& tenants) {
   for (const std::string& tenant : tenants) {
+    to_ask_.insert(tenant);
     if (pulls_.count(tenant)) continue;
     KC_RETURN_IF_ERROR(EnsureConsumer(pool_, tenant));
     const std::string durable = Durable(pool_, tenant);
@@ -206,8 +217,9 @@ Status WorkQueue::BindTenants(const std::set<std::string>& woken) {
     options.Stream = kStream;
     options.Consumer = durable.c_str();  // bind: EnsureConsumer made it
     natsSubscription* pull = nullptr;
-    s = js_PullSubscribe(&pull, link_.jetstream(), subject.c_str(), durable.c_str(), nullptr,
-                         &options, &code);
+    jsErrCode code = static_cast<jsErrCode>(0);
+    const natsStatus s = js_PullSubscribe(&pull, link_.jetstream(), subject.c_str(),
+                                          durable.c_str(), nullptr, &options, &code);
     if (s != NATS_OK) {
       return UnavailableError("pulling work for pool " + pool_ + ", tenant " + tenant + ": " +
                               NatsError(s));
@@ -237,35 +249,30 @@ std::unique_ptr<Delivery> WorkQueue::TryFetch(natsSubscription* pull,
   return delivery;
 }
 
+std::unique_ptr<Delivery> WorkQueue::AskInOrder(const Rank& rank) {
+  std::vector<std::pair<double, std::string>> order;
+  for (const std::string& tenant : to_ask_)
+    order.emplace_back(rank(tenant), tenant);
+  std::sort(order.begin(), order.end());
+  // Nothing to ask: the queue that gave the last request is held open, for its next.
+  if (order.empty() && pulls_.count(last_found_)) order.emplace_back(0, last_found_);
+  // An empty queue answers after its hold: short for all but the last asked, so an idle
+  // tenant ahead in the order never keeps the others' requests waiting; the last one's
+  // longer hold takes a request queued just after as soon as it is stored.
+  for (size_t i = 0; i < order.size(); ++i) {
+    const std::string& tenant = order[i].second;
+    const auto hold = i + 1 < order.size() ? kAskHold : kLastAskHold;
+    if (auto delivery = TryFetch(pulls_.at(tenant), hold)) {
+      last_found_ = tenant;
+      return delivery;
+    }
+    to_ask_.erase(tenant);  // until a wake or a sweep says otherwise
+  }
+  return nullptr;
+}
+
 StatusOr<std::unique_ptr<Delivery>> WorkQueue::Next(std::chrono::milliseconds wait,
                                                     const Rank& rank) {
-  auto sweep = [&] {
-    for (const auto& [tenant, pull] : pulls_)
-      to_ask_.insert(tenant);
-    last_sweep_ = std::chrono::steady_clock::now();
-  };
-  auto fetch_in_order = [&]() -> std::unique_ptr<Delivery> {
-    if (std::chrono::steady_clock::now() - last_sweep_ >= kSweepEvery) sweep();
-    std::vector<std::pair<double, std::string>> order;
-    for (const std::string& tenant : to_ask_)
-      if (pulls_.count(tenant)) order.emplace_back(rank(tenant), tenant);
-    std::sort(order.begin(), order.end());
-    // Nothing to ask: the queue that gave the last request is held open, for its next.
-    if (order.empty() && pulls_.count(last_found_)) order.emplace_back(0, last_found_);
-    // An empty queue answers after its hold: short for all but the last asked, so an idle
-    // tenant ahead in the order never keeps the others' requests waiting; the last one's
-    // longer hold takes a request queued just after as soon as it is stored.
-    for (size_t i = 0; i < order.size(); ++i) {
-      const std::string& tenant = order[i].second;
-      const auto hold = i + 1 < order.size() ? kAskHold : kLastAskHold;
-      if (auto delivery = TryFetch(pulls_.at(tenant), hold)) {
-        last_found_ = tenant;
-        return delivery;
-      }
-      to_ask_.erase(tenant);  // until a wake or the next sweep
-    }
-    return nullptr;
-  };
   // The tenants woken since the last look (after waiting up to `up_to` for one).
   auto take_woken = [&](std::chrono::milliseconds up_to) {
     std::set<std::string> woken;
@@ -274,24 +281,12 @@ StatusOr<std::unique_ptr<Delivery>> WorkQueue::Next(std::chrono::milliseconds wa
     woken.swap(woken_);
     return woken;
   };
-  auto bind_woken = [&](const std::set<std::string>& woken) {
-    const bool unknown = std::any_of(woken.begin(), woken.end(),
-                                     [&](const std::string& t) { return !pulls_.count(t); });
-    KC_RETURN_IF_ERROR(unknown ? BindTenants(woken) : Status::Ok());
-    to_ask_.insert(woken.begin(), woken.end());
-    return Status::Ok();
-  };
-  KC_RETURN_IF_ERROR(bind_woken(take_woken(std::chrono::milliseconds(0))));
-  if (auto delivery = fetch_in_order()) return delivery;
+  KC_RETURN_IF_ERROR(ToAsk(take_woken(std::chrono::milliseconds(0))));
+  if (std::chrono::steady_clock::now() - last_sweep_ >= kSweepEvery) KC_RETURN_IF_ERROR(Sweep());
+  if (auto delivery = AskInOrder(rank)) return delivery;
   const std::set<std::string> woken = take_woken(wait);
-  if (woken.empty()) {
-    // Idle: look for consumers made without a wake this node heard, and ask every queue.
-    KC_RETURN_IF_ERROR(BindTenants({}));
-    sweep();
-  } else {
-    KC_RETURN_IF_ERROR(bind_woken(woken));
-  }
-  return fetch_in_order();
+  KC_RETURN_IF_ERROR(woken.empty() ? Sweep() : ToAsk(woken));  // idle: a sweep
+  return AskInOrder(rank);
 }
 
 }  // namespace kc::cluster

@@ -9,9 +9,9 @@
 // first request it finds, so one tenant's 5,000 queued requests never stand before another's
 // 10. An entry node creates its tenant's consumer before its first publish and then says
 // "kcoral.wake.<pool>" (core NATS, the tenant as data), so idle nodes pull at once. A node asks
-// only the queues of tenants woken since it last found them empty, and every queue at a sweep
-// (every 500 ms, and when idle for `wait`), which finds redeliveries and consumers it has not
-// bound: an idle tenant costs no ask per request.
+// only the queues of tenants woken since it last found them empty, and those a sweep (every
+// 500 ms, and when idle for `wait`) finds requests of in the stream: redeliveries, missed
+// wakes, consumers it has not bound. An idle tenant costs no ask.
 //
 //   KC_ASSIGN_OR_RETURN(auto queue, WorkQueue::Open(link, options));
 //   queue->Publish("cpu-1a2b3c4d", "alice", key, payload);   // entry node
@@ -113,13 +113,19 @@ class WorkQueue {
   static std::string Durable(std::string_view pool, std::string_view tenant);
   // The durable consumer of (pool, tenant), created where it does not exist.
   Status EnsureConsumer(const std::string& pool, const std::string& tenant);
-  // Pull subscriptions to the served pool's consumers this node has not bound yet.
-  Status BindTenants(const std::set<std::string>& woken);
+  // The tenants' queues to ask from now on, their consumers bound where they were not yet.
+  Status ToAsk(const std::set<std::string>& tenants);
+  // Every tenant of the served pool with a request in the stream, to ask: what comes without a
+  // wake (a redelivery, a wake this node missed) and tenants it has not bound.
+  Status Sweep();
+  // A request from the queues to ask, in `rank` order; each found empty is dropped from them.
+  std::unique_ptr<Delivery> AskInOrder(const Rank& rank);
   // One request from `pull`'s queue, or null once `hold` passed without one.
   std::unique_ptr<Delivery> TryFetch(natsSubscription* pull, std::chrono::milliseconds hold);
   static constexpr std::chrono::milliseconds kAskHold{2}, kLastAskHold{20};
-  // How often every queue is asked, whatever the wakes said: a request redelivered (its node
-  // died, or gave it back) comes with no wake, nor does one whose wake this node missed.
+  // How often a sweep looks, whatever the wakes said (and when idle for Next's `wait`): a
+  // request redelivered (its node died, or gave it back) comes with no wake, nor does one
+  // whose wake this node missed.
   static constexpr std::chrono::milliseconds kSweepEvery{500};
   // A wake (on a NATS thread): its tenant is woken, its claim nonce, if any, confirmed.
   void HeardWake(std::string_view data);
@@ -132,8 +138,8 @@ class WorkQueue {
   std::string pool_;
   natsSubscription* wake_ = nullptr;
   std::map<std::string, natsSubscription*> pulls_;  // by tenant
-  // The tenants whose queues may hold a request: woken, swept, or not yet found empty. Only
-  // these are asked, so idle tenants cost nothing between sweeps.
+  // The tenants whose queues may hold a request: woken or swept, and not found empty since.
+  // Only these are asked, so an idle tenant costs nothing.
   std::set<std::string> to_ask_;
   std::chrono::steady_clock::time_point last_sweep_;
   std::string last_found_;  // the tenant whose queue gave the last request

@@ -174,10 +174,13 @@ def test_through_a_cluster_idle_tenants_queues_neither_hold_nor_cost_another_ten
     requests one by one.
     - Each of B's requests starts as soon as it is queued: an ask that waited for a message
       would hold each for its whole expiry, once a second.
-    - The idle tenants' queues are asked at the node's sweeps for redeliveries (a few a second),
-      not before each of B's requests: each ask is a JetStream request and holds a free seat up
-      to 2 ms, so with many tenants asking every queue per request would cost more than the
-      request. The asks are counted on the wire, as the NATS servers see them."""
+    - The idle tenants' queues are not asked before each of B's requests: each ask is a
+      JetStream request (about 1 ms of the broker's CPU here) and holds a free seat up to 2 ms,
+      so with many tenants asking every queue per request costs more than the request. The node
+      asks a queue when woken for its tenant, or when its sweep finds the tenant's requests in
+      the stream. (Only the last idle tenant's queue is held open a while for its next request.)
+      The asks are counted on the wire, as the NATS servers see them: 120 before, for B's 20
+      requests."""
     from nats_cluster import NatsCluster, NatsWire
     from test_cluster_routing import SECRET, wait_for_view
 
@@ -209,14 +212,11 @@ def test_through_a_cluster_idle_tenants_queues_neither_hold_nor_cost_another_ten
 
         took, seconds, asks = asyncio.run(run())
         idle_asks = [subject for subject, _ in asks if subject.rsplit("--", 1)[-1] in idle]
-        per_idle_tenant = len(idle_asks) / len(idle)
         print(f"B's requests took {statistics.median(took) * 1e3:.0f} ms (median), {max(took[1:]) * 1e3:.0f} ms "
-              f"(max); in {seconds:.2f} s the node asked each idle tenant's queue {per_idle_tenant:.1f} times, "
+              f"(max); in {seconds:.2f} s the node asked the idle tenants' queues {len(idle_asks)} times, "
               f"B's {sum(1 for s, _ in asks if s.endswith('--b'))} times")  # fmt: skip
         assert max(took[1:]) < 0.6, took
-        # A sweep every 0.5 s, and one when the node is idle 0.5 s: at most 4 a second, far fewer
-        # than B's 20 requests.
-        assert per_idle_tenant <= 4 * seconds + 2, (per_idle_tenant, seconds)
+        assert len(idle_asks) <= len(idle), idle_asks
     finally:
         if wire is not None:
             wire.close()
