@@ -29,9 +29,16 @@ HttpReply App::HandlePeerBlobFetch(std::string_view peer_header, std::string_vie
   store::BlobPtr blob = blobs_.memory().Get(sha256);
   if (blob == nullptr) blob = blobs_.disk().Get(sha256);
   if (blob == nullptr) return HttpReply{404, "application/octet-stream", "", ""};
-  auto bytes = blob->ReadAll();
-  if (!bytes.ok()) return EndingReply(RequestEnding::kInternal, bytes.status().message(), "");
-  return HttpReply{200, "application/octet-stream", std::move(*bytes), ""};
+  // Written from a mapping of its memfd, never copied: a copy took as much memory again, and
+  // was made here, on the event loop, before the first byte went out.
+  auto mapped = SharedBytes::MapSealedMemfd(blob->fd());
+  if (!mapped.ok()) return EndingReply(RequestEnding::kInternal, mapped.status().message(), "");
+  auto pieces = std::make_shared<PiecesBody>();
+  pieces->keep = mapped->keeper();
+  pieces->encoded.pieces = {mapped->view()};
+  HttpReply reply{200, "application/octet-stream", "", ""};
+  reply.pieces = std::move(pieces);
+  return reply;
 }
 
 HttpReply App::HandlePeerBlobPush(std::string_view peer_header, StatusOr<store::BlobPtr> blob) {

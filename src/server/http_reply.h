@@ -20,7 +20,7 @@ namespace kc::server {
 
 // A body written as pieces, never joined: the views of `encoded` point into
 // `result_json` and into memory that `keep` holds (the worker's mapped
-// result memfd).
+// result memfd, or a mapped blob sent to another node).
 struct PiecesBody {
   std::string result_json;
   std::shared_ptr<const void> keep;

@@ -2,7 +2,8 @@
 
 #include <openssl/evp.h>
 
-#include "base/sha256.h"
+#include "base/shared_bytes.h"
+#include "store/blob_builder.h"
 
 namespace kc::server {
 
@@ -32,13 +33,9 @@ StatusOr<std::string> FromBase64(std::string_view text) {
   return out;
 }
 
-std::string JoinedBody(const HttpReply& reply) {
-  if (reply.pieces == nullptr) return reply.body;
-  std::string body;
-  body.reserve(reply.body_size());
-  for (std::string_view piece : reply.pieces->encoded.pieces)
-    body.append(piece);
-  return body;
+std::vector<std::string_view> PiecesOf(const HttpReply& reply) {
+  if (reply.pieces == nullptr) return {reply.body};
+  return reply.pieces->encoded.pieces;
 }
 
 }  // namespace
@@ -54,15 +51,23 @@ StatusOr<OutcomeRecord> RecordOf(const HttpReply& reply, const std::string& exec
   r["error_kind"] = reply.error_kind;
   r["error_message"] = reply.error_message;
   r["executed_by"] = executed_by;
-  std::string body = JoinedBody(reply);
-  if (body.size() <= kInlineBodyBytes) {
+  if (reply.body_size() <= kInlineBodyBytes) {
+    std::string body;
+    for (std::string_view piece : PiecesOf(reply))
+      body.append(piece);
     r["body_base64"] = Base64(body);
     return out;
   }
-  std::string sha256 = Sha256Hex(body);
-  KC_ASSIGN_OR_RETURN(out.body, store::Blob::FromBytes(sha256, body));
+  // A large body (results of hundreds of MiB) goes from its pieces into the blob: never joined.
+  store::BlobBuilder builder;
+  for (std::string_view piece : PiecesOf(reply)) {
+    builder.Hash(piece);
+    KC_RETURN_IF_ERROR(builder.Write(piece));
+  }
+  std::string sha256 = builder.Digest();
+  KC_ASSIGN_OR_RETURN(out.body, builder.Seal(sha256));
   r["body_sha256"] = std::move(sha256);
-  r["body_bytes"] = body.size();
+  r["body_bytes"] = reply.body_size();
   return out;
 }
 
@@ -88,7 +93,11 @@ StatusOr<HttpReply> ReplyOf(const nlohmann::json& record, const store::BlobPtr& 
     KC_ASSIGN_OR_RETURN(reply.body, FromBase64(record.value("body_base64", "")));
   } else {
     if (body == nullptr) return InternalError("a stored outcome's body blob is missing");
-    KC_ASSIGN_OR_RETURN(reply.body, body->ReadAll());
+    // Written from a mapping of the blob, never copied.
+    KC_ASSIGN_OR_RETURN(SharedBytes mapped, SharedBytes::MapSealedMemfd(body->fd()));
+    reply.pieces = std::make_shared<PiecesBody>();
+    reply.pieces->keep = mapped.keeper();
+    reply.pieces->encoded.pieces = {mapped.view()};
   }
   return reply;
 }

@@ -23,11 +23,11 @@ struct OutcomeRecord {
   store::BlobPtr body;  // set when the body is too large to be inline
 };
 
-// The record of `reply` (its pieces joined). `executed_by`: the node id that ran it.
+// The record of `reply`. `executed_by`: the node id that ran it.
 StatusOr<OutcomeRecord> RecordOf(const HttpReply& reply, const std::string& executed_by);
 
 // The reply a record stands for, answered under `request_id`. `body`: the blob named by the
-// record's body_sha256, when it has one (null otherwise).
+// record's body_sha256, when it has one (null otherwise); the reply is written from its mapping.
 StatusOr<HttpReply> ReplyOf(const nlohmann::json& record, const store::BlobPtr& body,
                             const std::string& request_id);
 

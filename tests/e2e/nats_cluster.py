@@ -5,6 +5,7 @@ survives losing one), and waits until JetStream has a leader. `stop()` stops eac
 
 import contextlib
 import hashlib
+import hmac
 import shutil
 import signal
 import socket
@@ -15,6 +16,17 @@ from pathlib import Path
 
 # Debian installs it in /usr/sbin, which a user's PATH may lack.
 NATS_SERVER = shutil.which("nats-server") or shutil.which("nats-server", path="/usr/sbin:/usr/local/sbin")
+
+
+# The cluster secret of every test cluster, and the X-KCoral-Peer header a node signs with it.
+CLUSTER_SECRET = "test-cluster-secret-0123456789"
+
+
+def peer_signature(method: str, target: str) -> str:
+    """X-KCoral-Peer for a request, as cluster/peer_auth.cc signs one."""
+    now = str(int(time.time()))
+    message = f"{now}\n{method}\n{target}".encode()
+    return now + "." + hmac.new(CLUSTER_SECRET.encode(), message, hashlib.sha256).hexdigest()
 
 
 def cluster_key(idempotency_key: str, tenant: str = "") -> str:

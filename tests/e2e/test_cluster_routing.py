@@ -5,6 +5,7 @@ the broker; large results come back; a retry with the same Idempotency-Key on an
 the first run's outcome, never a second run; the reference client works unchanged through any
 node. The fault tests (a node killed mid-request) start fresh nodes of their own."""
 
+import hashlib
 import json
 import os
 import signal
@@ -16,11 +17,11 @@ import httpx
 import pytest
 
 from conftest import Server, call, wait_for
-from nats_cluster import NatsCluster, NatsWire, cluster_key
+from nats_cluster import CLUSTER_SECRET, NatsCluster, NatsWire, cluster_key, peer_signature
 from test_reference_client import HERE, reference_environment, reference_python
 from wire import TRIVIAL, assert_error, execute
 
-SECRET = {"KCORAL_CLUSTER_SECRET": "test-cluster-secret-0123456789"}
+SECRET = {"KCORAL_CLUSTER_SECRET": CLUSTER_SECRET}
 ACK_WAIT_S = 3  # a dead node's request runs elsewhere this soon
 
 
@@ -240,6 +241,35 @@ def test_cluster_routes_refuse_strangers(nodes):
     pushed = httpx.post(f"{nodes[0].url}/cluster/blobs", content=b"x" * 1000, headers={
         "Content-Type": "application/octet-stream"})  # fmt: skip
     assert pushed.status_code == 403
+
+
+def test_a_node_sends_a_blob_from_its_memfd_without_copying_it(nodes):
+    """GET /cluster/blobs/<sha256>, as a node fetches a blob it lacks: the right bytes, written
+    from a mapping of the blob's memfd. A node copied the whole blob into its own memory before
+    sending it (on its event loop, before the first byte): while the reader has taken none of
+    the body, the sending node's anonymous memory grows by far less than the blob."""
+    data = os.urandom(96 << 20)
+    digest = hashlib.sha256(data).hexdigest()
+    node = nodes[2]
+    stored = httpx.post(node.url + "/blobs", content=data, headers={"Content-Type": "application/octet-stream"},
+                        timeout=60)  # fmt: skip
+    assert stored.status_code == 200 and stored.json()["cached"] is True, stored.text
+    del data
+    target = f"/cluster/blobs/{digest}"
+
+    def anonymous_mib() -> float:
+        status = open(f"/proc/{node.process.pid}/status").read()
+        return int(status.split("RssAnon:")[1].split()[0]) / 1024
+
+    before = anonymous_mib()
+    headers = {"X-KCoral-Peer": peer_signature("GET", target)}
+    with httpx.stream("GET", node.url + target, headers=headers, timeout=60) as fetched:
+        assert fetched.status_code == 200
+        time.sleep(0.5)  # the reply is under way, held by the socket's buffers
+        grown = anonymous_mib() - before
+        body = fetched.read()
+    assert hashlib.sha256(body).hexdigest() == digest
+    assert grown < 32, f"the node's anonymous memory grew {grown:.0f} MiB to send a 96 MiB blob"
 
 
 def test_the_reference_client_works_unchanged_through_a_node(nodes):

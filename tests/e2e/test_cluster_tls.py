@@ -8,21 +8,19 @@ a peer whose certificate another CA signed is refused (it joins for that test on
 from __future__ import annotations
 
 import hashlib
-import hmac
 import subprocess
 import sys
-import time
 
 import httpx
 import numpy as np
 import pytest
 from conftest import Server, call, free_port, wait_for
-from nats_cluster import NatsCluster
+from nats_cluster import CLUSTER_SECRET, NatsCluster, peer_signature
 from pki import make_pki
 
 from kcoral import Client, KCoralError, Program
 
-SECRET = "test-cluster-secret-0123456789"
+SECRET = CLUSTER_SECRET
 ENV = {"KCORAL_CLUSTER_SECRET": SECRET}
 MIB = 1 << 20
 
@@ -143,13 +141,6 @@ def test_a_result_over_the_inline_limit_is_pushed_back_over_https(nodes, pki):
     assert event["to"] == entry.url and event["to"].startswith("https://")
     assert event["bytes"] > 3 << 20
     assert not [e for _, e in events(nodes, "cluster_blob_push_failed")]
-
-
-def peer_signature(method: str, target: str) -> str:
-    """X-KCoral-Peer for a request, as cluster/peer_auth.cc signs one."""
-    now = str(int(time.time()))
-    message = f"{now}\n{method}\n{target}".encode()
-    return now + "." + hmac.new(SECRET.encode(), message, hashlib.sha256).hexdigest()
 
 
 def test_a_peer_whose_certificate_the_ca_did_not_sign_is_refused(tmp_path_factory, nodes, nats, pki):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import hmac
 import os
 import socket
 import ssl
@@ -21,7 +20,7 @@ import warnings
 import httpx
 import pytest
 from conftest import Server, call, free_port, wait_for
-from nats_cluster import NatsCluster, cluster_key
+from nats_cluster import CLUSTER_SECRET, NatsCluster, cluster_key, peer_signature
 from pki import make_pki
 from wire import BOUNDARY, blob_part, body_of, module_program, program_part, ref
 from wire import execute as raw_execute
@@ -263,14 +262,6 @@ def test_kcoral_run_takes_entry_nodes_and_ca_together(tls_server, pki, monkeypat
 
 
 # ------------------------------------------------------------ a cluster node over HTTPS
-CLUSTER_SECRET = "test-cluster-secret-0123456789"
-
-
-def peer_signature(method: str, target: str) -> str:
-    """X-KCoral-Peer for a request, as cluster/peer_auth.cc signs one."""
-    now = str(int(time.time()))
-    message = f"{now}\n{method}\n{target}".encode()
-    return now + "." + hmac.new(CLUSTER_SECRET.encode(), message, hashlib.sha256).hexdigest()
 
 
 @pytest.fixture(scope="module")
