@@ -81,7 +81,7 @@ class App {
   HttpReply HandleBlobLookup(std::string_view sha256);
   // GET /cluster/blobs/<sha256> and POST /cluster/blobs: between the nodes of a cluster only,
   // signed with its secret (cluster/peer_auth.h; cluster_routes.cc).
-  HttpReply HandlePeerBlobFetch(std::string_view peer_header, std::string_view target);
+  net::awaitable<HttpReply> HandlePeerBlobFetch(std::string peer_header, std::string target);
   HttpReply HandlePeerBlobPush(std::string_view peer_header, StatusOr<store::BlobPtr> blob);
   // Whether a request on a cluster route is signed with the cluster's secret (checked before
   // a pushed body is read, and again by the route).

@@ -20,25 +20,33 @@ Status App::CheckPeer(std::string_view peer_header, std::string_view method,
                                    cluster::UnixSecondsNow());
 }
 
-HttpReply App::HandlePeerBlobFetch(std::string_view peer_header, std::string_view target) {
-  if (!cluster_) return HttpReply{404, "application/json", R"({"detail":"Not Found"})", ""};
+net::awaitable<HttpReply> App::HandlePeerBlobFetch(std::string peer_header, std::string target) {
+  if (!cluster_) co_return HttpReply{404, "application/json", R"({"detail":"Not Found"})", ""};
   if (Status allowed = CheckPeer(peer_header, "GET", target); !allowed.ok()) {
-    return EndingReply(RequestEnding::kForbidden, allowed.message(), "");
+    co_return EndingReply(RequestEnding::kForbidden, allowed.message(), "");
   }
-  const std::string sha256(target.substr(kPeerBlobs.size() + 1));
-  store::BlobPtr blob = blobs_.memory().Get(sha256);
-  if (blob == nullptr) blob = blobs_.disk().Get(sha256);
-  if (blob == nullptr) return HttpReply{404, "application/octet-stream", "", ""};
-  // Written from a mapping of its memfd, never copied: a copy took as much memory again, and
-  // was made here, on the event loop, before the first byte went out.
-  auto mapped = SharedBytes::MapSealedMemfd(blob->fd());
-  if (!mapped.ok()) return EndingReply(RequestEnding::kInternal, mapped.status().message(), "");
-  auto pieces = std::make_shared<PiecesBody>();
-  pieces->keep = mapped->keeper();
-  pieces->encoded.pieces = {mapped->view()};
-  HttpReply reply{200, "application/octet-stream", "", ""};
-  reply.pieces = std::move(pieces);
-  return reply;
+  // On the parse pool: a blob found only on disk is read and checked whole (DiskTier::Get),
+  // which must not hold the event loop.
+  auto look_up = [this,
+                  sha256 = target.substr(kPeerBlobs.size() + 1)]() -> net::awaitable<HttpReply> {
+    store::BlobPtr blob = blobs_.memory().Get(sha256);
+    if (blob == nullptr) blob = blobs_.disk().Get(sha256);
+    if (blob == nullptr) co_return HttpReply{404, "application/octet-stream", "", ""};
+    // Written from a mapping of its memfd, never copied: a copy took as much memory again
+    // before the first byte went out.
+    auto mapped = SharedBytes::MapSealedMemfd(blob->fd());
+    if (!mapped.ok()) {
+      co_return EndingReply(RequestEnding::kInternal, mapped.status().message(), "");
+    }
+    auto pieces = std::make_shared<PiecesBody>();
+    pieces->keep = mapped->keeper();
+    pieces->encoded.pieces = {mapped->view()};
+    HttpReply reply{200, "application/octet-stream", "", ""};
+    reply.pieces = std::move(pieces);
+    co_return reply;
+  };
+  auto looking_up = net::co_spawn(cpu_pool_, std::move(look_up), net::use_awaitable);
+  co_return co_await std::move(looking_up);
 }
 
 HttpReply App::HandlePeerBlobPush(std::string_view peer_header, StatusOr<store::BlobPtr> blob) {

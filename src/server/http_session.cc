@@ -157,8 +157,12 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
                                      arrival.received);
     case Route::kPeerBlobPush:
       co_return app.HandlePeerBlobPush(PeerHeader(head), UploadedBlob(intake, body));
-    case Route::kPeerBlobFetch:
-      co_return app.HandlePeerBlobFetch(PeerHeader(head), head.target());
+    case Route::kPeerBlobFetch: {
+      auto fetch =
+          app.HandlePeerBlobFetch(std::string(PeerHeader(head)),
+                                  std::string(head.target()));  // named: see execute_route.cc
+      co_return co_await std::move(fetch);
+    }
     case Route::kLookUpBlob:
       co_return app.HandleBlobLookup(head.target().substr(kBlobsPrefix.size()));
     case Route::kHealth:
