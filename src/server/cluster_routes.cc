@@ -32,17 +32,13 @@ net::awaitable<HttpReply> App::HandlePeerBlobFetch(std::string peer_header, std:
     store::BlobPtr blob = blobs_.memory().Get(sha256);
     if (blob == nullptr) blob = blobs_.disk().Get(sha256);
     if (blob == nullptr) co_return HttpReply{404, "application/octet-stream", "", ""};
-    // Written from a mapping of its memfd, never copied: a copy took as much memory again
-    // before the first byte went out.
-    auto mapped = SharedBytes::MapSealedMemfd(blob->fd());
+    // Never copied: a copy took as much memory again before the first byte went out.
+    auto mapped = MappedBody(blob->fd());
     if (!mapped.ok()) {
       co_return EndingReply(RequestEnding::kInternal, mapped.status().message(), "");
     }
-    auto pieces = std::make_shared<PiecesBody>();
-    pieces->keep = mapped->keeper();
-    pieces->encoded.pieces = {mapped->view()};
     HttpReply reply{200, "application/octet-stream", "", ""};
-    reply.pieces = std::move(pieces);
+    reply.pieces = std::move(*mapped);
     co_return reply;
   };
   auto looking_up = net::co_spawn(cpu_pool_, std::move(look_up), net::use_awaitable);

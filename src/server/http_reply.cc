@@ -1,8 +1,17 @@
 #include "server/http_reply.h"
 
+#include "base/shared_bytes.h"
 #include "protocol/json_writer.h"
 
 namespace kc::server {
+
+StatusOr<std::shared_ptr<PiecesBody>> MappedBody(int sealed_memfd) {
+  KC_ASSIGN_OR_RETURN(SharedBytes mapped, SharedBytes::MapSealedMemfd(sealed_memfd));
+  auto body = std::make_shared<PiecesBody>();
+  body->keep = mapped.keeper();
+  body->encoded.pieces = {mapped.view()};
+  return body;
+}
 
 HttpReply EndingReply(RequestEnding ending, std::string_view message,
                       const std::string& request_id) {

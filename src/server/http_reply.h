@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/status.h"
 #include "protocol/multipart_writer.h"
 #include "server/request_ending.h"
 
@@ -26,6 +27,10 @@ struct PiecesBody {
   std::shared_ptr<const void> keep;
   protocol::EncodedMultipart encoded;
 };
+
+// A body of one piece: a mapping of `sealed_memfd` (a blob), written as it is, never copied
+// into the reply (base/shared_bytes.h).
+StatusOr<std::shared_ptr<PiecesBody>> MappedBody(int sealed_memfd);
 
 struct HttpReply {
   int status = 200;

@@ -2,7 +2,6 @@
 
 #include <openssl/evp.h>
 
-#include "base/shared_bytes.h"
 #include "store/blob_builder.h"
 
 namespace kc::server {
@@ -93,11 +92,7 @@ StatusOr<HttpReply> ReplyOf(const nlohmann::json& record, const store::BlobPtr& 
     KC_ASSIGN_OR_RETURN(reply.body, FromBase64(record.value("body_base64", "")));
   } else {
     if (body == nullptr) return InternalError("a stored outcome's body blob is missing");
-    // Written from a mapping of the blob, never copied.
-    KC_ASSIGN_OR_RETURN(SharedBytes mapped, SharedBytes::MapSealedMemfd(body->fd()));
-    reply.pieces = std::make_shared<PiecesBody>();
-    reply.pieces->keep = mapped.keeper();
-    reply.pieces->encoded.pieces = {mapped.view()};
+    KC_ASSIGN_OR_RETURN(reply.pieces, MappedBody(body->fd()));
   }
   return reply;
 }
