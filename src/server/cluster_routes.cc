@@ -25,24 +25,24 @@ net::awaitable<HttpReply> App::HandlePeerBlobFetch(std::string peer_header, std:
   if (Status allowed = CheckPeer(peer_header, "GET", target); !allowed.ok()) {
     co_return EndingReply(RequestEnding::kForbidden, allowed.message(), "");
   }
-  // On the parse pool: a blob found only on disk is read and checked whole (DiskTier::Get),
-  // which must not hold the event loop.
-  auto look_up = [this,
-                  sha256 = target.substr(kPeerBlobs.size() + 1)]() -> net::awaitable<HttpReply> {
-    store::BlobPtr blob = blobs_.memory().Get(sha256);
-    if (blob == nullptr) blob = blobs_.disk().Get(sha256);
-    if (blob == nullptr) co_return HttpReply{404, "application/octet-stream", "", ""};
-    // Never copied: a copy took as much memory again before the first byte went out.
-    auto mapped = MappedBody(blob->fd());
-    if (!mapped.ok()) {
-      co_return EndingReply(RequestEnding::kInternal, mapped.status().message(), "");
-    }
-    HttpReply reply{200, "application/octet-stream", "", ""};
-    reply.pieces = std::move(*mapped);
-    co_return reply;
-  };
-  auto looking_up = net::co_spawn(cpu_pool_, std::move(look_up), net::use_awaitable);
-  co_return co_await std::move(looking_up);
+  const std::string sha256 = target.substr(kPeerBlobs.size() + 1);
+  store::BlobPtr blob = blobs_.memory().Get(sha256);
+  if (blob == nullptr) {
+    // Found only on disk, a blob is read and checked whole (DiskTier::Get): on the parse pool,
+    // so the event loop keeps serving meanwhile.
+    auto from_disk = [this, sha256]() -> net::awaitable<store::BlobPtr> {
+      co_return blobs_.disk().Get(sha256);
+    };
+    auto reading = net::co_spawn(cpu_pool_, std::move(from_disk), net::use_awaitable);
+    blob = co_await std::move(reading);
+  }
+  if (blob == nullptr) co_return HttpReply{404, "application/octet-stream", "", ""};
+  // Never copied: a copy took as much memory again, on the event loop, before the first byte.
+  auto mapped = MappedBody(blob->fd());
+  if (!mapped.ok()) co_return EndingReply(RequestEnding::kInternal, mapped.status().message(), "");
+  HttpReply reply{200, "application/octet-stream", "", ""};
+  reply.pieces = std::move(*mapped);
+  co_return reply;
 }
 
 HttpReply App::HandlePeerBlobPush(std::string_view peer_header, StatusOr<store::BlobPtr> blob) {
