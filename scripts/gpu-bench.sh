@@ -17,6 +17,8 @@
 #              NATS .debs) (about 90)
 #   upload     a large upload through a 2-node cluster against the bound of
 #              issue 26 item 4 (bench/cluster_upload.py) (about 60)
+#   tenants    what idle tenants cost a cluster node's requests and the broker
+#              (bench/cluster_tenants.py) (about 60)
 #   dashboard  64 live dashboard viewers' cost to a server (bench/dashboard_load.py)
 #              (about 100)
 set -uo pipefail
@@ -47,8 +49,9 @@ for bench in "$@"; do
           done ;;
     cluster) "$PY" bench/cluster.py --requests 300 --nodes 1,2,4 --out "$OUT/cluster-$runs" ;;
     upload) "$PY" bench/cluster_upload.py --sizes 64,256 --rounds 5 --out "$OUT/upload-$runs" ;;
+    tenants) "$PY" bench/cluster_tenants.py --requests 200 --out "$OUT/tenants-$runs" ;;
     dashboard) "$PY" bench/dashboard_load.py --seconds 30 --json "$OUT/dashboard_load.json" ;;
-    *) echo "unknown benchmark: $bench (roundtrip, seed, mix, blob, cluster, upload, dashboard)"; exit 2 ;;
+    *) echo "unknown benchmark: $bench (roundtrip, seed, mix, blob, cluster, upload, tenants, dashboard)"; exit 2 ;;
   esac
   echo ">> $bench: $(( $(date +%s) - started )) s"
 done
