@@ -1,7 +1,7 @@
 #include "base/utc_time.h"
 
+#include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <ctime>
 
 namespace kc {
@@ -19,8 +19,10 @@ std::string FormatUtcNow(const char* format, int fraction_digits) {
     long long fraction =
         std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count() %
         1000000 / (1000000 / scale);
-    char digits[16];
-    std::snprintf(digits, sizeof digits, ".%0*lld", fraction_digits, fraction);
+    const std::string digits = std::to_string(fraction);  // zero-padded to fraction_digits
+    text += '.';
+    text.append(
+        std::max<size_t>(static_cast<size_t>(fraction_digits), digits.size()) - digits.size(), '0');
     text += digits;
   }
   return text + "Z";

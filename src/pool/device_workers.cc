@@ -149,8 +149,9 @@ void DeviceWorkers::Retire(std::unique_ptr<WorkerProcess> worker) {
     ~Done() { --count; }
   } done{retiring_};
   if (!lease_) return;  // the tree dies with `worker`
-  // A context destroyed; SIGKILL, as fast as any gentler exit (bench/standby_steps.py).
-  Housekeeping(HousekeepingKind::kContext, [&] {
+  // A context destroyed; SIGKILL, as fast as any gentler exit (bench/standby_steps.py). It
+  // cannot fail.
+  (void)Housekeeping(HousekeepingKind::kContext, [&] {
     worker.reset();  // kills the whole tree
     return Status::Ok();
   });

@@ -226,8 +226,8 @@ TEST_F(ResultVerificationTest, AnotherRequestsRecordIsRefused) {
 }
 
 TEST_F(ResultVerificationTest, SealedTextThatIsNoValueTreeIsUnreadable) {
-  for (const std::string record : {std::string("not json"), std::string(R"({"type":"bogus"})"),
-                                   std::string(R"({"type":"object","value":{}})")}) {
+  for (const std::string& record : {std::string("not json"), std::string(R"({"type":"bogus"})"),
+                                    std::string(R"({"type":"object","value":{}})")}) {
     JsonValue results = Verify(Returned(record, HmacSha256Hex(kKey, record)));
     EXPECT_EQ(Field(results, "reason").string().rfind("unreadable record", 0), 0u) << record;
   }
