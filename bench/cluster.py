@@ -51,11 +51,12 @@ from cluster_harness import (
     background_rates,
     out_folder,
     percentile,
+    timed,
     trivial_program,
     wait_for_view,
 )  # first: puts this checkout's kcoral on sys.path
 
-from kcoral import Client, Program
+from kcoral import Client
 
 
 # The same program as the reference client sends it: multipart, no Idempotency-Key (spec/
@@ -73,14 +74,6 @@ KEYLESS_BODY = (
     ]})
     + f"\r\n--{BOUNDARY}--\r\n"
 ).encode()  # fmt: skip
-
-
-def timed(client: Client, program: Program) -> float:
-    start = time.perf_counter()
-    result = client.execute(program, timeout_seconds=60)
-    elapsed = (time.perf_counter() - start) * 1e3
-    assert result.completed and result.results["out"] == 1, result.error
-    return elapsed
 
 
 def timed_raw(http: httpx.Client, url: str, keyed: bool) -> float:

@@ -38,7 +38,7 @@ sys.path.append(str(REPO / "tests" / "e2e"))  # the tests' bare NATS client
 
 from nats_cluster import NatsWire  # noqa: E402
 
-from kcoral import Program  # noqa: E402
+from kcoral import Client, Program  # noqa: E402
 
 # Debian installs it in /usr/sbin, which a user's PATH may lack.
 NATS_SERVER = shutil.which("nats-server") or shutil.which("nats-server", path="/usr/sbin:/usr/local/sbin")
@@ -177,6 +177,15 @@ def trivial_program() -> Program:
     fn = program.get_function(id="f", module=module, name="main")
     program.return_(key="out", value=program.run(id="r", fn=fn, args=[]))
     return program
+
+
+def timed(client: Client, program: Program) -> float:
+    """Wall ms of one request of `program`, a trivial program (its answer: 1)."""
+    start = time.perf_counter()
+    result = client.execute(program, timeout_seconds=60)
+    elapsed = (time.perf_counter() - start) * 1e3
+    assert result.completed and result.results["out"] == 1, result.error
+    return elapsed
 
 
 class Broker:

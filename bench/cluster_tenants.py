@@ -38,6 +38,7 @@ from cluster_harness import (
     background_rates,
     out_folder,
     percentile,
+    timed,
     trivial_program,
     wait_for_view,
 )  # first: puts this checkout's kcoral on sys.path
@@ -50,13 +51,6 @@ ASKS = "$JS.API.CONSUMER.MSG.NEXT.KCORAL_WORK.>"  # a pull request names its con
 
 def tenant_of_ask(subject: str) -> str:
     return subject.rsplit("--", 1)[-1]  # the consumer pool-<pool>--<tenant>
-
-
-def timed(client: Client) -> float:
-    start = time.perf_counter()
-    result = client.execute(trivial_program(), timeout_seconds=60)
-    assert result.completed and result.results["out"] == 1, result.error
-    return (time.perf_counter() - start) * 1e3
 
 
 def main() -> None:
@@ -88,14 +82,15 @@ def main() -> None:
         wait_for_view([node])
         wire = NatsWire(nats.client_ports[0])
         wire.listen(ASKS)
+        program = trivial_program()
         busy = Client(node.url, api_key=keys["busy"])
         for _ in range(10):  # warm-up: the worker, the busy tenant's queue
-            timed(busy)
+            timed(busy, program)
         idle_now = 0
         for count in counts:
             while idle_now < count:
                 with Client(node.url, api_key=keys[f"idle{idle_now}"]) as client:
-                    timed(client)
+                    timed(client, program)
                 idle_now += 1
             time.sleep(1)  # past the last request's held ask
             heard = len(wire.messages)
@@ -103,7 +98,7 @@ def main() -> None:
             idle_asks = (len(wire.messages) - heard) / args.seconds
             heard = len(wire.messages)
             before = broker.sample()
-            took = [timed(busy) for _ in range(args.requests)]
+            took = [timed(busy, program) for _ in range(args.requests)]
             after = broker.sample()
             asks = [subject for subject, _ in wire.messages[heard:]]
             row = {

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import hmac
 import json
 import os
 import signal
@@ -47,7 +46,8 @@ from cluster_harness import (
     Node,
     out_folder,
     wait_for_view,
-)  # first: puts this checkout's kcoral on sys.path
+)  # first: puts this checkout's kcoral and the tests' NATS helpers on sys.path
+from nats_cluster import peer_signature
 
 from kcoral import Client, Program
 
@@ -105,11 +105,9 @@ def curl_fetch_ms(url: str, sha: str) -> float:
     """One GET /cluster/blobs/<sha> from a node, signed as a node signs (cluster/peer_auth.cc),
     into /dev/null: the transfer alone."""
     target = f"/cluster/blobs/{sha}"
-    now = str(int(time.time()))
-    signature = hmac.new(SECRET.encode(), f"{now}\nGET\n{target}".encode(), hashlib.sha256).hexdigest()
     run = subprocess.run(
         ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code} %{time_total}",
-         "-H", f"X-KCoral-Peer: {now}.{signature}", url + target],
+         "-H", f"X-KCoral-Peer: {peer_signature('GET', target, SECRET)}", url + target],
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     code, seconds = run.stdout.split()

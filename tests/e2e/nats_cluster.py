@@ -22,11 +22,11 @@ NATS_SERVER = shutil.which("nats-server") or shutil.which("nats-server", path="/
 CLUSTER_SECRET = "test-cluster-secret-0123456789"
 
 
-def peer_signature(method: str, target: str) -> str:
+def peer_signature(method: str, target: str, secret: str = CLUSTER_SECRET) -> str:
     """X-KCoral-Peer for a request, as cluster/peer_auth.cc signs one."""
     now = str(int(time.time()))
     message = f"{now}\n{method}\n{target}".encode()
-    return now + "." + hmac.new(CLUSTER_SECRET.encode(), message, hashlib.sha256).hexdigest()
+    return now + "." + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
 def cluster_key(idempotency_key: str, tenant: str = "") -> str:
