@@ -126,6 +126,11 @@ store::BlobStoreOptions StoreOptionsFrom(const ServerConfig& config) {
 
 }  // namespace
 
+// Threads for the calls that wait on the cluster (App::ClusterCall): enough that calls waiting
+// out one stream's leader election (5-8 s) or a dead node's connect timeout leave threads for
+// the rest.
+constexpr int kClusterCallThreads = 16;
+
 App::App(ServerConfig config)
     : config_(std::move(config)),
       events_(config_.log_dir, config_.log_console, config_.log_programs),
@@ -140,6 +145,7 @@ App::App(ServerConfig config)
 App::~App() {
   status_streams_.reset();
   if (pool_) pool_->Join();
+  if (cluster_calls_) cluster_calls_->join();  // first: what it finishes resumes on the parse pool
   cpu_pool_.join();
 }
 
@@ -225,6 +231,7 @@ Status App::JoinCluster(int port) {
       cluster::ClusterNode::Join(options, node_id, [this, url] { return DescribeNode(url); });
   if (!node.ok()) return node.status().WithContext("--cluster");
   cluster_ = std::move(*node);
+  cluster_calls_.emplace(kClusterCallThreads);
   cluster_usage_ = std::make_unique<ClusterUsage>(*cluster_, events_);
   quotas_.Share(cluster_usage_.get());
   auto attach = cluster_->Hear("attach", [this](std::string key) {

@@ -1,6 +1,7 @@
 // App: the server process put together (DESIGN.md "Processes"): the Beast
 // front end on one I/O thread, a small thread pool for parsing, hashing and
-// response building, the blob store, the worker pool and the event log.
+// response building, the blob store, the worker pool and the event log; in a
+// cluster, threads of their own for calls that wait on the cluster.
 //
 // Lifetime: Run() serves until SIGTERM/SIGINT, then stops accepting, answers
 // 503 to new requests, lets running ones finish, and stops every worker.
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <variant>
 
@@ -90,7 +92,7 @@ class App {
   HttpReply HandleHealth() const;
   HttpReply HandleMetrics() const;
   // GET /usage: the caller's usage and remaining budget; an operator's key gets every tenant's.
-  HttpReply HandleUsage(const std::optional<Caller>& caller) const;
+  net::awaitable<HttpReply> HandleUsage(std::optional<Caller> caller);
   // GET /dashboard and its script and style (open), GET /api/status (a key, when there are
   // keys): the live dashboard of issue 28 (dashboard_routes.cc).
   HttpReply HandleDashboard(std::string_view target) const;
@@ -158,6 +160,17 @@ class App {
   void CountFinished(const HttpReply& reply, double total_ms, const RequestRecord* record);
   // The GPUs' lease and timing-span totals, for the history's GPU-time charts.
   void SampleGpuTime(const pool::PoolLoad& load, int64_t unix_ms) const;
+  // Runs `call`, which may wait on the cluster (a NATS round trip through a leader election,
+  // a dead node's connect timeout), on the cluster-calls threads, so that neither the event
+  // loop nor the parse pool waits with it. On a single node, at once: it waits on nothing.
+  template <class Call>
+  net::awaitable<std::invoke_result_t<Call&>> ClusterCall(Call call) {
+    using Result = std::invoke_result_t<Call&>;
+    if (!cluster_calls_) co_return call();
+    auto run = [call = std::move(call)]() mutable -> net::awaitable<Result> { co_return call(); };
+    auto running = net::co_spawn(*cluster_calls_, std::move(run), net::use_awaitable);
+    co_return co_await std::move(running);  // named: see execute_route.cc
+  }
   // "https" with --tls-cert, else "http".
   std::string_view Scheme() const { return config_.tls ? "https" : "http"; }
 
@@ -188,6 +201,9 @@ class App {
   std::unique_ptr<ClusterExecutor> executor_;  // runs the cluster's requests for this node's pool
   net::io_context io_{1};
   net::thread_pool cpu_pool_;
+  // With cluster_: the blocking calls to NATS and to other nodes (ClusterCall). Each waits on
+  // the network, not a core, so there are more of them than cores.
+  std::optional<net::thread_pool> cluster_calls_;
   std::string instance_id_;
   std::string started_at_;
   std::atomic<bool> shutting_down_{false};

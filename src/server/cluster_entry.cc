@@ -97,7 +97,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     net::post(io_, [wake] { wake->expires_at(net::steady_timer::time_point::min()); });
   };
 
-  // Blocking NATS calls: off the event loop.
+  // Blocking NATS calls: on the cluster-calls threads (App::ClusterCall).
   struct Queued {
     std::optional<HttpReply> refusal;
     bool retryable = false;  // the refusal is NATS being away for now
@@ -162,16 +162,16 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
       auto [order, claim_threw, queue_threw] =
           co_await net::experimental::make_parallel_group(
               net::co_spawn(
-                  cpu_pool_,
+                  *cluster_calls_,
                   [&]() -> net::awaitable<void> {
-                    co_await net::post(cpu_pool_, net::use_awaitable);
+                    co_await net::post(*cluster_calls_, net::use_awaitable);
                     claim = cluster_->Claim(key, program_hash, nonce);
                   },
                   net::deferred),
               net::co_spawn(
-                  cpu_pool_,
+                  *cluster_calls_,
                   [&]() -> net::awaitable<void> {
-                    co_await net::post(cpu_pool_, net::use_awaitable);
+                    co_await net::post(*cluster_calls_, net::use_awaitable);
                     queued = cluster_->Queue(*pool, tenant, key, nonce, work.dump());
                   },
                   net::deferred))
@@ -217,7 +217,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
   const auto give_up = std::chrono::steady_clock::now() + cluster::kQueueRetryFor;
   for (auto pause = std::chrono::milliseconds(100);;
        pause = std::min(2 * pause, std::chrono::milliseconds(2000))) {
-    auto queueing = net::co_spawn(cpu_pool_, queue, net::use_awaitable);
+    auto queueing = net::co_spawn(*cluster_calls_, queue, net::use_awaitable);
     queued = co_await std::move(queueing);
     if (!queued.refusal || !queued.retryable || std::chrono::steady_clock::now() > give_up ||
         cancel->raised()) {
@@ -256,12 +256,10 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     }
     if (now - last_check > kStoreCheck) {
       last_check = now;
-      auto check = [this, key, on_outcome]() -> net::awaitable<void> {
+      auto checking = ClusterCall([this, key, on_outcome] {
         auto stored = cluster_->Outcome(key);
         if (stored.ok() && stored->has_value()) on_outcome(std::move(**stored));
-        co_return;
-      };
-      auto checking = net::co_spawn(cpu_pool_, std::move(check), net::use_awaitable);
+      });
       co_await std::move(checking);
       continue;
     }
@@ -269,20 +267,24 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     co_await wake->async_wait(net::as_tuple(net::use_awaitable));
   }
 
+  // Draining the subscription waits a round trip to NATS: not on the answer's way.
+  net::post(*cluster_calls_, [done = std::move(queued.listening)] {});
   // The answer: inline, or a body the executing node pushed here (else fetched from a holder).
-  auto answer = [this, record_text = *taken(), request_id,
-                 listening = std::move(queued.listening)]() mutable -> net::awaitable<HttpReply> {
-    // Draining the subscription waits a round trip to NATS: not on the answer's way.
-    net::post(cpu_pool_, [done = std::move(listening)] {});
+  auto answer = [this, record_text = *taken(), request_id]() -> net::awaitable<HttpReply> {
     nlohmann::json record = nlohmann::json::parse(record_text, nullptr, false);
     store::BlobPtr body;
     if (record.is_object() && record.contains("body_sha256")) {
       const std::string sha = record.value("body_sha256", "");
       body = blobs_.memory().Get(sha);
-      for (const auto& holder : record.value("holders", std::vector<std::string>{})) {
-        if (body != nullptr) break;
-        auto fetched = peers_->Fetch(holder, sha);
-        if (fetched.ok()) body = *fetched;
+      if (body == nullptr) {
+        auto fetching = ClusterCall([&]() -> store::BlobPtr {
+          for (const auto& holder : record.value("holders", std::vector<std::string>{})) {
+            auto fetched = peers_->Fetch(holder, sha);
+            if (fetched.ok()) return *fetched;
+          }
+          return nullptr;
+        });
+        body = co_await std::move(fetching);
       }
     }
     auto reply = ReplyOf(record, body, request_id);

@@ -114,7 +114,9 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
     const auto waiting = pool_->WaitingByTenant();
     if (auto it = waiting.find(tenant); it != waiting.end()) queued = it->second;
   }
-  if (auto refusal = quotas_.Enter(tenant, limits, queued)) {
+  // In a cluster a seconds budget is read from the cluster's ledger (a NATS round trip).
+  auto entering = ClusterCall([&] { return quotas_.Enter(tenant, limits, queued); });
+  if (auto refusal = co_await std::move(entering)) {
     HttpReply reply = EndingReply(RequestEnding::kQuotaExceeded, refusal->message, request_id);
     reply.headers.emplace_back("Retry-After", std::to_string(refusal->retry_after_seconds));
     co_return finish(std::move(reply));

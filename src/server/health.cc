@@ -75,16 +75,20 @@ HttpReply App::HandleMetrics() const {
   return {200, "text/plain; version=0.0.4; charset=utf-8", std::move(text), ""};
 }
 
-HttpReply App::HandleUsage(const std::optional<Caller>& caller) const {
-  nlohmann::json body;
-  if (caller && caller->role == Role::kOperator) {  // every tenant's
-    body["tenants"] = nlohmann::json::array();
-    for (const auto& [tenant, reading] : quotas_.Readings())
-      body["tenants"].push_back(quotas_.Usage(tenant, access_->LimitsOf(tenant)));
-  }
-  const std::string tenant = caller ? caller->tenant : "";
-  body["usage"] = quotas_.Usage(tenant, access_->LimitsOf(tenant));
-  return {200, "application/json", body.dump(), ""};
+net::awaitable<HttpReply> App::HandleUsage(std::optional<Caller> caller) {
+  // In a cluster each tenant's sums are read from the cluster's ledger (a NATS round trip).
+  auto usage = ClusterCall([this, caller = std::move(caller)]() -> HttpReply {
+    nlohmann::json body;
+    if (caller && caller->role == Role::kOperator) {  // every tenant's
+      body["tenants"] = nlohmann::json::array();
+      for (const auto& [tenant, reading] : quotas_.Readings())
+        body["tenants"].push_back(quotas_.Usage(tenant, access_->LimitsOf(tenant)));
+    }
+    const std::string tenant = caller ? caller->tenant : "";
+    body["usage"] = quotas_.Usage(tenant, access_->LimitsOf(tenant));
+    return {200, "application/json", body.dump(), ""};
+  });
+  co_return co_await std::move(usage);
 }
 
 }  // namespace kc::server

@@ -169,8 +169,10 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
       co_return app.HandleHealth();
     case Route::kMetrics:
       co_return app.HandleMetrics();
-    case Route::kUsage:
-      co_return app.HandleUsage(arrival.caller);
+    case Route::kUsage: {
+      auto usage = app.HandleUsage(std::move(arrival.caller));  // named: see execute_route.cc
+      co_return co_await std::move(usage);
+    }
     case Route::kDashboard:
       co_return app.HandleDashboard(head.target());
     case Route::kStatus: {

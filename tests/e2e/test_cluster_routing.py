@@ -432,3 +432,89 @@ def test_when_the_entry_node_dies_our_client_gets_the_answer_from_another(tmp_pa
         for n in fresh:
             n.stop()
         own_nats.stop()
+
+
+def timed_probe(send) -> tuple[float, httpx.Response | None]:
+    """Seconds `send` took (infinite when it timed out), and its answer."""
+    began = time.monotonic()
+    try:
+        answer = send()
+    except httpx.TimeoutException:
+        return float("inf"), None
+    return time.monotonic() - began, answer
+
+
+def test_a_node_stays_responsive_while_nats_stalls(tmp_path_factory):
+    """The NATS servers are SIGSTOPped while requests wait on them (their claim, queue and the
+    quota ledger's read): the node's blocking cluster calls have threads of their own, so its
+    event loop and parse pool go on (/health, a blob upload), and once NATS resumes every
+    request is answered."""
+    from conftest import write_tenant_keys
+
+    own_nats = NatsCluster(tmp_path_factory.mktemp("nats-stall"))
+    node = None
+    try:
+        keys_file = tmp_path_factory.mktemp("stall-keys") / "keys.txt"
+        keys = write_tenant_keys(keys_file, ("free", "limited"))
+        with keys_file.open("a") as f:
+            f.write("limits limited cpu_seconds=1000\n")  # its admission reads the cluster's ledger
+        node = start_node(tmp_path_factory, own_nats, "--auth-keys", str(keys_file))
+        wait_for_view([node])
+
+        def bearer(tenant: str, **more) -> dict:
+            return {"Authorization": f"Bearer {keys[tenant]}", **more}
+
+        warm = execute(node.url, TRIVIAL, headers=bearer("limited"), timeout=60)
+        assert warm.status_code == 200, warm.text
+        answers = {}
+
+        def ask(name, send):
+            try:
+                answers[name] = send()
+            except httpx.HTTPError as error:
+                answers[name] = error
+
+        def keyed(name: str):  # a claim and a queue at once: two of the node's blocking calls
+            key = f"{name}-{time.time_ns()}"
+            return lambda: execute(node.url, TRIVIAL, headers=bearer("free", **{"Idempotency-Key": key}), timeout=60)
+
+        stalled = {
+            "keyed-1": keyed("stall-1"),
+            "keyed-2": keyed("stall-2"),
+            "limited": lambda: execute(node.url, TRIVIAL, headers=bearer("limited"), timeout=60),
+            "usage": lambda: httpx.get(node.url + "/usage", headers=bearer("limited"), timeout=60),
+        }
+        for process in own_nats.processes:
+            os.killpg(process.pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        try:
+            threads = [threading.Thread(target=ask, args=item) for item in stalled.items()]
+            for t in threads:
+                t.start()
+            time.sleep(0.5)  # every one of them is waiting on NATS
+            data = os.urandom(1 << 20)
+            octets = bearer("free", **{"Content-Type": "application/octet-stream"})
+            health_s, health = timed_probe(lambda: httpx.get(node.url + "/health", timeout=5))
+            upload_s, upload = timed_probe(
+                lambda: httpx.post(node.url + "/blobs", content=data, headers=octets, timeout=5)
+            )
+            still_waiting = sum(t.is_alive() for t in threads)
+        finally:
+            time.sleep(max(0.0, 2.5 - (time.monotonic() - stopped)))
+            for process in own_nats.processes:
+                os.killpg(process.pid, signal.SIGCONT)
+        for t in threads:
+            t.join(90)
+        assert health_s < 1.0 and upload_s < 1.0, f"/health took {health_s:.2f} s, the upload {upload_s:.2f} s"
+        assert health.status_code == 200 and upload.status_code == 200, (health.text, upload.text)
+        assert upload.json()["sha256"] == hashlib.sha256(data).hexdigest()
+        assert still_waiting == len(stalled), "a request did not wait on NATS: the test shows nothing"
+        assert sorted(answers) == sorted(stalled)
+        for name, answer in answers.items():
+            assert isinstance(answer, httpx.Response) and answer.status_code == 200, (name, answer)
+            if name != "usage":
+                assert answer.json()["status"] == "COMPLETED", answer.text
+    finally:
+        if node is not None:
+            node.stop()
+        own_nats.stop()
