@@ -1,6 +1,7 @@
 """What idle tenants cost a cluster (docs/cluster.md "Fair share" and "A capacity model").
 
-    python bench/cluster_tenants.py [--tenants 0,8,32] [--requests 200] [--seconds 5] [--out DIR]
+    python bench/cluster_tenants.py [--tenants 0,8,32] [--requests 200] [--seconds 5]
+                                    [--idle-tenant-seconds N] [--out DIR]
 
 A node asks a tenant's queue for work (one JetStream pull request) when woken for that tenant,
 and every queue at a sweep (every 500 ms, and when idle). This measures what that costs as
@@ -14,6 +15,10 @@ queues) and gone idle; then:
 - busy: the busy tenant sends --requests trivial requests one at a time: latency p50 and p99,
   asks per request (of every queue, and of the idle tenants' queues alone) and the broker's CPU
   ms per request, less the idle rate.
+
+With --idle-tenant-seconds N (the node's --cluster-idle-tenant-seconds, its ack wait N/2), a
+last row: the idle phase again once the idle tenants' consumers were given back (JetStream
+deletes a consumer no node used for N seconds). Each row counts the work queue's consumers.
 
 Prints a table and writes DIR/cluster_tenants.json. Stops everything it started by pid.
 """
@@ -36,6 +41,7 @@ from cluster_harness import (
     NatsWire,
     Node,
     background_rates,
+    nats_request,
     out_folder,
     percentile,
     timed,
@@ -58,6 +64,7 @@ def main() -> None:
     parser.add_argument("--tenants", default="0,8,32", help="counts of idle tenants, measured in turn")
     parser.add_argument("--requests", type=int, default=200, help="the busy tenant's sequential requests")
     parser.add_argument("--seconds", type=float, default=5, help="length of the idle phase")
+    parser.add_argument("--idle-tenant-seconds", type=int, help="the node's idle threshold; adds a row once it passed")
     parser.add_argument("--out", type=Path, help="folder for logs and cluster_tenants.json (default: a temp folder)")
     args = parser.parse_args()
     counts = sorted(int(n) for n in args.tenants.split(","))
@@ -68,6 +75,10 @@ def main() -> None:
     keys_file = out / "keys.txt"
     keys_file.write_text("".join(key_line(tenant, key) + "\n" for tenant, key in keys.items()))
     report: dict = {"cores": os.cpu_count(), "args": {k: str(v) for k, v in vars(args).items()}, "rows": []}
+    idle_flags = []
+    if args.idle_tenant_seconds:
+        idle_flags = ["--cluster-idle-tenant-seconds", str(args.idle_tenant_seconds),
+                      "--cluster-ack-wait-seconds", str(min(30, args.idle_tenant_seconds // 2))]  # fmt: skip
     nats = node = wire = busy = None
     try:
         nats = NatsServers(out, monitor=True)
@@ -75,7 +86,7 @@ def main() -> None:
         node = Node(
             out / "node",
             ["--cluster", nats.flag, "--num-workers", "1", "--max-requests-per-worker", "0",
-             "--auth-keys", str(keys_file)],
+             "--auth-keys", str(keys_file), *idle_flags],
             env={"KCORAL_CLUSTER_SECRET": SECRET},
         )  # fmt: skip
         node.start()
@@ -86,13 +97,25 @@ def main() -> None:
         busy = Client(node.url, api_key=keys["busy"])
         for _ in range(10):  # warm-up: the worker, the busy tenant's queue
             timed(busy, program)
+
+        def consumers() -> int:
+            reply = nats_request(nats.client_ports[0], "$JS.API.CONSUMER.NAMES.KCORAL_WORK") or {}
+            return len(reply.get("consumers") or [])
+
         idle_now = 0
-        for count in counts:
+        phases = [(count, False) for count in counts]
+        if args.idle_tenant_seconds:
+            phases.append((counts[-1], True))
+        for count, given_back in phases:
             while idle_now < count:
                 with Client(node.url, api_key=keys[f"idle{idle_now}"]) as client:
                     timed(client, program)
                 idle_now += 1
             time.sleep(1)  # past the last request's held ask
+            if given_back:  # only the busy tenant's queue, asked by its requests, stays
+                deadline = time.monotonic() + 3 * args.idle_tenant_seconds + 10
+                while consumers() > 1 and time.monotonic() < deadline:
+                    time.sleep(1)
             heard = len(wire.messages)
             idle_rate = background_rates(broker, args.seconds)
             idle_asks = (len(wire.messages) - heard) / args.seconds
@@ -103,6 +126,8 @@ def main() -> None:
             asks = [subject for subject, _ in wire.messages[heard:]]
             row = {
                 "idle_tenants": count,
+                "consumers_given_back": given_back,
+                "consumers": consumers(),
                 "idle_asks_per_s": idle_asks,
                 "idle_broker_cpu_ms_per_s": idle_rate["cpu_s"] * 1e3,
                 "p50_ms": statistics.median(took),
@@ -127,12 +152,13 @@ def main() -> None:
         f"\nKCoral cluster: what idle tenants cost; one CPU node, 3 NATS servers (R3) on loopback, "
         f"{report['cores']} cores; {args.requests} sequential requests of the busy tenant\n"
     )
-    print("| idle tenants | idle: asks/s | idle: broker CPU ms/s | p50 ms | p99 ms | asks/request "
+    print("| idle tenants | consumers | idle: asks/s | idle: broker CPU ms/s | p50 ms | p99 ms | asks/request "
           "| of them, idle queues | broker CPU ms/request |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in report["rows"]:
+        idle = f"{r['idle_tenants']}{', consumers given back' if r['consumers_given_back'] else ''}"
         print(
-            f"| {r['idle_tenants']} | {r['idle_asks_per_s']:.1f} | {r['idle_broker_cpu_ms_per_s']:.1f} "
+            f"| {idle} | {r['consumers']} | {r['idle_asks_per_s']:.1f} | {r['idle_broker_cpu_ms_per_s']:.1f} "
             f"| {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['asks_per_request']:.2f} "
             f"| {r['idle_queue_asks_per_request']:.2f} | {r['broker_cpu_ms_per_request']:.2f} |"
         )

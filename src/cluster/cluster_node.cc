@@ -34,7 +34,9 @@ StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Join(const ClusterOptions& o
   auto parts = std::make_unique<Parts>();
   parts->options = options;
   KC_ASSIGN_OR_RETURN(parts->link, NatsLink::Connect(parts->options, "kcoral " + node_id));
-  KC_ASSIGN_OR_RETURN(parts->work, WorkQueue::Open(*parts->link, {.ack_wait = options.ack_wait}));
+  KC_ASSIGN_OR_RETURN(parts->work,
+                      WorkQueue::Open(*parts->link, {.ack_wait = options.ack_wait,
+                                                     .idle_consumer = options.idle_tenant}));
   KC_ASSIGN_OR_RETURN(parts->outcomes, OutcomeStore::Open(*parts->link, options.outcome_ttl));
   KC_ASSIGN_OR_RETURN(parts->usage, UsageLedger::Open(*parts->link, options.usage_ttl));
   KC_ASSIGN_OR_RETURN(parts->registry, NodeRegistry::Join(*parts->link, std::move(node_id),

@@ -30,6 +30,9 @@ struct ClusterOptions {
   // A running request's node says "in progress" three times per ack_wait; silent that long,
   // the request goes to another node.
   std::chrono::seconds ack_wait{30};
+  // A tenant's queue unused this long loses its consumer, made again for its next request
+  // (work_queue.h); at least twice ack_wait.
+  std::chrono::seconds idle_tenant{600};
   // The PEM CA bundle that peers' certificates must chain to (--cluster-peer-ca); empty:
   // https:// peers are refused, unless peer_check is kNone. A node with --tls-cert needs one.
   std::string peer_ca;

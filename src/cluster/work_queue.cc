@@ -75,16 +75,20 @@ StatusOr<std::unique_ptr<WorkQueue>> WorkQueue::Open(NatsLink& link, WorkQueueOp
     return UnavailableError("creating the JetStream stream " + std::string(kStream) + " with " +
                             std::to_string(link.replicas()) + " replicas: " + NatsError(s));
   }
-  return std::unique_ptr<WorkQueue>(new WorkQueue(link, options));
+  std::unique_ptr<WorkQueue> queue(new WorkQueue(link, options));
+  queue->HearDeletions();
+  return queue;
 }
 
 WorkQueue::~WorkQueue() {
   for (auto& [tenant, pull] : pulls_)
     natsSubscription_Destroy(pull);  // the durable consumers stay
-  if (wake_ != nullptr) {            // drained: a callback in progress ends before the members go
-    if (natsSubscription_Drain(wake_) == NATS_OK)
-      (void)natsSubscription_WaitForDrainCompletion(wake_, 5000);
-    natsSubscription_Destroy(wake_);
+  // Drained: a callback in progress ends before the members go.
+  for (natsSubscription* heard : {wake_, deletions_}) {
+    if (heard == nullptr) continue;
+    if (natsSubscription_Drain(heard) == NATS_OK)
+      (void)natsSubscription_WaitForDrainCompletion(heard, 5000);
+    natsSubscription_Destroy(heard);
   }
 }
 
@@ -96,7 +100,16 @@ Status WorkQueue::EnsureConsumer(const std::string& pool, const std::string& ten
   const std::string durable = Durable(pool, tenant);
   {
     std::lock_guard lock(ensured_mu_);
-    if (ensured_.count(durable)) return Status::Ok();
+    const auto now = std::chrono::steady_clock::now();
+    auto made = ensured_.find(durable);
+    if (made != ensured_.end() && now < made->second) return Status::Ok();
+    if (auto deleted = deleted_.find(durable); deleted != deleted_.end()) {
+      if (now < deleted->second + kRemakeAfter) {  // retried by the caller, as for NATS away
+        return UnavailableError("the work queue's consumer " + durable +
+                                " was deleted a moment ago, and is made again shortly");
+      }
+      deleted_.erase(deleted);
+    }
   }
   const std::string subject = "kcoral.work." + pool + "." + tenant;
   jsConsumerConfig config;
@@ -107,6 +120,7 @@ Status WorkQueue::EnsureConsumer(const std::string& pool, const std::string& ten
   config.AckWait = Nanoseconds(options_.ack_wait);
   config.MaxDeliver = options_.max_runs + 1;  // the last delivery only says "failed"
   config.MaxAckPending = -1;
+  config.InactiveThreshold = Nanoseconds(options_.idle_consumer);
   jsConsumerInfo* info = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = js_AddConsumer(&info, link_.jetstream(), kStream, &config, nullptr, &code);
@@ -118,8 +132,24 @@ Status WorkQueue::EnsureConsumer(const std::string& pool, const std::string& ten
     return UnavailableError("making the work queue's consumer " + durable + ": " + NatsError(s));
   }
   std::lock_guard lock(ensured_mu_);
-  ensured_.insert(durable);
+  ensured_[durable] = std::chrono::steady_clock::now() + options_.idle_consumer / 2;
   return Status::Ok();
+}
+
+void WorkQueue::HearDeletions() {
+  auto on_deleted = [](natsConnection*, natsSubscription*, natsMsg* message, void* closure) {
+    auto* queue = static_cast<WorkQueue*>(closure);
+    const std::string_view subject = natsMsg_GetSubject(message);
+    const std::string durable(subject.substr(subject.rfind('.') + 1));
+    natsMsg_Destroy(message);
+    std::lock_guard lock(queue->ensured_mu_);
+    queue->ensured_.erase(durable);
+    queue->deleted_[durable] = std::chrono::steady_clock::now();
+  };
+  const std::string subject = "$JS.EVENT.ADVISORY.CONSUMER.DELETED." + std::string(kStream) + ".*";
+  // Not heard (a subject the account may not read): the half threshold still bounds it.
+  (void)natsConnection_Subscribe(&deletions_, link_.connection(), subject.c_str(), on_deleted,
+                                 this);
 }
 
 Status WorkQueue::Publish(std::string_view pool, std::string_view tenant, const std::string& id,
@@ -262,6 +292,9 @@ std::unique_ptr<Delivery> WorkQueue::AskInOrder(const Rank& rank) {
   for (size_t i = 0; i < order.size(); ++i) {
     const std::string& tenant = order[i].second;
     const auto hold = i + 1 < order.size() ? kAskHold : kLastAskHold;
+    // A consumer idle past its threshold is gone, and a fetch from it would only time out:
+    // made again first, the binding serves again.
+    if (!EnsureConsumer(pool_, tenant).ok()) continue;  // NATS away: asked again later
     if (auto delivery = TryFetch(pulls_.at(tenant), hold)) {
       last_found_ = tenant;
       return delivery;

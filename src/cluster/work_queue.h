@@ -11,7 +11,9 @@
 // "kcoral.wake.<pool>" (core NATS, the tenant as data), so idle nodes pull at once. A node asks
 // only the queues of tenants woken since it last found them empty, and those a sweep (every
 // 500 ms, and when idle for `wait`) finds requests of in the stream: redeliveries, missed
-// wakes, consumers it has not bound. An idle tenant costs no ask.
+// wakes, consumers it has not bound. An idle tenant costs no ask, and after
+// `idle_consumer` no consumer either: JetStream deletes it (each is a Raft group, busy while
+// it lives), and the next node to use it makes it again.
 //
 //   KC_ASSIGN_OR_RETURN(auto queue, WorkQueue::Open(link, options));
 //   queue->Publish("cpu-1a2b3c4d", "alice", key, payload);   // entry node
@@ -49,6 +51,9 @@ struct WorkQueueOptions {
   int max_runs = 3;
   // Publishes with one id inside this window are one message (a retried entry republishes).
   std::chrono::seconds duplicate_window{3600};
+  // A tenant's consumer that nobody asked, nor heard "in progress" from, this long is deleted
+  // by JetStream. At least twice ack_wait: a dead node's delivery is redelivered first.
+  std::chrono::seconds idle_consumer{600};
 };
 
 // One request pulled from the queue; owns the message.
@@ -111,8 +116,17 @@ class WorkQueue {
  private:
   WorkQueue(NatsLink& link, WorkQueueOptions options) : link_(link), options_(options) {}
   static std::string Durable(std::string_view pool, std::string_view tenant);
-  // The durable consumer of (pool, tenant), created where it does not exist.
+  // The durable consumer of (pool, tenant), created where it does not exist. One this node
+  // made or found within half of idle_consumer, and heard no deletion of since, costs no
+  // request.
   Status EnsureConsumer(const std::string& pool, const std::string& tenant);
+  // Hears JetStream's advisories of the stream's deleted consumers (idle, or by hand), so the
+  // next use makes them again; a missed one waits out half of idle_consumer.
+  void HearDeletions();
+  // NATS 2.9 goes on cleaning up a deleted consumer for about a second, and takes a namesake
+  // made meanwhile with it (measured: those made within 0.7 s of the deletion were lost, none
+  // made 1 s or more after). So a heard deletion is made good only this long after.
+  static constexpr std::chrono::seconds kRemakeAfter{2};
   // The tenants' queues to ask from now on, their consumers bound where they were not yet.
   Status ToAsk(const std::set<std::string>& tenants);
   // Every tenant of the served pool with a request in the stream, to ask: what comes without a
@@ -133,7 +147,11 @@ class WorkQueue {
   NatsLink& link_;
   const WorkQueueOptions options_;
   std::mutex ensured_mu_;
-  std::set<std::string> ensured_;  // (pool, tenant) consumers made by this node; ensured_mu_
+  // (pool, tenant) consumers this node made or found, and until when it takes them for alive;
+  // ensured_mu_.
+  std::map<std::string, std::chrono::steady_clock::time_point> ensured_;
+  std::map<std::string, std::chrono::steady_clock::time_point> deleted_;  // heard; ensured_mu_
+  natsSubscription* deletions_ = nullptr;
   // The executing side: one thread (the executor's puller).
   std::string pool_;
   natsSubscription* wake_ = nullptr;

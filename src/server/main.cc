@@ -309,6 +309,14 @@ int main(int argc, char** argv) {
                  "by the first node of a pool")
       ->needs(cluster_flag)
       ->check(CLI::Range(3, 3600));
+  int idle_tenant_seconds = static_cast<int>(config.cluster.idle_tenant.count());
+  auto* idle_tenant =
+      cli.add_option("--cluster-idle-tenant-seconds", idle_tenant_seconds,
+                     "A tenant's work queue that no node used this long gives its JetStream\n"
+                     "consumer back (each costs the NATS servers CPU while it lives); its next\n"
+                     "request makes it again. At least twice --cluster-ack-wait-seconds")
+          ->needs(cluster_flag)
+          ->check(CLI::Range(6, 30 * 24 * 3600));
   auto* peer_ca =
       cli.add_option("--cluster-peer-ca", config.cluster.peer_ca,
                      "The PEM CA bundle that other nodes' certificates must chain to: a node\n"
@@ -346,6 +354,17 @@ int main(int argc, char** argv) {
   }
   config.cluster.heartbeat = std::chrono::seconds(heartbeat_seconds);
   config.cluster.ack_wait = std::chrono::seconds(ack_wait_seconds);
+  config.cluster.idle_tenant = std::chrono::seconds(idle_tenant_seconds);
+  // A dead node's request is redelivered before its queue can idle out.
+  if (config.cluster.idle_tenant < 2 * config.cluster.ack_wait) {
+    if (*idle_tenant) {
+      std::cerr << "kcoral server: --cluster-idle-tenant-seconds " << idle_tenant_seconds
+                << " must be at least twice --cluster-ack-wait-seconds (" << ack_wait_seconds
+                << ")\n";
+      return 2;
+    }
+    config.cluster.idle_tenant = 2 * config.cluster.ack_wait;  // a long ack wait's default
+  }
   if (!secret_file.empty()) {
     std::ifstream in(secret_file);
     std::getline(in, config.cluster.secret);

@@ -143,3 +143,14 @@ def test_cluster_options_need_cluster(tmp_path):
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode != 0 and "--cluster" in done.stderr, done.stderr
+
+
+def test_an_idle_threshold_shorter_than_two_ack_waits_is_refused_naming_both():
+    """A dead node's request must be redelivered before its tenant's queue can idle out."""
+    done = subprocess.run(
+        [sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--cluster", "nats://127.0.0.1:1",
+         "--cluster-ack-wait-seconds", "10", "--cluster-idle-tenant-seconds", "15"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--cluster-idle-tenant-seconds 15 must be at least twice --cluster-ack-wait-seconds (10)" in done.stderr

@@ -7,6 +7,7 @@ tenants saturating, A gets 75% +- 5% of the seat time. GPU leases use the same F
 (tests/unit/pool/gpu_arbiter_test.cc; on the H200, tests/gpu)."""
 
 import asyncio
+import json
 import random
 import statistics
 import time
@@ -14,7 +15,7 @@ import time
 import httpx
 import pytest
 
-from conftest import Server
+from conftest import Server, wait_for
 from wire import BOUNDARY, body_of, module_program, program_part
 
 from kcoral.keys import key_line, new_key
@@ -221,5 +222,77 @@ def test_through_a_cluster_idle_tenants_queues_neither_hold_nor_cost_another_ten
         if wire is not None:
             wire.close()
         if node is not None:
+            node.stop()
+        nats.stop()
+
+
+def test_through_a_cluster_an_idle_tenants_consumer_is_given_back_and_made_again(tmp_path_factory):
+    """Each tenant's queue is a JetStream consumer, a Raft group that costs the NATS servers CPU
+    while it lives (docs/cluster.md "Fair share"). One that no node used for
+    --cluster-idle-tenant-seconds is deleted by JetStream, and made again for its tenant's next
+    request; one whose request runs longer than that is kept by the run's "in progress". The
+    nodes hear JetStream's advisory when a consumer is deleted (idle, or by hand), and make it
+    again at its next use."""
+    from nats_cluster import NatsCluster, NatsWire
+    from test_cluster_routing import SECRET, wait_for_view
+
+    nats = NatsCluster(tmp_path_factory.mktemp("nats-idle-consumer"))
+    nodes = []
+    wire = None
+    try:
+        path, keys = write_keys(tmp_path_factory.mktemp("idle-consumer-keys"), [])
+        flags = ("--cluster", nats.flag, "--cluster-heartbeat-seconds", "1", "--num-workers", "1",
+                 "--auth-keys", str(path), "--cluster-ack-wait-seconds", "3", "--cluster-idle-tenant-seconds", "16")  # fmt: skip
+        nodes = [
+            Server(tmp_path_factory.mktemp("node"), *flags, *more, env=SECRET)
+            for more in (("--cluster-entry-only",), ())
+        ]
+        entry = nodes[0].url
+        wait_for_view(nodes)
+        wire = NatsWire(nats.client_ports[0])
+
+        def consumers() -> set[str]:
+            names = json.loads(wire.request("$JS.API.CONSUMER.NAMES.KCORAL_WORK"))["consumers"] or []
+            return {name.rsplit("--", 1)[-1] for name in names}
+
+        def send(tenant: str, seconds: float = 0) -> float:
+            began = time.monotonic()
+            answer = httpx.post(
+                entry + "/execute", content=sleeping(seconds), headers=headers(keys[tenant]), timeout=60
+            )
+            assert answer.status_code == 200 and answer.json()["status"] == "COMPLETED", answer.text
+            return time.monotonic() - began
+
+        send("a")
+        send("b")  # the node's last queue to give a request: held open, so kept
+        assert consumers() == {"a", "b"}
+
+        # Deleted by hand while both nodes had just used it (so take it for alive): they hear
+        # JetStream's advisory, and the entry node makes it again before it queues.
+        durable = next(
+            n for n in json.loads(wire.request("$JS.API.CONSUMER.NAMES.KCORAL_WORK"))["consumers"] if n.endswith("--a")
+        )
+        assert b'"success":true' in wire.request(f"$JS.API.CONSUMER.DELETE.KCORAL_WORK.{durable}")
+        wait_for(lambda: consumers() == {"b"}, 5, "the deletion")
+        assert send("a") < 5
+        send("b")
+        assert consumers() == {"a", "b"}
+
+        wait_for(lambda: consumers() == {"b"}, 40, "a's idle consumer to be deleted", every=0.5)
+        assert send("a") < 5
+        assert consumers() == {"a", "b"}
+
+        # A run longer than the threshold: its "in progress" keeps the consumer, and it runs once.
+        send("a", 18)
+
+        def runs():  # each event follows its stored outcome: the answer may come first
+            return [e for e in nodes[1].events() if e["event"] == "cluster_request_executed"]
+
+        wait_for(lambda: len(runs()) >= 6, 5, "the last run's event")
+        assert [(e["delivered"], e["acknowledged"]) for e in runs()] == [(1, True)] * 6, runs()
+    finally:
+        if wire is not None:
+            wire.close()
+        for node in nodes:
             node.stop()
         nats.stop()
