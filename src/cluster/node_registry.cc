@@ -1,6 +1,6 @@
 #include "cluster/node_registry.h"
 
-#include <algorithm>
+#include <optional>
 
 #include "base/utc_time.h"
 
@@ -20,7 +20,17 @@ StatusOr<std::unique_ptr<NodeRegistry>> NodeRegistry::Join(
   std::unique_ptr<NodeRegistry> registry(
       new NodeRegistry(bucket, std::move(node_id), heartbeat, std::move(describe)));
   KC_RETURN_IF_ERROR(registry->Beat());
-  registry->Refresh();
+  natsStatus s = kvStore_WatchAll(&registry->watcher_, bucket, nullptr);
+  if (s != NATS_OK) return UnavailableError("watching the cluster's nodes: " + NatsError(s));
+  // The records there now, this node's among them, before Join returns: a null entry ends them.
+  for (;;) {
+    kvEntry* entry = nullptr;
+    s = kvWatcher_Next(&entry, registry->watcher_, 5000);
+    if (s != NATS_OK) return UnavailableError("reading the cluster's nodes: " + NatsError(s));
+    if (entry == nullptr) break;
+    registry->Heard(entry);
+  }
+  registry->watching_ = std::thread([raw = registry.get()] { raw->WatchLoop(); });
   registry->beater_ = std::thread([raw = registry.get()] { raw->BeatLoop(); });
   return registry;
 }
@@ -29,9 +39,12 @@ NodeRegistry::~NodeRegistry() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
+    if (watcher_ != nullptr) (void)kvWatcher_Stop(watcher_);  // wakes the watch's wait
   }
   cv_.notify_all();
   if (beater_.joinable()) beater_.join();
+  if (watching_.joinable()) watching_.join();
+  kvWatcher_Destroy(watcher_);
   kvStore_Delete(bucket_, node_id_.c_str());  // best effort: the TTL forgets it anyway
 }
 
@@ -48,50 +61,96 @@ Status NodeRegistry::Beat() {
 }
 
 void NodeRegistry::BeatLoop() {
+  std::optional<std::chrono::steady_clock::time_point> last_beat;  // written, when it began
   std::unique_lock lock(mu_);
   while (!cv_.wait_for(lock, heartbeat_, [&] { return stopping_; })) {
     lock.unlock();
-    (void)Beat();  // a missed beat while NATS reconnects; the next one catches up
-    Refresh();
+    const auto beating = std::chrono::steady_clock::now();
+    const bool beat = Beat().ok();  // a missed beat while NATS reconnects; the next catches up
+    bool deaf = false;
+    {
+      std::lock_guard view_lock(view_mu_);
+      RebuildView();  // the silent ones leave
+      // The last beat, written a heartbeat ago, never came back: the watch broke (its
+      // consumer's server died, say) without a word.
+      deaf = beat && last_beat && heard_self_ < *last_beat;
+    }
+    last_beat = beat ? std::optional(beating) : std::nullopt;
     lock.lock();
+    if (deaf && watcher_ != nullptr) (void)kvWatcher_Stop(watcher_);  // made again at once
   }
 }
 
-void NodeRegistry::Refresh() {
-  auto nodes = View();
-  if (!nodes.ok()) return;  // keeps the last view while NATS is away
+void NodeRegistry::WatchLoop() {
+  for (;;) {
+    kvWatcher* watcher = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      watcher = watcher_;  // set and destroyed only on this thread, or after it ended
+    }
+    if (watcher == nullptr) {  // broken: made again
+      kvWatcher* made = nullptr;
+      const bool ok = kvStore_WatchAll(&made, bucket_, nullptr) == NATS_OK;
+      std::unique_lock lock(mu_);
+      if (ok) watcher_ = made;
+      if (!ok && cv_.wait_for(lock, heartbeat_, [&] { return stopping_; })) return;
+      continue;
+    }
+    kvEntry* entry = nullptr;
+    const natsStatus s = kvWatcher_Next(&entry, watcher, heartbeat_.count() * 1000);
+    if (s == NATS_OK || s == NATS_TIMEOUT) {
+      if (entry != nullptr) Heard(entry);  // null: the records there when the watch began are in
+      continue;
+    }
+    std::lock_guard lock(mu_);  // stopped: by the destructor, or found deaf
+    if (stopping_) return;
+    kvWatcher_Destroy(watcher_);
+    watcher_ = nullptr;
+  }
+}
+
+void NodeRegistry::Heard(kvEntry* entry) {
+  const std::string node_id = kvEntry_Key(entry);
+  nlohmann::json record;
+  if (kvEntry_Operation(entry) == kvOp_Put) {
+    record = nlohmann::json::parse(kvEntry_ValueString(entry),
+                                   kvEntry_ValueString(entry) + kvEntry_ValueLen(entry), nullptr,
+                                   /*allow_exceptions=*/false);
+  }
+  kvEntry_Destroy(entry);
+  const auto now = std::chrono::steady_clock::now();
   std::lock_guard lock(view_mu_);
-  view_ = std::move(*nodes);
+  if (record.is_object()) {
+    if (node_id == node_id_) heard_self_ = now;
+    heard_[node_id] = {std::move(record), now};
+  } else {
+    heard_.erase(node_id);  // deleted (a node that stopped), or not a node's record
+  }
+  RebuildView();
+}
+
+void NodeRegistry::RebuildView() {
+  const auto now = std::chrono::steady_clock::now();
+  nlohmann::json view = nlohmann::json::array();
+  for (auto it = heard_.begin(); it != heard_.end();) {
+    // Silent for three heartbeats while this node heard its own (as the bucket's TTL): dead.
+    // While this node hears nothing (NATS away, a leader election), the view stays as it was.
+    if (heard_self_ - it->second.at > 3 * heartbeat_) {
+      it = heard_.erase(it);
+      continue;
+    }
+    nlohmann::json record = it->second.record;
+    record["age_s"] = std::chrono::duration<double>(now - it->second.at).count();
+    view.push_back(std::move(record));
+    ++it;
+  }
+  view_ = std::move(view);  // by node id: the map's order
 }
 
 nlohmann::json NodeRegistry::Cached() const {
   std::lock_guard lock(view_mu_);
   return view_;
-}
-
-StatusOr<nlohmann::json> NodeRegistry::View() const {
-  kvKeysList keys{};
-  natsStatus s = kvStore_Keys(&keys, bucket_, nullptr);
-  nlohmann::json nodes = nlohmann::json::array();
-  if (s == NATS_NOT_FOUND) return nodes;  // no key at all
-  if (s != NATS_OK) return UnavailableError("reading the cluster's nodes: " + NatsError(s));
-  const int64_t now = UnixMillisecondsNow();
-  for (int i = 0; i < keys.Count; ++i) {
-    kvEntry* entry = nullptr;
-    if (kvStore_Get(&entry, bucket_, keys.Keys[i]) != NATS_OK) continue;  // gone meanwhile
-    nlohmann::json record = nlohmann::json::parse(
-        kvEntry_ValueString(entry), kvEntry_ValueString(entry) + kvEntry_ValueLen(entry), nullptr,
-        /*allow_exceptions=*/false);
-    kvEntry_Destroy(entry);
-    if (!record.is_object()) continue;  // not a node's record
-    record["age_s"] = static_cast<double>(now - record.value("beat_unix_ms", now)) / 1e3;
-    nodes.push_back(std::move(record));
-  }
-  kvKeysList_Destroy(&keys);
-  std::sort(nodes.begin(), nodes.end(), [](const auto& a, const auto& b) {
-    return a.value("node_id", "") < b.value("node_id", "");
-  });
-  return nodes;
 }
 
 }  // namespace kc::cluster

@@ -1,8 +1,11 @@
 // NodeRegistry: who is in the cluster (docs/cluster.md "Joining"). Each node keeps a record of
 // itself in the key-value bucket kcoral_nodes under its node id, written again at every
-// heartbeat; the bucket forgets a key three heartbeats after its last write, so a node that
-// dies leaves the view by itself, and one that stops takes itself out at once. Any node reads
-// the whole view, which is what GET /health shows as `cluster.nodes`.
+// heartbeat; the bucket forgets a key three heartbeats after its last write. Each node watches
+// the bucket (one JetStream consumer that pushes every write, for the node's whole life) and
+// keeps the records it heard: one not written again for three heartbeats, or deleted (a node
+// that stops takes itself out at once), leaves the view. GET /health shows it as
+// `cluster.nodes`. (Reading the bucket whole at each heartbeat cost a consumer and a get per
+// node each time: bench/cluster_background.py.)
 //
 // A record: {"node_id", "url", "pools": [...], "started_at", "beat_unix_ms", ...}: whatever
 // the node's `describe` returns, plus node_id and beat_unix_ms.
@@ -11,6 +14,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -37,11 +41,8 @@ class NodeRegistry {
   NodeRegistry(const NodeRegistry&) = delete;
   NodeRegistry& operator=(const NodeRegistry&) = delete;
 
-  // Every node's record, ordered by node id, each with "age_s" since its last beat (by this
-  // node's clock).
-  StatusOr<nlohmann::json> View() const;
-  // The view as of the last heartbeat (read then, so that GET /health and routing never wait
-  // on NATS); an empty list before the first.
+  // Every live node's record, ordered by node id, each with "age_s" since this node heard its
+  // last beat. Kept as the watch hears writes, so GET /health and routing never wait on NATS.
   nlohmann::json Cached() const;
   const std::string& node_id() const { return node_id_; }
 
@@ -49,8 +50,13 @@ class NodeRegistry {
   NodeRegistry(kvStore* bucket, std::string node_id, std::chrono::seconds heartbeat,
                std::function<nlohmann::json()> describe);
   Status Beat();
-  void Refresh();
   void BeatLoop();
+  // Hears the bucket's writes until stopped. A watch that broke, or that no longer hears this
+  // node's own beats (BeatLoop), is made again.
+  void WatchLoop();
+  void Heard(kvEntry* entry);
+  // view_ from heard_, forgetting the records silent for three heartbeats; view_mu_ held.
+  void RebuildView();
 
   kvStore* const bucket_;
   const std::string node_id_;
@@ -58,9 +64,17 @@ class NodeRegistry {
   const std::function<nlohmann::json()> describe_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;  // mu_
+  bool stopping_ = false;         // mu_
+  kvWatcher* watcher_ = nullptr;  // made in Join, stopped by the destructor
+  std::thread watching_;
   mutable std::mutex view_mu_;
-  nlohmann::json view_ = nlohmann::json::array();  // view_mu_
+  struct HeardRecord {
+    nlohmann::json record;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<std::string, HeardRecord> heard_;          // by node id; view_mu_
+  std::chrono::steady_clock::time_point heard_self_;  // this node's last beat heard; view_mu_
+  nlohmann::json view_ = nlohmann::json::array();     // view_mu_
   std::thread beater_;
 };
 

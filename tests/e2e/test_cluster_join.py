@@ -111,6 +111,10 @@ def test_a_node_survives_losing_one_nats_server(tmp_path_factory, nats):
         view = until(lambda: (v := cluster_view(a))["connected"] and v["nodes"] and v, 20, "a reconnection")
         assert view["connected_url"] != nats.urls[index], view
         assert f"127.0.0.1-{a.port}" in {n["node_id"] for n in view["nodes"]}
+        # Its watch of the nodes' bucket goes on (or is made again): it hears its own beats
+        # again, past the bucket's leader election if the dead server led it.
+        time.sleep(4)
+        until(lambda: [n["age_s"] < 1.5 for n in cluster_view(a)["nodes"]] == [True], 20, "its own fresh beat")
     finally:
         a.stop()
 

@@ -491,7 +491,7 @@ def test_a_node_stays_responsive_while_nats_stalls(tmp_path_factory):
             threads = [threading.Thread(target=ask, args=item) for item in stalled.items()]
             for t in threads:
                 t.start()
-            time.sleep(0.5)  # every one of them is waiting on NATS
+            time.sleep(0.3)  # every one of them is waiting on NATS
             data = os.urandom(1 << 20)
             octets = bearer("free", **{"Content-Type": "application/octet-stream"})
             health_s, health = timed_probe(lambda: httpx.get(node.url + "/health", timeout=5))
@@ -505,7 +505,8 @@ def test_a_node_stays_responsive_while_nats_stalls(tmp_path_factory):
                 os.killpg(process.pid, signal.SIGCONT)
         for t in threads:
             t.join(90)
-        assert health_s < 1.0 and upload_s < 1.0, f"/health took {health_s:.2f} s, the upload {upload_s:.2f} s"
+        # Waiting with NATS, each would take the rest of the stall (over 2 s), or time out.
+        assert health_s < 1.5 and upload_s < 1.5, f"/health took {health_s:.2f} s, the upload {upload_s:.2f} s"
         assert health.status_code == 200 and upload.status_code == 200, (health.text, upload.text)
         assert upload.json()["sha256"] == hashlib.sha256(data).hexdigest()
         assert still_waiting == len(stalled), "a request did not wait on NATS: the test shows nothing"
