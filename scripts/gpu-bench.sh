@@ -19,6 +19,8 @@
 #              issue 26 item 4 (bench/cluster_upload.py) (about 60)
 #   tenants    what idle tenants cost a cluster node's requests and the broker
 #              (bench/cluster_tenants.py) (about 60)
+#   background what a resting cluster of 1, 4 and 16 nodes costs the broker
+#              (bench/cluster_background.py) (about 90)
 #   dashboard  64 live dashboard viewers' cost to a server (bench/dashboard_load.py)
 #              (about 100)
 set -uo pipefail
@@ -50,8 +52,9 @@ for bench in "$@"; do
     cluster) "$PY" bench/cluster.py --requests 300 --nodes 1,2,4 --out "$OUT/cluster-$runs" ;;
     upload) "$PY" bench/cluster_upload.py --sizes 64,256 --rounds 5 --out "$OUT/upload-$runs" ;;
     tenants) "$PY" bench/cluster_tenants.py --requests 200 --out "$OUT/tenants-$runs" ;;
+    background) "$PY" bench/cluster_background.py --nodes 1,4,16 --heartbeat 1 --out "$OUT/background-$runs" ;;
     dashboard) "$PY" bench/dashboard_load.py --seconds 30 --json "$OUT/dashboard_load.json" ;;
-    *) echo "unknown benchmark: $bench (roundtrip, seed, mix, blob, cluster, upload, tenants, dashboard)"; exit 2 ;;
+    *) echo "unknown benchmark: $bench (roundtrip, seed, mix, blob, cluster, upload, tenants, background, dashboard)"; exit 2 ;;
   esac
   echo ">> $bench: $(( $(date +%s) - started )) s"
 done
