@@ -44,7 +44,7 @@ NodeRegistry::~NodeRegistry() {
   cv_.notify_all();
   if (beater_.joinable()) beater_.join();
   if (watching_.joinable()) watching_.join();
-  kvWatcher_Destroy(watcher_);
+  if (watcher_ != nullptr) kvWatcher_Destroy(watcher_);
   kvStore_Delete(bucket_, node_id_.c_str());  // best effort: the TTL forgets it anyway
 }
 

@@ -142,9 +142,12 @@ void WorkQueue::HearDeletions() {
     const std::string_view subject = natsMsg_GetSubject(message);
     const std::string durable(subject.substr(subject.rfind('.') + 1));
     natsMsg_Destroy(message);
+    const auto now = std::chrono::steady_clock::now();
     std::lock_guard lock(queue->ensured_mu_);
     queue->ensured_.erase(durable);
-    queue->deleted_[durable] = std::chrono::steady_clock::now();
+    std::erase_if(queue->deleted_,
+                  [&](const auto& heard) { return now - heard.second > kRemakeAfter; });
+    queue->deleted_[durable] = now;
   };
   const std::string subject = "$JS.EVENT.ADVISORY.CONSUMER.DELETED." + std::string(kStream) + ".*";
   // Not heard (a subject the account may not read): the half threshold still bounds it.
