@@ -44,7 +44,7 @@ def cluster_view(server) -> dict:
 
 
 def until(predicate, timeout: float, what: str):
-    """conftest's wait_for, asking every 0.2 s: each /health reads the cluster's view from NATS."""
+    """conftest's wait_for, asking every 0.2 s."""
     return wait_for(predicate, timeout, what, every=0.2)
 
 
