@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from conftest import Server, free_port, wait_for
-from nats_cluster import NatsCluster  # never skipped: make deps installs nats-server
+from nats_cluster import CLUSTER_SECRET, NatsCluster  # never skipped: make deps installs nats-server
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def nats(tmp_path_factory):
     cluster.stop()
 
 
-SECRET = {"KCORAL_CLUSTER_SECRET": "test-cluster-secret-0123456789"}
+SECRET = {"KCORAL_CLUSTER_SECRET": CLUSTER_SECRET}
 
 
 def node(tmp_path_factory, nats, *flags):

@@ -266,7 +266,7 @@ def test_over_https_the_page_polls_and_shows_the_requests(tmp_path, browser):
 
 
 def test_any_nodes_page_shows_the_whole_cluster(tmp_path, browser):
-    from nats_cluster import NatsCluster
+    from nats_cluster import CLUSTER_SECRET, NatsCluster
 
     (tmp_path / "nats").mkdir()
     nats = NatsCluster(tmp_path / "nats")
@@ -275,7 +275,7 @@ def test_any_nodes_page_shows_the_whole_cluster(tmp_path, browser):
         for k in range(2):
             (tmp_path / f"node{k}").mkdir()
             nodes.append(Server(tmp_path / f"node{k}", "--cluster", nats.flag, "--cluster-heartbeat-seconds", "1",
-                                "--num-workers", "1", env={"KCORAL_CLUSTER_SECRET": "test-cluster-secret-0123456789"}))  # fmt: skip
+                                "--num-workers", "1", env={"KCORAL_CLUSTER_SECRET": CLUSTER_SECRET}))  # fmt: skip
         urls = {n.url for n in nodes}
         seen = wait_for(lambda: {r["url"] for r in (status(nodes[0].url)["cluster"] or {}).get("nodes", [])} >= urls,
                         30, "both nodes in the first node's cluster view")  # fmt: skip
