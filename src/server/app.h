@@ -33,6 +33,7 @@
 #include "server/gpu_telemetry.h"
 #include "server/http_reply.h"
 #include "server/metrics.h"
+#include "server/on_pool.h"
 #include "server/request_ring.h"
 #include "server/server_config.h"
 #include "server/status_board.h"
@@ -165,11 +166,9 @@ class App {
   // loop nor the parse pool waits with it. On a single node, at once: it waits on nothing.
   template <class Call>
   net::awaitable<std::invoke_result_t<Call&>> ClusterCall(Call call) {
-    using Result = std::invoke_result_t<Call&>;
     if (!cluster_calls_) co_return call();
-    auto run = [call = std::move(call)]() mutable -> net::awaitable<Result> { co_return call(); };
-    auto running = net::co_spawn(*cluster_calls_, std::move(run), net::use_awaitable);
-    co_return co_await std::move(running);  // named: see execute_route.cc
+    auto running = OnPool(*cluster_calls_, std::move(call));  // named: see on_pool.h
+    co_return co_await std::move(running);
   }
   // "https" with --tls-cert, else "http".
   std::string_view Scheme() const { return config_.tls ? "https" : "http"; }

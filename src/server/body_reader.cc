@@ -62,7 +62,7 @@ class BodySource {
     while (!done() && chunk.size < chunk.capacity) {
       Read read;
       if (remaining_) {
-        auto reading = ReadDirect(chunk);  // named: see execute_route.cc
+        auto reading = ReadDirect(chunk);  // named: see on_pool.h
         read = co_await std::move(reading);
       } else {
         auto reading = ReadParsed(chunk);
@@ -201,7 +201,7 @@ net::awaitable<BodyResult> ReadBody(Stream& stream, boost::beast::flat_buffer& b
   boost::system::error_code read_ec;
   for (int k = 0; !source.done(); k = (k + 1) % BodyConsumer::kSlots) {
     if (stages) {
-      auto freeing = stages->WaitFree(k);  // named: see execute_route.cc
+      auto freeing = stages->WaitFree(k);  // named: see on_pool.h
       co_await std::move(freeing);
     }
     auto filling = source.Fill(chunks[k]);

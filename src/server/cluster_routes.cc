@@ -30,10 +30,7 @@ net::awaitable<HttpReply> App::HandlePeerBlobFetch(std::string peer_header, std:
   if (blob == nullptr) {
     // Found only on disk, a blob is read and checked whole (DiskTier::Get): on the parse pool,
     // so the event loop keeps serving meanwhile.
-    auto from_disk = [this, sha256]() -> net::awaitable<store::BlobPtr> {
-      co_return blobs_.disk().Get(sha256);
-    };
-    auto reading = net::co_spawn(cpu_pool_, std::move(from_disk), net::use_awaitable);
+    auto reading = OnPool(cpu_pool_, [this, sha256] { return blobs_.disk().Get(sha256); });
     blob = co_await std::move(reading);
   }
   if (blob == nullptr) co_return HttpReply{404, "application/octet-stream", "", ""};

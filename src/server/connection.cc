@@ -76,7 +76,7 @@ net::awaitable<void> ServeTls(App& app, PlainStream plain, net::ssl::context& tl
     co_return;
   }
   buffer.consume(used);
-  auto serving = ServeRequests(app, stream, buffer, client);  // named: see execute_route.cc
+  auto serving = ServeRequests(app, stream, buffer, client);  // named: see on_pool.h
   co_await std::move(serving);
   // close_notify tells the client the replies ended where they did (no truncation).
   TcpOf(stream).expires_after(kCloseTimeout);

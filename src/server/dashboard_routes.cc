@@ -144,10 +144,8 @@ net::awaitable<HttpReply> App::HandleStatus(std::optional<Caller> caller) {
   // event loop keeps serving /execute meanwhile.
   std::optional<StatusBoard::Seen> seen = status_board_.Ready(caller, Clock::now());
   if (!seen) {
-    auto view = [this, caller]() -> net::awaitable<StatusBoard::Seen> {
-      co_return status_board_.View(caller, Clock::now());
-    };
-    auto viewing = net::co_spawn(cpu_pool_, std::move(view), net::use_awaitable);
+    auto viewing =
+        OnPool(cpu_pool_, [this, caller] { return status_board_.View(caller, Clock::now()); });
     seen = co_await std::move(viewing);
   }
   HttpReply reply{200, "application/json", *seen->text, ""};

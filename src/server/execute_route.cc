@@ -96,14 +96,11 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
 
   // The checks that need the whole body, validation and cache look-ups: on
   // the parse pool (the body itself was hashed and stored as it arrived).
-  // GCC 12 destroys temporaries inside a co_await expression twice, so every
-  // awaitable with state is built into a named variable first. Copies: the
-  // screening must not outlive what it reads.
-  auto screen = [this, body = std::move(body), request_id, tenant,
-                 limits]() mutable -> net::awaitable<std::variant<HttpReply, AdmittedRequest>> {
-    co_return Screen(std::move(body), request_id, tenant, limits);
-  };
-  auto screening = net::co_spawn(cpu_pool_, std::move(screen), net::use_awaitable);
+  // Copies: the screening must not outlive what it reads.
+  auto screening =
+      OnPool(cpu_pool_, [this, body = std::move(body), request_id, tenant, limits]() mutable {
+        return Screen(std::move(body), request_id, tenant, limits);
+      });
   std::variant<HttpReply, AdmittedRequest> screened = co_await std::move(screening);
   if (auto* reply = std::get_if<HttpReply>(&screened)) co_return finish(std::move(*reply));
 
@@ -267,12 +264,11 @@ net::awaitable<HttpReply> App::RunHere(std::shared_ptr<AdmittedRequest> admitted
   }
 
   // Value checks, SHA-256 of results and multipart framing: on the parse pool.
-  auto build = [this, admitted, result, request_id]() -> net::awaitable<HttpReply> {
+  auto building = OnPool(cpu_pool_, [this, admitted, result, request_id] {
     OutcomeContext context{request_id, &admitted->request.program, config_.max_response_bytes,
                            admitted->output_limit_bytes};
-    co_return BuildOutcomeReply(context, **result);
-  };
-  auto building = net::co_spawn(cpu_pool_, std::move(build), net::use_awaitable);
+    return BuildOutcomeReply(context, **result);
+  });
   co_return co_await std::move(building);
 }
 

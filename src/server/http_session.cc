@@ -149,7 +149,7 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
       auto cancel = std::make_shared<pool::CancelFlag>();
       HangUpWatch watch(tcp.get_executor(), tcp.socket().native_handle(), cancel);
       auto handling = app.HandleExecute(std::move(arrival), std::move(intake.ingest),
-                                        cancel);  // named: see execute_route.cc
+                                        cancel);  // named: see on_pool.h
       co_return co_await std::move(handling);
     }
     case Route::kUploadBlob:
@@ -158,9 +158,8 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
     case Route::kPeerBlobPush:
       co_return app.HandlePeerBlobPush(PeerHeader(head), UploadedBlob(intake, body));
     case Route::kPeerBlobFetch: {
-      auto fetch =
-          app.HandlePeerBlobFetch(std::string(PeerHeader(head)),
-                                  std::string(head.target()));  // named: see execute_route.cc
+      auto fetch = app.HandlePeerBlobFetch(std::string(PeerHeader(head)),
+                                           std::string(head.target()));  // named: see on_pool.h
       co_return co_await std::move(fetch);
     }
     case Route::kLookUpBlob:
@@ -170,13 +169,13 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
     case Route::kMetrics:
       co_return app.HandleMetrics();
     case Route::kUsage: {
-      auto usage = app.HandleUsage(std::move(arrival.caller));  // named: see execute_route.cc
+      auto usage = app.HandleUsage(std::move(arrival.caller));  // named: see on_pool.h
       co_return co_await std::move(usage);
     }
     case Route::kDashboard:
       co_return app.HandleDashboard(head.target());
     case Route::kStatus: {
-      auto status = app.HandleStatus(std::move(arrival.caller));  // named: see execute_route.cc
+      auto status = app.HandleStatus(std::move(arrival.caller));  // named: see on_pool.h
       co_return co_await std::move(status);
     }
     case Route::kWrongMethod:
