@@ -45,16 +45,16 @@ StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Join(const ClusterOptions& o
 }
 
 nlohmann::json ClusterNode::Describe() const {
-  nlohmann::json nodes = parts_->registry->Cached();
+  const auto view = parts_->registry->Cached();
   return {{"servers", parts_->options.servers},
           {"connected_url", parts_->link->ConnectedUrl()},
           {"connected", parts_->link->connected()},
           {"node_id", parts_->registry->node_id()},
-          {"pools", PoolsOf(nodes)},
-          {"nodes", std::move(nodes)}};
+          {"pools", view->pools},
+          {"nodes", view->nodes}};
 }
 
-nlohmann::json ClusterNode::Nodes() const {
+std::shared_ptr<const ClusterView> ClusterNode::View() const {
   return parts_->registry->Cached();
 }
 
@@ -64,7 +64,7 @@ const std::string& ClusterNode::node_id() const {
 
 StatusOr<std::string> ClusterNode::ChoosePool(bool needs_gpu, const nlohmann::json& own_versions,
                                               const GpuNeed& need) const {
-  return cluster::ChoosePool(PoolsOf(parts_->registry->Cached()), needs_gpu, own_versions, need);
+  return cluster::ChoosePool(parts_->registry->Cached()->pools, needs_gpu, own_versions, need);
 }
 
 StatusOr<Claim> ClusterNode::Claim(const std::string& key, const std::string& hash,
@@ -165,8 +165,8 @@ Status NoCluster() {
 nlohmann::json ClusterNode::Describe() const {
   return nullptr;
 }
-nlohmann::json ClusterNode::Nodes() const {
-  return nlohmann::json::array();
+std::shared_ptr<const ClusterView> ClusterNode::View() const {
+  return std::make_shared<ClusterView>();
 }
 const std::string& ClusterNode::node_id() const {
   return parts_->node_id;

@@ -34,8 +34,8 @@ class ClusterNode {
   // For /health: {"servers", "connected_url", "connected", "node_id", "pools": [PoolsOf],
   // "nodes": [records]}, as of the last heartbeat.
   nlohmann::json Describe() const;
-  // The nodes' records as of the last heartbeat.
-  nlohmann::json Nodes() const;
+  // The nodes' records and pools as of the last heartbeat.
+  std::shared_ptr<const ClusterView> View() const;
   const std::string& node_id() const;
   const ClusterOptions& options() const;
 

@@ -132,7 +132,7 @@ void NodeRegistry::Heard(kvEntry* entry) {
 
 void NodeRegistry::RebuildView() {
   const auto now = std::chrono::steady_clock::now();
-  nlohmann::json view = nlohmann::json::array();
+  auto view = std::make_shared<ClusterView>();
   for (auto it = heard_.begin(); it != heard_.end();) {
     // Silent for three heartbeats while this node heard its own (as the bucket's TTL): dead.
     // While this node hears nothing (NATS away, a leader election), the view stays as it was.
@@ -142,13 +142,14 @@ void NodeRegistry::RebuildView() {
     }
     nlohmann::json record = it->second.record;
     record["age_s"] = std::chrono::duration<double>(now - it->second.at).count();
-    view.push_back(std::move(record));
+    view->nodes.push_back(std::move(record));  // by node id: the map's order
     ++it;
   }
-  view_ = std::move(view);  // by node id: the map's order
+  view->pools = PoolsOf(view->nodes);  // once here, not per request
+  view_ = std::move(view);
 }
 
-nlohmann::json NodeRegistry::Cached() const {
+std::shared_ptr<const ClusterView> NodeRegistry::Cached() const {
   std::lock_guard lock(view_mu_);
   return view_;
 }

@@ -24,6 +24,7 @@
 
 #include "base/status.h"
 #include "cluster/nats_link.h"
+#include "cluster/pool_view.h"
 
 namespace kc::cluster {
 
@@ -42,8 +43,9 @@ class NodeRegistry {
   NodeRegistry& operator=(const NodeRegistry&) = delete;
 
   // Every live node's record, ordered by node id, each with "age_s" since this node heard its
-  // last beat. Kept as the watch hears writes, so GET /health and routing never wait on NATS.
-  nlohmann::json Cached() const;
+  // last beat, and their pools. Kept as the watch hears writes, so GET /health and routing
+  // never wait on NATS.
+  std::shared_ptr<const ClusterView> Cached() const;
   const std::string& node_id() const { return node_id_; }
 
  private:
@@ -74,7 +76,7 @@ class NodeRegistry {
   };
   std::map<std::string, HeardRecord> heard_;          // by node id; view_mu_
   std::chrono::steady_clock::time_point heard_self_;  // this node's last beat heard; view_mu_
-  nlohmann::json view_ = nlohmann::json::array();     // view_mu_
+  std::shared_ptr<const ClusterView> view_ = std::make_shared<ClusterView>();  // view_mu_
   std::thread beater_;
 };
 

@@ -23,6 +23,13 @@ namespace kc::cluster {
 // summed}, ordered by pool name, then by versions. Records without those fields are skipped.
 nlohmann::json PoolsOf(const nlohmann::json& nodes);
 
+// What a node has heard of the cluster (node_registry.h): made once at each write it hears and
+// shared by its readers, so a request reads it without a copy.
+struct ClusterView {
+  nlohmann::json nodes = nlohmann::json::array();  // the live nodes' records, by node id
+  nlohmann::json pools = nlohmann::json::array();  // PoolsOf(nodes)
+};
+
 // A pool's name in subjects and consumer names: its kind and arch, and a short hash of its
 // versions ("cpu-1a2b3c4d", "gpu-sm_90a-5e6f7a8b"). `pool`: {"pool", "versions"}.
 std::string PoolIdOf(const nlohmann::json& pool);

@@ -197,7 +197,8 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
 
   // Blobs it lacks come from the entry node, else from any node that has them.
   std::vector<std::string> sources = {work.value("entry_url", "")};
-  for (const auto& node : node_.Nodes())
+  const auto view = node_.View();  // held: a range-for would not keep a temporary alive
+  for (const auto& node : view->nodes)
     if (node.value("url", "") != sources.front()) sources.push_back(node.value("url", ""));
   const cluster::PeerClient& peers = *app_.peers_;
   auto fetch = [&](const std::string& sha) -> StatusOr<store::BlobPtr> {
