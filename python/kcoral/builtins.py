@@ -49,12 +49,17 @@ def benchmark(fn, *rest) -> dict:
     outputs (indices of the output arguments; default: found by probe calls,
     whatever their position), rotate_inputs (True), tolerance ({"rtol",
     "atol"}; default: 1e-3 and 1e-5, widened to the spread of two reference
-    calls for nondeterministic reductions) and launch_gate (True: a timed
-    call's GPU work starts once all of it is queued). Each call gets its
-    tensors from a rotation of copies; output arguments and returned tensors
-    are checked against the reference call's after every timed call. The
-    result carries an `integrity` report (flags, conditions,
-    outputs_unchecked, loosened), sealed in C++ and verified by the server
+    calls for nondeterministic reductions), launch_gate (True: a timed
+    call's GPU work starts once all of it is queued), unverifiable (outputs
+    random by design, timed but never checked: "return", "return[1]",
+    "return['key']", "arg:2") and constants (returned paths that are
+    constants, excused when over 4 KiB). Each call gets its tensors from a
+    rotation of copies holding the caller's values or fresh ones; output
+    arguments and returned tensors are checked against the reference call's
+    for those values after every timed call. The result carries an
+    `integrity` report (flags, conditions, outputs_unchecked, loosened,
+    floor), sealed in C++ and verified by the server; `integrity.trusted`
+    is true only when nothing is flagged and every output was checked
     (docs/benchmark-integrity.md).
     """
     if not callable(fn):

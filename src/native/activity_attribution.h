@@ -46,6 +46,7 @@ struct DeviceRecord {
 struct ActivityRecords {
   std::vector<ApiRecord> api;
   std::vector<DeviceRecord> device;
+  int64_t canaries = 0;  // the timer's canary kernels (timer_canary.h), kept out of `device`
 };
 
 // Host timestamps taken just before and just after one call of the benchmarked function.

@@ -51,6 +51,9 @@ class ActivityCollector {
   // Stop() for error paths: never fails, discards the records.
   void Abort() noexcept;
 
+  // The kernel name interned as `id` (ActivityIdentity::name_id); empty when unknown.
+  std::string KernelName(uint32_t id);
+
  private:
   ActivityCollector() = default;
 

@@ -1,9 +1,17 @@
 // ArgumentRotation: fresh inputs and checked output arguments for every call of a benchmark
 // (docs/benchmark-integrity.md "Fresh inputs, checked outputs").
 //
-// The call's torch.Tensor arguments get `sets` independent copies (device buffers of our own);
-// call k uses set k % sets, and the caller's tensors are never passed, so nothing the checks
-// write reaches them. Which arguments are outputs is decided from evidence before timing
+// The call's torch.Tensor arguments (contiguous or not: a view's copy spans its gaps) get `sets`
+// independent copies (device buffers of our own); call k uses set k % sets, and the caller's
+// tensors are never passed, so nothing the checks write reaches them. Sets alternate between two
+// value variants, the caller's values and fresh ones (input_variant.h), each with its own
+// reference call, so that a result that does not follow its inputs (a cache, a replayed graph's
+// copy of an answer) shows.
+//
+// A call that writes the caller's own tensors instead of the ones it is given (a CUDA graph
+// captured on them, replayed with them as arguments) is run *in place*: the caller's tensors are
+// the call's arguments, and before each call the set's values are written into them; they get
+// their own values back at the end. Arguments too large to copy are checked in place too. Which arguments are outputs is decided from evidence before timing
 // (checked_calls.h runs the probes through the primitives below), never by position:
 //   - kRestored: an output the call also reads (it changed under a call from the caller's
 //     values, and a call from zeros gives another result): it starts every call from the
@@ -19,6 +27,7 @@
 // buffer ourselves, so y.set_() redirects only the Python object.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -41,6 +50,8 @@ struct RotationPlan {
   bool rotate = true;                        // cfg "rotate_inputs"
   std::optional<std::vector<int>> outputs;   // cfg "outputs": argument indices
   std::optional<OutputTolerance> tolerance;  // cfg "tolerance"
+  std::vector<int> unverifiable;             // cfg "unverifiable": "arg:N" entries
+  // Copies may take this much device memory, or half the free memory when that is more.
   int64_t max_copy_bytes = int64_t{4} << 30;
   size_t target_bytes = 0;  // rotate through at least this much memory (2 x L2)
   int max_sets = 8;
@@ -48,14 +59,19 @@ struct RotationPlan {
 
 // What the checks found. failures: proof that a call's outputs differ (the benchmark fails with
 // kind `correctness`); flags: evidence against the measurement (not trusted); unchecked: outputs
-// that could not be checked, said plainly (trusted stays as it is).
+// that could not be checked, said plainly (not trusted either).
 struct CheckFindings {
   std::vector<std::string> failures;
   std::vector<std::string> flags;
   std::vector<std::string> unchecked;
 };
 
-enum class OutputMode { kInput, kRestored, kPoisoned };
+// kUnverifiable: declared random by design (cfg unverifiable): restored before each call,
+// never checked.
+enum class OutputMode { kInput, kRestored, kPoisoned, kUnverifiable };
+
+// 16-bit float outputs whose first calls differ get this many calls to measure their spread.
+inline constexpr int kSpreadCalls = 6;
 
 class ArgumentRotation {
  public:
@@ -66,10 +82,15 @@ class ArgumentRotation {
   ~ArgumentRotation();
 
   int sets() const { return static_cast<int>(sets_.size()); }
+  // 2 when the sets alternate the caller's values and fresh ones; 1 otherwise.
+  int variants() const { return variants_; }
+  int VariantOf(int64_t call) const { return SetOf(call) % variants_; }
   const pybind11::tuple& Arguments(int64_t call) const { return sets_[SetOf(call)]; }
   size_t tensors() const { return tensors_.size(); }
-  // Probing needs copies: without them set 0 is the caller's own tensors.
-  bool can_probe() const { return copied_ && !tensors_.empty(); }
+  // Probing needs the caller's values kept aside: without them the calls use the caller's own
+  // tensors, unchecked.
+  bool can_probe() const { return (copied_ || in_place_) && !tensors_.empty(); }
+  bool in_place() const { return in_place_; }
   const std::optional<std::vector<int>>& declared_outputs() const { return declared_outputs_; }
   // True when [data, data + bytes) overlaps one of our copies or a caller's tensor.
   bool Overlaps(const void* data, size_t bytes) const;
@@ -77,8 +98,13 @@ class ArgumentRotation {
   // -- Probing, on set 0 (checked_calls.h). All synchronous. --
   // Set 0 back to the caller's values.
   Status ResetFirstSet();
+  // Set `set` as a call of it would find it (its values, outputs poisoned or restored).
+  Status PrepareSet(int set);
   // Per tensor argument: does set 0 differ from the caller's values (bit for bit)?
   StatusOr<std::vector<bool>> FirstSetChanged();
+  // Did the last call write the caller's own tensors, which it was not given? Then the
+  // arguments go in place (its tensors are given back their values): returns true.
+  StatusOr<bool> MoveInPlaceIfCallerWritten();
   Status ZeroInFirstSet(size_t tensor);
   // Does tensor `tensor` of set 0 (after a call from zeros: did the call write anything), or
   // the caller's tensor, hold a byte other than 0?
@@ -86,8 +112,8 @@ class ArgumentRotation {
   StatusOr<bool> CallerNonZero(size_t tensor);
   // Does tensor `tensor` of set 0 equal `expected` (a device buffer of its size) bit for bit?
   StatusOr<bool> FirstSetEquals(size_t tensor, const void* expected);
-  // A copy of tensor `tensor` of set 0.
-  StatusOr<std::shared_ptr<DeviceBuffer>> CopyOfFirstSet(size_t tensor);
+  // A copy of tensor `tensor` of set `set`.
+  StatusOr<std::shared_ptr<DeviceBuffer>> CopyOfSet(size_t tensor, int set = 0);
   const void* CallerData(size_t tensor) const;
   // `writers`: which functions write it (a paired benchmark's candidate may return its result
   // where the reference writes an argument); an output is checked for those only.
@@ -95,17 +121,33 @@ class ArgumentRotation {
   OutputMode Mode(size_t tensor) const { return tensors_[tensor].mode; }
   // Outputs as cfg `outputs` declares them (kPoisoned), or nothing for lack of a declaration.
   void ApplyDeclaredOutputs();
-  // Function `fn`'s reference: its outputs in set 0 now (after a reference call), or `given`
-  // for an output whose reference was taken earlier (the probe's copy).
-  Status TakeReference(int fn, const std::vector<std::shared_ptr<DeviceBuffer>>& given = {});
+  // Function `fn`'s reference for `variant`: its outputs in the variant's first set now (after
+  // a call), or `given` for an output whose reference was taken earlier (the probe's copy).
+  Status TakeReference(int fn, int variant,
+                       const std::vector<std::shared_ptr<DeviceBuffer>>& given = {});
   bool has_outputs() const;
+  // Whether some output function `fn` writes differs between the two variants' references;
+  // nullopt when nothing says (one variant, no input varied, no checked output).
+  StatusOr<std::optional<bool>> OutputsFollowInputs(int fn) const;
+  bool any_varied() const;
+  // Every set gets the caller's values again (the function raised on the fresh ones); `why`
+  // goes into the notes. One variant from now on.
+  Status DropVariants(const std::string& why);
+  // Bytes of fn's checked outputs its reference call changed (from poison, or from the
+  // caller's values), and bytes they hold in all; known after the first checked call.
+  uint64_t bytes_changed(int fn) const { return bytes_changed_.empty() ? 0 : bytes_changed_[fn]; }
+  uint64_t output_bytes(int fn) const;
+  // Outputs declared unverifiable, one sentence each.
+  std::vector<std::string> DeclaredUnverifiable() const;
 
   // -- Around the calls, stream-ordered (CallHooks, through checked_calls.h). --
-  // Poisons or restores the outputs of the set `call` uses.
+  // Poisons or restores the outputs of the set `call` uses (and loads its values, in place).
   Status BeforeCall(int64_t call);
   // After `fn`'s first checked call, drained: the spread against the reference chooses each
   // output's tolerance, and the call itself is checked with it.
   Status AfterFirstCall(int fn, int64_t call);
+  // After a first checked call: whether a 16-bit float output's spread wants another call.
+  bool WantsSpreadCall(int fn) const;
   Status BeginTimed(int64_t timed_calls);
   // Enqueues the comparison of `call`'s outputs with `fn`'s reference into counter `slot`.
   Status AfterTimedCall(int fn, int64_t call, int64_t slot);
@@ -124,12 +166,17 @@ class ArgumentRotation {
     int index = 0;
     OutputMode mode = OutputMode::kInput;
     std::string found_by;
-    std::unique_ptr<ExportedTensor> original;              // the caller's tensor
-    std::vector<std::shared_ptr<DeviceBuffer>> copies;     // one per set, when copied_
-    std::vector<std::shared_ptr<DeviceBuffer>> reference;  // per function, outputs only
-    std::vector<ToleranceChoice> tolerance;                // per function, outputs only
-    std::vector<bool> writers;                             // per function
-    bool output() const { return mode != OutputMode::kInput; }
+    std::unique_ptr<ExportedTensor> original;           // the caller's tensor
+    std::shared_ptr<DeviceBuffer> pristine;             // the caller's values, kept aside
+    std::shared_ptr<DeviceBuffer> variant;              // fresh values; null: not varied
+    std::vector<std::shared_ptr<DeviceBuffer>> copies;  // one per set, when copied_
+    // Per function and variant, outputs only.
+    std::vector<std::array<std::shared_ptr<DeviceBuffer>, 2>> reference;
+    std::vector<ToleranceChoice> tolerance;  // per function, outputs only
+    std::vector<ReferenceSpread> spread;     // per function: the widest of its first calls
+    std::vector<bool> writers;               // per function
+    size_t bytes() const { return original->span_bytes(); }
+    bool output() const { return mode == OutputMode::kRestored || mode == OutputMode::kPoisoned; }
     bool checked_for(int fn) const { return output() && writers[fn]; }
   };
 
@@ -137,11 +184,22 @@ class ArgumentRotation {
   int SetOf(int64_t call) const {
     return static_cast<int>(call % static_cast<int64_t>(sets_.size()));
   }
+  // Where set `set`'s tensor is: our copy, or the caller's own tensor (in place, or too large).
   void* DataOf(const Argument& a, int set) const;
+  // The caller's values: kept aside, or the caller's tensor itself when too large to keep.
+  const void* Caller(const Argument& a) const;
+  // The values an input of set `set` holds: the caller's, or the fresh variant.
+  const void* ValuesOf(const Argument& a, int set) const;
+  Status LoadValues(int set);
   Status CheckFirstCall(int fn, int set);
+  // The calls run on the caller's tensors from now on; the copies are let go.
+  void UseInPlace();
 
+  pybind11::tuple caller_args_;
   std::vector<pybind11::tuple> sets_;
-  bool copied_ = true;  // false: the copies exceed the budget, and the calls use the caller's
+  bool copied_ = true;     // sets are our copies
+  bool in_place_ = false;  // the calls use the caller's tensors, loaded before each call
+  int variants_ = 1;
   std::optional<std::vector<int>> declared_outputs_;
   std::optional<OutputTolerance> declared_tolerance_;
   std::vector<Argument> tensors_;  // rotated tensor arguments, in argument order
@@ -150,6 +208,8 @@ class ArgumentRotation {
   int functions_ = 1;
   DeviceCounters counters_;  // [fn][slot] mismatch counts of the timed calls
   int64_t timed_calls_ = 0;
+  std::vector<int> first_calls_;  // per function
+  std::vector<uint64_t> bytes_changed_;
   std::vector<std::string> first_call_failures_;
   std::vector<std::string> first_call_flags_;
 };

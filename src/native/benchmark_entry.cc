@@ -13,8 +13,10 @@
 #include "native/gpu_telemetry.h"
 #include "native/l2_flush.h"
 #include "native/persisting_l2.h"
+#include "native/physical_floor.h"
 #include "native/process_scan.h"
 #include "native/span_findings.h"
+#include "native/symbol_watch.h"
 
 namespace kc::native {
 namespace py = pybind11;
@@ -22,9 +24,27 @@ namespace {
 
 SealResultFn g_seal = nullptr;
 
+// Issue 40: the timer's CUPTI, driver and runtime entry points and this module's GOT slots for
+// them, recorded by BindWorker (before any upload) and checked after every timed span.
+SymbolWatch g_timer_watch;
+
 L2Flush& ProcessL2Flush() {
   static L2Flush* flush = new L2Flush();  // leaked on purpose: CUPTI and the driver outlive us
   return *flush;
+}
+
+// The current device's peak memory bandwidth (DDR: two transfers a clock); 0 when unknown.
+double PeakMemoryBytesPerSecond() {
+  int device = 0;
+  int clock_khz = 0;
+  int bus_bits = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+    static_cast<void>(cudaGetLastError());
+    return 0;
+  }
+  return 2.0 * clock_khz * 1e3 * bus_bits / 8.0;
 }
 
 // What the GPU and the worker's PID namespace looked like at one end of the timed loop.
@@ -55,6 +75,7 @@ class WatchedHooks final : public CallHooks {
   explicit WatchedHooks(CallHooks& inner) : inner_(inner) {}
   Status BeforeCall(int fn, int64_t call) override { return inner_.BeforeCall(fn, call); }
   Status AfterFirstCall(int fn, int64_t call) override { return inner_.AfterFirstCall(fn, call); }
+  bool WantsSpreadCall(int fn) override { return inner_.WantsSpreadCall(fn); }
   Status BeginTimed(int64_t repeat) override {
     start_ = Read();
     return inner_.BeginTimed(repeat);
@@ -124,11 +145,24 @@ nlohmann::json BuildResult(const BenchmarkResult& timed, const BenchmarkRequest&
                           " device activities in timed calls had no API record in their call "
                           "(hidden records or launches from another thread); they are timed");
   }
-  if (timed.empty_windows > 0) {
-    found.conditions.push_back(std::to_string(timed.empty_windows) +
-                               " timed calls launched no GPU work (empty tensors?); their "
-                               "samples are 0");
+  if (timed.canaries_seen < timed.canaries_launched) {
+    found.flags.push_back(
+        std::to_string(timed.canaries_launched - timed.canaries_seen) + " of the timer's " +
+        std::to_string(timed.canaries_launched) +
+        " canary kernels left no CUPTI record: activity recording was switched off or torn down "
+        "from inside the timed calls (cuptiActivityDisable, cuptiFinalize, cuptiUnsubscribe, a "
+        "rewritten libcupti), so the samples do not show the work");
   }
+  const nlohmann::json floor =
+      ApplyPhysicalFloor({.bytes_changed = checked.BytesChanged(0),
+                          .checked_bytes = checked.CheckedBytes(0),
+                          .peak_bytes_per_second = PeakMemoryBytesPerSecond(),
+                          .median_ms = result["latency_ms_median"].get<double>(),
+                          .empty_windows = timed.empty_windows},
+                         found);
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const auto& [name, count] : timed.kernels)
+    kernels.push_back({{"name", name}, {"calls", count}});
   if (!timed.gate_note.empty()) found.conditions.push_back(timed.gate_note);
   if (paired) {
     result["reference"] =
@@ -160,10 +194,16 @@ nlohmann::json BuildResult(const BenchmarkResult& timed, const BenchmarkRequest&
         {"output_check", checked.DescribeOutputCheck()},
         {"outputs_poisoned_and_checked", true}}},
       {"unattributed_activities", timed.unattributed_activities},
+      {"floor", floor},
+      {"kernels", kernels},
+      {"canaries", {{"launched", timed.canaries_launched}, {"seen", timed.canaries_seen}}},
       {"graph_activities", timed.graph_activities},
       {"outputs_unchecked", findings.unchecked},
       {"loosened", Loosened(request)},
   };
+  nlohmann::json& guard = result["integrity"]["defences"]["timer_guard"];
+  guard = g_timer_watch.Describe();
+  guard["tracer_pid"] = TracerPid();
   AddReadings(start, end, result["integrity"], found);
   result["integrity"]["flags"] = found.flags;
   result["integrity"]["conditions"] = found.conditions;
@@ -173,7 +213,11 @@ nlohmann::json BuildResult(const BenchmarkResult& timed, const BenchmarkRequest&
 }  // namespace
 
 Status BindWorker(py::object tensor_type, py::object to_dlpack, py::object from_dlpack) {
-  KC_RETURN_IF_ERROR(PersistingL2Guard::RecordBaseline());
+  KC_RETURN_IF_ERROR(PersistingL2Guard::RecordBaseline());  // libcuda is loaded from here on
+  if (g_timer_watch.empty()) {  // once: a second bind from user code must not record its patches
+    g_timer_watch.RecordCode(TimerSymbols(), TimerLibraries());
+    g_timer_watch.RecordGot(reinterpret_cast<const void*>(&BindWorker), TimerSymbols());
+  }
   if (!TorchExchange::ExporterBound()) {  // kcoral.builtins binds it when torch came first
     KC_RETURN_IF_ERROR(TorchExchange::BindExporter(std::move(tensor_type), std::move(to_dlpack)));
   }
@@ -209,7 +253,8 @@ StatusOr<py::object> RunBenchmark(const std::vector<py::object>& functions, cons
   // that the inputs can stay in L2 as the caller asked.
   plan.target_bytes = request.options.flush == FlushMode::kBeforeEveryCall ? 2 * l2_bytes : 0;
   KC_ASSIGN_OR_RETURN(std::unique_ptr<CheckedCalls> checked,
-                      CheckedCalls::Create(args, plan, static_cast<int>(functions.size())));
+                      CheckedCalls::Create(args, plan, request.returns,
+                                           static_cast<int>(functions.size())));
 
   // The callables run with the GIL held (this thread never releases it here). An exception is
   // kept on this side and re-raised by the caller once the timer has cleaned up. Inside a call
@@ -224,10 +269,10 @@ StatusOr<py::object> RunBenchmark(const std::vector<py::object>& functions, cons
     }
   };
   // A probe from zeros that raises decides nothing; its exception is dropped.
-  ProbeCalls probes{[&](int fn) { return call(fn, 0); },
-                    [&](int fn) -> StatusOr<bool> {
+  ProbeCalls probes{[&](int fn, int set) { return call(fn, set); },
+                    [&](int fn, int set) -> StatusOr<bool> {
                       try {
-                        checked->Hold(fn, functions[fn](*checked->Arguments(0)));
+                        checked->Hold(fn, functions[fn](*checked->Arguments(set)));
                         return true;
                       } catch (py::error_already_set&) {
                         return false;
@@ -240,6 +285,8 @@ StatusOr<py::object> RunBenchmark(const std::vector<py::object>& functions, cons
   CuptiTimer timer(*collector, ProcessL2Flush());
   WatchedHooks hooks(*checked);
   KC_ASSIGN_OR_RETURN(BenchmarkResult timed, timer.Run(options, call, hooks));
+  for (std::string& rewrite : g_timer_watch.Check())
+    timed.flags.push_back(std::move(rewrite));
   const Readings end = Read();
   KC_ASSIGN_OR_RETURN(CheckFindings findings, checked->Finish(timed.graph_activities));
   if (!findings.failures.empty()) {

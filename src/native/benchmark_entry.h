@@ -14,12 +14,14 @@
 #include "base/status.h"
 #include "native/argument_rotation.h"  // RotationPlan
 #include "native/cupti_timer.h"
+#include "native/returned_outputs.h"  // ReturnDeclarations
 
 namespace kc::native {
 
 struct BenchmarkRequest {
   BenchmarkOptions options;
   RotationPlan rotation;
+  ReturnDeclarations returns;
 };
 
 // Binds what user code must not be able to replace, once, before any upload runs: torch's

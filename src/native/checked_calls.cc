@@ -33,11 +33,12 @@ std::string FoundBy(OutputMode mode, bool changed_by_reference) {
 
 StatusOr<std::unique_ptr<CheckedCalls>> CheckedCalls::Create(const pybind11::tuple& args,
                                                              const RotationPlan& plan,
+                                                             ReturnDeclarations returns,
                                                              int functions) {
   KC_ASSIGN_OR_RETURN(std::unique_ptr<ArgumentRotation> arguments,
                       ArgumentRotation::Create(args, plan, functions));
   return std::unique_ptr<CheckedCalls>(
-      new CheckedCalls(std::move(arguments), plan.tolerance, functions));
+      new CheckedCalls(std::move(arguments), std::move(returns), functions));
 }
 
 // What the probes saw of one tensor argument under one function.
@@ -53,20 +54,27 @@ StatusOr<std::vector<CheckedCalls::Observation>> CheckedCalls::Observe(const Pro
   ArgumentRotation& a = *arguments_;
   std::vector<Observation> seen(a.tensors());
   KC_RETURN_IF_ERROR(a.ResetFirstSet());
-  KC_RETURN_IF_ERROR(probes.call(fn));
+  KC_RETURN_IF_ERROR(probes.call(fn, 0));
   KC_RETURN_IF_ERROR(Synchronize());
+  KC_ASSIGN_OR_RETURN(const bool moved, a.MoveInPlaceIfCallerWritten());
+  if (moved) {  // the call writes what it was captured on: once more, in place
+    returned_.Drop();
+    KC_RETURN_IF_ERROR(a.ResetFirstSet());
+    KC_RETURN_IF_ERROR(probes.call(fn, 0));
+    KC_RETURN_IF_ERROR(Synchronize());
+  }
   KC_RETURN_IF_ERROR(returned_.TakeReference(fn));
   KC_ASSIGN_OR_RETURN(std::vector<bool> changed, a.FirstSetChanged());
   for (size_t t = 0; t < a.tensors(); ++t) {
     seen[t].changed = changed[t];
     if (changed[t]) {
-      KC_ASSIGN_OR_RETURN(seen[t].result, a.CopyOfFirstSet(t));
+      KC_ASSIGN_OR_RETURN(seen[t].result, a.CopyOfSet(t));
     }
   }
   for (size_t t = 0; t < a.tensors(); ++t) {
     KC_RETURN_IF_ERROR(a.ResetFirstSet());
     KC_RETURN_IF_ERROR(a.ZeroInFirstSet(t));
-    KC_ASSIGN_OR_RETURN(bool completed, probes.try_call(fn));
+    KC_ASSIGN_OR_RETURN(bool completed, probes.try_call(fn, 0));
     returned_.Drop();
     if (completed) {
       KC_ASSIGN_OR_RETURN(seen[t].written, a.FirstSetNonZero(t));
@@ -116,21 +124,20 @@ Status CheckedCalls::DiscoverArguments(const ProbeCalls& probes) {
       reference[t] = seen[fn][t].result;
       if (reference[t] == nullptr) {
         KC_RETURN_IF_ERROR(a.ResetFirstSet());
-        KC_ASSIGN_OR_RETURN(reference[t], a.CopyOfFirstSet(t));
+        KC_ASSIGN_OR_RETURN(reference[t], a.CopyOfSet(t));
       }
     }
     KC_RETURN_IF_ERROR(PreparedCall(probes, fn));
     returned_.Drop();  // the returned reference is the reference call's
-    KC_RETURN_IF_ERROR(a.TakeReference(fn, reference));
+    KC_RETURN_IF_ERROR(a.TakeReference(fn, 0, reference));
   }
   return Status::Ok();
 }
 
-Status CheckedCalls::PreparedCall(const ProbeCalls& probes, int fn) {
-  KC_RETURN_IF_ERROR(arguments_->ResetFirstSet());
-  KC_RETURN_IF_ERROR(arguments_->BeforeCall(0));
+Status CheckedCalls::PreparedCall(const ProbeCalls& probes, int fn, int set) {
+  KC_RETURN_IF_ERROR(arguments_->PrepareSet(set));
   KC_RETURN_IF_ERROR(Synchronize());
-  KC_RETURN_IF_ERROR(probes.call(fn));
+  KC_RETURN_IF_ERROR(probes.call(fn, set));
   return Synchronize();
 }
 
@@ -140,11 +147,28 @@ Status CheckedCalls::FindReusedReturns(const ProbeCalls& probes, int fn) {
   KC_ASSIGN_OR_RETURN(bool reused, returned_.FindReused(fn));
   bool completed = false;
   if (reused) {
-    KC_RETURN_IF_ERROR(arguments_->ResetFirstSet());
-    KC_RETURN_IF_ERROR(arguments_->BeforeCall(0));
-    KC_ASSIGN_OR_RETURN(completed, probes.try_call(fn));
+    KC_RETURN_IF_ERROR(arguments_->PrepareSet(0));
+    KC_ASSIGN_OR_RETURN(completed, probes.try_call(fn, 0));
   }
   return returned_.SettleReused(fn, completed);
+}
+
+Status CheckedCalls::TakeVariantReferences(const ProbeCalls& probes, int fn) {
+  if (arguments_->variants() < 2) return Status::Ok();
+  KC_RETURN_IF_ERROR(arguments_->PrepareSet(1));
+  KC_ASSIGN_OR_RETURN(const bool completed, probes.try_call(fn, 1));
+  KC_RETURN_IF_ERROR(Synchronize());
+  if (!completed) {  // the function refuses the fresh values: the caller's alone, said so
+    returned_.Drop();
+    return arguments_->DropVariants("function " + std::to_string(fn) +
+                                    " raised on the fresh input values");
+  }
+  KC_RETURN_IF_ERROR(arguments_->TakeReference(fn, 1));
+  KC_RETURN_IF_ERROR(returned_.TakeVariantReference(fn));
+  KC_ASSIGN_OR_RETURN(std::optional<bool> arguments, arguments_->OutputsFollowInputs(fn));
+  KC_ASSIGN_OR_RETURN(std::optional<bool> returned, returned_.OutputsFollowInputs(fn));
+  if (arguments || returned) follows_inputs_[fn] = arguments.value_or(false) || returned.value_or(false);
+  return Status::Ok();
 }
 
 Status CheckedCalls::Settle(const ProbeCalls& probes) {
@@ -156,6 +180,7 @@ Status CheckedCalls::Settle(const ProbeCalls& probes) {
   }
   for (int fn = 0; fn < functions_; ++fn) {
     KC_RETURN_IF_ERROR(FindReusedReturns(probes, fn));
+    KC_RETURN_IF_ERROR(TakeVariantReferences(probes, fn));
   }
   return arguments_->ResetFirstSet();
 }
@@ -163,7 +188,7 @@ Status CheckedCalls::Settle(const ProbeCalls& probes) {
 Status CheckedCalls::TakeReferences(const ProbeCalls& probes) {
   for (int fn = 0; fn < functions_; ++fn) {
     KC_RETURN_IF_ERROR(PreparedCall(probes, fn));
-    KC_RETURN_IF_ERROR(arguments_->TakeReference(fn));
+    KC_RETURN_IF_ERROR(arguments_->TakeReference(fn, 0));
     KC_RETURN_IF_ERROR(returned_.TakeReference(fn));
   }
   return Status::Ok();
@@ -176,7 +201,11 @@ Status CheckedCalls::BeforeCall(int /*fn*/, int64_t call) {
 
 Status CheckedCalls::AfterFirstCall(int fn, int64_t call) {
   KC_RETURN_IF_ERROR(arguments_->AfterFirstCall(fn, call));
-  return returned_.AfterFirstCall(fn);
+  return returned_.AfterFirstCall(fn, arguments_->VariantOf(call));
+}
+
+bool CheckedCalls::WantsSpreadCall(int fn) {
+  return arguments_->WantsSpreadCall(fn) || returned_.WantsSpreadCall(fn);
 }
 
 Status CheckedCalls::BeginTimed(int64_t timed_calls) {
@@ -186,7 +215,7 @@ Status CheckedCalls::BeginTimed(int64_t timed_calls) {
 
 Status CheckedCalls::AfterTimedCall(int fn, int64_t call, int64_t slot) {
   KC_RETURN_IF_ERROR(arguments_->AfterTimedCall(fn, call, slot));
-  return returned_.AfterTimedCall(fn, slot);
+  return returned_.AfterTimedCall(fn, slot, arguments_->VariantOf(call));
 }
 
 StatusOr<CheckFindings> CheckedCalls::Finish(int64_t graph_activities) {
@@ -194,29 +223,48 @@ StatusOr<CheckFindings> CheckedCalls::Finish(int64_t graph_activities) {
   if (functions_ == 2) KC_RETURN_IF_ERROR(CrossCheck());
   KC_RETURN_IF_ERROR(arguments_->Finish(findings));
   KC_RETURN_IF_ERROR(returned_.Finish(findings));
+  const std::vector<std::string> declared = arguments_->DeclaredUnverifiable();
+  for (const std::string& sentence : declared)
+    findings.unchecked.push_back(sentence);
+  const bool declared_unverifiable = !declared.empty() || returned_.declares_unverifiable();
   const bool any_checked = arguments_->has_outputs() || returned_.checked(0) > 0;
   if (!any_checked && returned_.constants(0) > 0) {
     findings.flags.push_back(
         "the call's only outputs are tensors it returns without writing them (the same storage "
         "on every call, left as it was when zeroed before a call): a cached result, not a "
         "computation");
+  } else if (!any_checked && declared_unverifiable) {
+    // Whatever the call outputs was declared random by design: said above, nothing to add.
   } else if (!any_checked) {
     findings.unchecked.push_back(
         arguments_->tensors() > 0 && !arguments_->can_probe()
-            ? "the arguments are too large to copy, so no probe could find the outputs: declare "
-              "them with cfg 'outputs', or return them"
+            ? "the arguments are too large to keep their values aside, so no probe could find "
+              "the outputs: declare them with cfg 'outputs', or return them"
             : "no output found: the call returned no CUDA tensor and wrote none of its tensor "
               "arguments; whatever it writes (its own buffers, a captured CUDA graph's, a "
               "closure's) is timed but not checked");
-  }
-  if (graph_activities > 0) {
+  } else if (follows_inputs_[0] == false) {
     findings.unchecked.push_back(
-        "the call replays a CUDA graph (integrity.graph_activities): a graph reads the buffers "
-        "it was captured with, which the benchmark does not rotate, so a graph that replays a "
-        "copy of a precomputed result cannot be told from one that computes it; outputs found "
-        "are still checked");
+        "the call's checked outputs are the same for two sets of input values (the caller's, "
+        "and fresh ones: reversed and scaled by 3/4), so they do not follow its inputs: a "
+        "cached answer (a replayed graph's copy, a result kept by pointer or shape) cannot be "
+        "told from a computation");
+  } else if (graph_activities > 0 && !follows_inputs_[0]) {
+    findings.unchecked.push_back(
+        "the call replays a CUDA graph (integrity.graph_activities), and no input could be given "
+        "fresh values (no floating-point tensor argument, or cfg rotate_inputs false), so a "
+        "graph that replays a copy of a precomputed result cannot be told from one that "
+        "computes it");
   }
   return findings;
+}
+
+uint64_t CheckedCalls::BytesChanged(int fn) const {
+  return arguments_->bytes_changed(fn) + returned_.checked_bytes(fn);
+}
+
+uint64_t CheckedCalls::CheckedBytes(int fn) const {
+  return arguments_->output_bytes(fn) + returned_.checked_bytes(fn);
 }
 
 // A paired benchmark's two functions' first outputs (a returned tensor, else an output

@@ -14,7 +14,12 @@
 //      also be read (`out.index_add_(...)` into zeros), and is restored to the caller's values;
 //   3. when the function returns tensors: a second call, to find returned storage that comes
 //      back again (a graph's static output, a cache, a constant), and for such storage a third
-//      call from zeros, to see whether the call writes it.
+//      call from zeros, to see whether the call writes it;
+//   4. with two value variants (argument_rotation.h), a call on the fresh values: its outputs
+//      are that variant's reference. Outputs that come out the same for both do not follow the
+//      inputs: a cached answer cannot be told from a computation, and they count as unchecked.
+// A reference call that writes the caller's own tensors rather than the ones it is given (a
+// CUDA graph captured on them) moves the arguments in place, and the probes start again.
 // A zero can still surprise user code (an index of 0, a length of 0) but, unlike poison, it is a
 // valid value of every dtype; a probe call from zeros that raises decides nothing.
 //
@@ -40,16 +45,19 @@
 
 namespace kc::native {
 
-// Calls of function `fn` on argument set 0, their return value held (CheckedCalls::Hold).
+// Calls of function `fn` on an argument set (try_call: set 0), their return value held
+// (CheckedCalls::Hold).
 struct ProbeCalls {
-  std::function<Status(int fn)> call;              // an exception ends the benchmark
-  std::function<StatusOr<bool>(int fn)> try_call;  // false: it raised (and is forgotten)
+  std::function<Status(int fn, int set)> call;              // an exception ends the benchmark
+  std::function<StatusOr<bool>(int fn, int set)> try_call;  // false: it raised (forgotten)
 };
 
 class CheckedCalls final : public CallHooks {
  public:
   static StatusOr<std::unique_ptr<CheckedCalls>> Create(const pybind11::tuple& args,
-                                                        const RotationPlan& plan, int functions);
+                                                        const RotationPlan& plan,
+                                                        ReturnDeclarations returns,
+                                                        int functions);
 
   const pybind11::tuple& Arguments(int64_t call) const { return arguments_->Arguments(call); }
   void Hold(int fn, pybind11::object value) { returned_.Hold(fn, std::move(value)); }
@@ -59,12 +67,17 @@ class CheckedCalls final : public CallHooks {
 
   Status BeforeCall(int fn, int64_t call) override;
   Status AfterFirstCall(int fn, int64_t call) override;
+  bool WantsSpreadCall(int fn) override;
   Status BeginTimed(int64_t timed_calls) override;
   Status AfterTimedCall(int fn, int64_t call, int64_t slot) override;
 
   // The device must be idle. `graph_activities`: timed device activities launched by a CUDA
-  // graph (their writes are the graph's buffers, which no probe rotates).
+  // graph (checked when its outputs follow the input variants).
   StatusOr<CheckFindings> Finish(int64_t graph_activities);
+  // Bytes of fn's checked outputs: those its reference call changed (the floor's numerator)
+  // and those they hold in all.
+  uint64_t BytesChanged(int fn) const;
+  uint64_t CheckedBytes(int fn) const;
   // Elements where function 1's first output differs from function 0's (paired benchmarks;
   // every element when their shapes differ).
   uint64_t cross_mismatches() const { return cross_mismatches_; }
@@ -75,11 +88,12 @@ class CheckedCalls final : public CallHooks {
   nlohmann::json DescribeOutputCheck() const;
 
  private:
-  explicit CheckedCalls(std::unique_ptr<ArgumentRotation> arguments,
-                        std::optional<OutputTolerance> tolerance, int functions)
+  explicit CheckedCalls(std::unique_ptr<ArgumentRotation> arguments, ReturnDeclarations returns,
+                        int functions)
       : arguments_(std::move(arguments)),
-        returned_(functions, *arguments_, tolerance),
-        functions_(functions) {}
+        returned_(functions, *arguments_, std::move(returns)),
+        functions_(functions),
+        follows_inputs_(functions) {}
 
   struct Observation;
   // Steps 1 and 2 under one function.
@@ -90,14 +104,19 @@ class CheckedCalls final : public CallHooks {
   // Each function's reference call, outputs as declared (or none to find).
   Status TakeReferences(const ProbeCalls& probes);
   Status CrossCheck();
-  // One call of `fn` from set 0 prepared as the timed calls will be.
-  Status PreparedCall(const ProbeCalls& probes, int fn);
+  // One call of `fn` from set `set` prepared as the timed calls will be.
+  Status PreparedCall(const ProbeCalls& probes, int fn, int set = 0);
   // Step 3.
   Status FindReusedReturns(const ProbeCalls& probes, int fn);
+  // Step 4.
+  Status TakeVariantReferences(const ProbeCalls& probes, int fn);
 
   std::unique_ptr<ArgumentRotation> arguments_;
   ReturnedOutputs returned_;
   int functions_;
+  // Per function: whether some checked output differs between the variants (nullopt: no
+  // variant, or nothing to compare).
+  std::vector<std::optional<bool>> follows_inputs_;
   uint64_t cross_mismatches_ = 0;
 };
 

@@ -1,17 +1,21 @@
 #include "native/cupti_timer.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <utility>
 
 #include "base/iteration_count.h"
 #include "native/cuda_status.h"
+#include "native/timer_canary.h"
 
 namespace kc::native {
 namespace {
 
 // The legacy default stream: torch's default stream unless the user changed it.
 constexpr cudaStream_t kStream = 0;
+constexpr size_t kMaxKernelNames = 32;
 
 // Move-only cudaEvent_t owner.
 class CudaEvent {
@@ -97,19 +101,22 @@ Status CuptiTimer::Untimed(int fn, FlushMode flush, const BenchmarkCall& call, C
   return call(fn, index);
 }
 
-// One untimed call of each function, drained: first-use costs are not the kernel's, and its
-// outputs become the reference every timed call is checked against.
+// One untimed call of each function, drained: first-use costs are not the kernel's, and it is
+// checked against the reference, which chooses the tolerance; outputs whose rounding varies
+// from call to call get more such calls, until their spread is known (hooks.WantsSpreadCall).
 Status CuptiTimer::FirstCalls(const BenchmarkOptions& options, const BenchmarkCall& call,
                               CallHooks& hooks) {
   for (int fn = 0; fn < options.functions; ++fn) {
-    const int64_t index = calls_++;
-    KC_RETURN_IF_ERROR(hooks.BeforeCall(fn, index));
-    KC_RETURN_IF_ERROR(PrepareCache(options.flush));  // allocates the flush buffer on first use
-    // The poison must land before the call, whatever stream the call uses.
-    KC_RETURN_IF_ERROR(Synchronize());
-    KC_RETURN_IF_ERROR(call(fn, index));
-    KC_RETURN_IF_ERROR(Synchronize());
-    KC_RETURN_IF_ERROR(hooks.AfterFirstCall(fn, index));
+    do {
+      const int64_t index = calls_++;
+      KC_RETURN_IF_ERROR(hooks.BeforeCall(fn, index));
+      KC_RETURN_IF_ERROR(PrepareCache(options.flush));  // allocates the flush buffer on first use
+      // The poison must land before the call, whatever stream the call uses.
+      KC_RETURN_IF_ERROR(Synchronize());
+      KC_RETURN_IF_ERROR(call(fn, index));
+      KC_RETURN_IF_ERROR(Synchronize());
+      KC_RETURN_IF_ERROR(hooks.AfterFirstCall(fn, index));
+    } while (hooks.WantsSpreadCall(fn));
   }
   return Status::Ok();
 }
@@ -211,6 +218,8 @@ StatusOr<std::vector<CuptiTimer::Window>> CuptiTimer::TimedLoop(int64_t count,
       KC_ASSIGN_OR_RETURN(window.host.end_ns, std::move(end_ns));
       KC_RETURN_IF_ERROR(Synchronize().WithContext("timed iteration " + std::to_string(i)));
       KC_ASSIGN_OR_RETURN(window.host.drained_ns, CuptiNow());
+      KC_RETURN_IF_ERROR(EnqueueTimerCanary(kStream));  // after drained_ns: in no window
+      ++result.canaries_launched;
       if (gated) KC_RETURN_IF_ERROR(CountGate(slot, result));
       KC_RETURN_IF_ERROR(persisting_.AfterTimedCall());
       KC_RETURN_IF_ERROR(hooks.AfterTimedCall(fn, index, i));
@@ -242,6 +251,7 @@ StatusOr<BenchmarkResult> CuptiTimer::Run(const BenchmarkOptions& options,
   KC_RETURN_IF_ERROR(Synchronize());  // the last checks, launched after the last window
   abort_on_exit.Dismiss();
   KC_ASSIGN_OR_RETURN(ActivityRecords records, collector_.Stop());
+  result.canaries_seen = records.canaries;
 
   std::vector<HostWindow> host_windows;
   host_windows.reserve(windows.size());
@@ -258,6 +268,16 @@ StatusOr<BenchmarkResult> CuptiTimer::Run(const BenchmarkOptions& options,
     for (size_t i : by_fn[fn])
       samples.samples_ms.push_back(attribution.spans_ms[i]);
     samples.activities_stable = StableAmong(attribution, by_fn[fn]);
+  }
+  std::map<uint32_t, int64_t> kernel_calls;
+  for (const std::vector<ActivityIdentity>& identities : attribution.identities) {
+    for (const ActivityIdentity& identity : identities) {
+      if (identity.kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) ++kernel_calls[identity.name_id];
+    }
+  }
+  for (const auto& [id, count] : kernel_calls) {
+    if (result.kernels.size() == kMaxKernelNames) break;
+    result.kernels.emplace_back(collector_.KernelName(id).substr(0, 240), count);
   }
   result.unattributed_activities = attribution.unattributed_activities;
   result.graph_activities = attribution.graph_activities;

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,11 @@ struct BenchmarkResult {
   int64_t gated_calls = 0;
   int64_t gate_timeouts = 0;
   std::string gate_note;
+  // The timer's canaries (timer_canary.h): launched after each timed call, and seen by CUPTI.
+  int64_t canaries_launched = 0;
+  int64_t canaries_seen = 0;
+  // The kernels the timed calls launched, by name (CUPTI's, mangled), with their counts.
+  std::vector<std::pair<std::string, int64_t>> kernels;
 };
 
 // Calls function `fn` of the benchmark; `call` counts every call of the benchmark from 0, so
@@ -91,6 +97,8 @@ class CallHooks {
   virtual Status BeforeCall(int fn, int64_t call) = 0;
   // After the first call of `fn`, drained: its outputs are the reference.
   virtual Status AfterFirstCall(int fn, int64_t call) = 0;
+  // After a first call: whether the outputs' spread wants one more (16-bit atomics).
+  virtual bool WantsSpreadCall(int /*fn*/) { return false; }
   virtual Status BeginTimed(int64_t repeat) = 0;
   // After timed call number `slot` of `fn`, drained.
   virtual Status AfterTimedCall(int fn, int64_t call, int64_t slot) = 0;

@@ -31,6 +31,7 @@ bool IsContiguous(const DLTensor& t) {
 struct Lent {
   std::shared_ptr<DeviceBuffer> buffer;
   std::vector<int64_t> shape;
+  std::vector<int64_t> strides;
   DLManagedTensor managed{};
 };
 
@@ -69,7 +70,16 @@ ExportedTensor::ExportedTensor(DlpackTensor exported) : export_(std::move(export
   for (int d = 0; d < t.ndim; ++d)
     count *= static_cast<size_t>(t.shape[d]);
   bytes_ = count * ElementBytes(t.dtype);
-  contiguous_ = IsContiguous(t);
+  contiguous_ = count == 0 || IsContiguous(t);
+  span_bytes_ = bytes_;
+  if (!contiguous_ && count > 0) {
+    int64_t last = 0;  // the last element's offset, in elements
+    for (int d = 0; d < t.ndim; ++d) {
+      forward_strides_ = forward_strides_ && t.strides[d] >= 0;
+      last += (t.shape[d] - 1) * t.strides[d];
+    }
+    span_bytes_ = forward_strides_ ? static_cast<size_t>(last + 1) * ElementBytes(t.dtype) : 0;
+  }
 }
 
 void* ExportedTensor::data() const {
@@ -118,6 +128,11 @@ py::object TorchExchange::ExportCapsule(py::handle object) {
 
 StatusOr<std::unique_ptr<ExportedTensor>> TorchExchange::Export(py::handle object) {
   if (!IsTensor(object)) return InvalidArgumentError("not a torch.Tensor");
+  return ExportInstance(object);
+}
+
+StatusOr<std::unique_ptr<ExportedTensor>> TorchExchange::ExportInstance(py::handle object) {
+  if (!IsTensorInstance(object)) return InvalidArgumentError("not a torch.Tensor");
   KC_ASSIGN_OR_RETURN(DlpackTensor exported, ConsumeDlpackCapsule(ExportCapsule(object)));
   return std::make_unique<ExportedTensor>(std::move(exported));
 }
@@ -128,6 +143,7 @@ StatusOr<py::object> TorchExchange::Wrap(std::shared_ptr<DeviceBuffer> buffer,
   auto lent = std::make_unique<Lent>();
   const DLTensor& model = like.dl();
   lent->shape.assign(model.shape, model.shape + model.ndim);
+  if (!like.contiguous()) lent->strides.assign(model.strides, model.strides + model.ndim);
   lent->buffer = std::move(buffer);
   DLTensor& t = lent->managed.dl_tensor;
   t.data = lent->buffer->data();
@@ -135,7 +151,7 @@ StatusOr<py::object> TorchExchange::Wrap(std::shared_ptr<DeviceBuffer> buffer,
   t.ndim = model.ndim;
   t.dtype = model.dtype;
   t.shape = lent->shape.data();
-  t.strides = nullptr;  // compact row-major
+  t.strides = lent->strides.empty() ? nullptr : lent->strides.data();  // null: row-major
   t.byte_offset = 0;
   lent->managed.manager_ctx = lent.get();
   lent->managed.deleter = DeleteLent;

@@ -2,8 +2,9 @@
 // (torch._C._to_dlpack and torch._C._from_dlpack, captured before any upload is imported), so
 // that user code cannot substitute what the benchmark sees by patching torch.Tensor methods.
 //
-// Only tensors whose type is exactly torch.Tensor are inspected: a subclass can override any
-// method, and its data is not the benchmark's to copy.
+// Arguments are inspected only when their type is exactly torch.Tensor (a subclass can override
+// any method, and its data is not the benchmark's to copy); a returned subclass (nn.Parameter, a
+// lazy tensor) is exported for what its storage holds, which is what the caller gets.
 #pragma once
 
 #include <dlpack/dlpack.h>
@@ -34,8 +35,13 @@ class ExportedTensor {
   explicit ExportedTensor(DlpackTensor exported);
 
   void* data() const;  // first element
-  size_t bytes() const { return bytes_; }
+  size_t bytes() const { return bytes_; }  // of the elements
   bool contiguous() const { return contiguous_; }
+  // The bytes from the first element to the end of the last one: bytes() when contiguous; for a
+  // view with gaps (a slice, a transpose), the gaps too. 0 for a tensor without elements.
+  size_t span_bytes() const { return span_bytes_; }
+  // Strides that are not negative, so that the span starts at data().
+  bool forward_strides() const { return forward_strides_; }
   bool on_cuda() const { return dl().device.device_type == kDLCUDA; }
   ElementType type() const { return {dl().dtype.code, dl().dtype.bits}; }
   const DLTensor& dl() const { return *export_.tensor(); }
@@ -43,7 +49,9 @@ class ExportedTensor {
  private:
   DlpackTensor export_;
   size_t bytes_ = 0;
+  size_t span_bytes_ = 0;
   bool contiguous_ = false;
+  bool forward_strides_ = true;
 };
 
 // The process's one binding of torch's exchange functions, shared by the benchmark and by
@@ -65,8 +73,12 @@ class TorchExchange {
   static pybind11::object ExportCapsule(pybind11::handle object);
   // Export() of an exact torch.Tensor, owning the capsule's tensor.
   static StatusOr<std::unique_ptr<ExportedTensor>> Export(pybind11::handle object);
+  // The same for a torch.Tensor or a subclass instance: torch's exporter reads the storage
+  // without dispatching to the subclass.
+  static StatusOr<std::unique_ptr<ExportedTensor>> ExportInstance(pybind11::handle object);
 
-  // A torch tensor shaped like `like` over `buffer`, which it keeps alive.
+  // A torch tensor shaped (and strided) like `like` over `buffer` (of like.span_bytes()), which
+  // it keeps alive.
   static StatusOr<pybind11::object> Wrap(std::shared_ptr<DeviceBuffer> buffer,
                                          const ExportedTensor& like);
 };

@@ -38,6 +38,8 @@ struct Cfg {
   bool rotate_inputs = true;
   std::optional<std::pair<double, double>> tolerance;  // (rtol, atol)
   bool launch_gate = true;
+  std::vector<std::string> unverifiable;  // "return...", "arg:N" (gpu_benchmark.py checks them)
+  std::vector<std::string> constants;     // "return..." paths
 };
 
 BenchmarkRequest Request(Cfg cfg) {
@@ -54,6 +56,15 @@ BenchmarkRequest Request(Cfg cfg) {
     request.rotation.tolerance = OutputTolerance{static_cast<float>(cfg.tolerance->first),
                                                  static_cast<float>(cfg.tolerance->second)};
   }
+  request.returns.tolerance = request.rotation.tolerance;
+  for (const std::string& name : cfg.unverifiable) {
+    if (name.rfind("arg:", 0) == 0) {
+      request.rotation.unverifiable.push_back(std::stoi(name.substr(4)));
+    } else {
+      request.returns.unverifiable.push_back(name);
+    }
+  }
+  request.returns.constants = std::move(cfg.constants);
   return request;
 }
 
@@ -73,10 +84,12 @@ py::object Run(std::vector<py::object> functions, const py::tuple& args,
 py::object Benchmark(const py::object& fn, const py::tuple& args, std::optional<int64_t> warmup,
                      std::optional<int64_t> repeat, double warmup_ms, double repeat_ms,
                      bool flush_l2, std::optional<std::vector<int>> outputs, bool rotate_inputs,
-                     std::optional<std::pair<double, double>> tolerance, bool launch_gate) {
+                     std::optional<std::pair<double, double>> tolerance, bool launch_gate,
+                     std::vector<std::string> unverifiable, std::vector<std::string> constants) {
   return Run({fn}, args,
              Request({warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs),
-                      rotate_inputs, tolerance, launch_gate}));
+                      rotate_inputs, tolerance, launch_gate, std::move(unverifiable),
+                      std::move(constants)}));
 }
 
 py::object BenchmarkPaired(const py::object& candidate, const py::object& reference,
@@ -84,10 +97,12 @@ py::object BenchmarkPaired(const py::object& candidate, const py::object& refere
                            std::optional<int64_t> repeat, double warmup_ms, double repeat_ms,
                            bool flush_l2, std::optional<std::vector<int>> outputs,
                            bool rotate_inputs, std::optional<std::pair<double, double>> tolerance,
-                           bool launch_gate) {
+                           bool launch_gate, std::vector<std::string> unverifiable,
+                           std::vector<std::string> constants) {
   return Run({candidate, reference}, args,
              Request({warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs),
-                      rotate_inputs, tolerance, launch_gate}));
+                      rotate_inputs, tolerance, launch_gate, std::move(unverifiable),
+                      std::move(constants)}));
 }
 
 void Bind(py::object tensor_type, py::object to_dlpack, py::object from_dlpack) {
@@ -182,13 +197,16 @@ PYBIND11_MODULE(_native, m) {
         py::arg("warmup").none(true), py::arg("repeat").none(true), py::arg("warmup_ms"),
         py::arg("repeat_ms"), py::arg("flush_l2"), py::arg("outputs").none(true),
         py::arg("rotate_inputs"), py::arg("tolerance").none(true), py::arg("launch_gate"),
+        py::arg("unverifiable") = std::vector<std::string>(),
+        py::arg("constants") = std::vector<std::string>(),
         "Times fn(*args) with CUPTI activity records; see src/native/benchmark_entry.h.\n"
         "Returns the sealed result dict. A Python exception raised by fn propagates unchanged.");
   m.def("benchmark_paired", &native::BenchmarkPaired, py::arg("candidate"), py::arg("reference"),
         py::arg("args"), py::kw_only(), py::arg("warmup").none(true), py::arg("repeat").none(true),
         py::arg("warmup_ms"), py::arg("repeat_ms"), py::arg("flush_l2"),
         py::arg("outputs").none(true), py::arg("rotate_inputs"), py::arg("tolerance").none(true),
-        py::arg("launch_gate"),
+        py::arg("launch_gate"), py::arg("unverifiable") = std::vector<std::string>(),
+        py::arg("constants") = std::vector<std::string>(),
         "Times candidate and reference interleaved (ABBA) over the same arguments; the result\n"
         "has the candidate's keys, 'reference', and the paired ratio with its 95% interval.");
   m.def("prepare_timer", &native::PrepareTimerOrThrow,

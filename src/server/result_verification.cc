@@ -79,6 +79,15 @@ void Set(JsonValue& object, std::string_view key, JsonValue value) {
   }
 }
 
+// Whether integrity member `key` (a wire-encoded list) is an empty list; `absent_is_empty` for
+// a member older records or the host timer do not write.
+bool EmptyList(const JsonValue& integrity, std::string_view key, bool absent_is_empty) {
+  const JsonValue* member = integrity.Find(key);
+  if (member == nullptr) return absent_is_empty;
+  const JsonValue* items = member->Find("value");
+  return items != nullptr && items->is_array() && items->size() == 0;
+}
+
 // Equal as values: numbers by what they denote (Python and the worker's C++ may spell the
 // same float differently), object members in any order.
 bool SameValue(const JsonValue& a, const JsonValue& b) {
@@ -165,9 +174,10 @@ class Verifier {
 
     // altered_after_timing compares what the worker sealed, before the server's additions.
     Append(record_integrity, "conditions", check_.conditions);
-    const JsonValue* flags = record_integrity.Find("flags");
-    const JsonValue* flag_items = flags != nullptr ? flags->Find("value") : nullptr;
-    const bool trusted = flag_items != nullptr && flag_items->is_array() && flag_items->size() == 0;
+    // Trusted means nothing flagged and every output the call produced checked: a grader pays
+    // on this one key (docs/benchmark-integrity.md).
+    const bool trusted = EmptyList(record_integrity, "flags", false) &&
+                         EmptyList(record_integrity, "outputs_unchecked", true);
     Set(record_integrity, "verified", BooleanNode(true));
     Set(record_integrity, "trusted", BooleanNode(trusted));
     Set(record_integrity, "altered_after_timing", BooleanNode(altered));

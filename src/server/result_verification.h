@@ -9,7 +9,7 @@
 //     MAC under this worker's key (constant-time compare), the record reads as a value tree and
 //     its integrity.request_id is this request's id. The node is replaced by the record, whose
 //     integrity.flags and .conditions gain the server's (SealCheck), and which gains
-//     verified: true, trusted: (its flags are empty), altered_after_timing: (the
+//     verified: true, trusted: (no flags, no unchecked output), altered_after_timing: (the
 //     returned node, less record/seal/verified, differs from the record) and provenance:
 //     {instruction_id, uploads: {upload id: sha256 of its blob or module source}}, taken from
 //     the server's own view of the program. record and seal do not reach the client.
@@ -43,8 +43,8 @@ bool MayHoldIntegrity(std::string_view outcome_json);
 
 // How the records of one outcome fared, for the dashboard's integrity verdict (issue 28).
 struct SealTally {
-  int trusted = 0;     // verified, no flags
-  int flagged = 0;     // verified, with flags
+  int trusted = 0;     // verified, no flags, nothing unchecked
+  int flagged = 0;     // verified, with flags or unchecked outputs
   int unverified = 0;  // refused
   // "unverified" if any was refused, else "flagged" if any has flags, else "trusted"; empty
   // when the outcome held no record.

@@ -1,5 +1,6 @@
-"""Issue 23, case by case: honest kernels the old benchmark misjudged, each trusted and never
-refused now. The patterns are tests/gpu/honest_patterns.py's; the helpers test_honest_corpus.py's."""
+"""Issues 23 and 40, case by case: honest kernels the old benchmark misjudged, each never refused
+now, and trusted with every output checked unless it declares an output unverifiable. The patterns
+are tests/gpu/honest_patterns.py's; the helpers test_honest_corpus.py's."""
 
 import statistics
 
@@ -13,6 +14,7 @@ from test_gpu_server import record
 from test_honest_corpus import (
     TIMEOUT_S,
     allowed_difference_us,
+    assert_declared,
     assert_trusted,
     assert_trusted_at_no_cost,
     describe,
@@ -93,18 +95,32 @@ def test_destination_first_is_found_and_input_never_poisoned(gpu_client):
     )
 
 
-GRAPHS = ["cuda_graph_returns_static_out", "cuda_graph_writes_nothing_visible", "cuda_graph_returns_clone"]
+GRAPHS = [
+    "cuda_graph_returns_static_out",
+    "cuda_graph_returns_clone",
+    "cuda_graph_on_captured_arguments",
+    "cuda_graph_writes_nothing_visible",
+]
 
 
 @pytest.mark.parametrize("name", GRAPHS)
-def test_cuda_graph_replay_is_trusted_and_reported_unchecked_or_checked(gpu_client, name):
-    """A replayed graph's work is hidden from the probe's view of launches; honest replay is
-    trusted, and whatever it leaves unchecked is said, naming the graph."""
-    outcome = run_pattern(gpu_client, hp.BY_NAME[name], ON_AND_OFF)
-    assert_trusted(outcome)
-    unchecked = outcome["on"]["on_1"]["integrity"]["outputs_unchecked"]
-    if unchecked:
-        assert any("graph" in text.lower() for text in unchecked), describe(outcome)
+def test_cuda_graph_replay_is_checked_or_declared(gpu_client, name):
+    """A replayed graph reads the buffers it was captured with. Issue 40: its outputs are checked
+    when they follow the rotated input values (a static output, a clone of it), and a graph
+    captured on the very tensors passed as the call's arguments runs on them in place, checked;
+    all trusted. One whose result stays in its own buffer cannot be checked: the pattern declares
+    it unverifiable, and it runs, untrusted for that declaration alone."""
+    pattern = hp.BY_NAME[name]
+    outcome = run_pattern(gpu_client, pattern, ON_AND_OFF)
+    if pattern.unverifiable:
+        assert_declared(outcome)
+    else:
+        assert_trusted(outcome)
+    integrity = outcome["on"]["on_1"]["integrity"]
+    if not pattern.unverifiable:
+        assert dig(integrity, "defences", "arguments", "checked_outputs") == pattern.checked_outputs, describe(outcome)
+        assert sorted(_returned(outcome) or []) == sorted(pattern.returned), describe(outcome)
+    unchecked = integrity["outputs_unchecked"]
     record(
         f"honest_case_{name}",
         {
@@ -135,10 +151,11 @@ def test_torch_compile_is_trusted(gpu_client):
         assert not any("process" in flag for flag in timing["integrity"]["flags"]), describe(outcome)
 
 
-@pytest.mark.parametrize("name", ["index_add_atomics", "triton_split_k_atomic_add"])
+@pytest.mark.parametrize("name", ["index_add_atomics", "triton_split_k_atomic_add", "index_add_bf16_atomics"])
 def test_index_add_atomics_are_not_refused(gpu_client, name):
     """Float atomics sum in a different order on every call: the check's tolerance comes from
-    the spread of the reference calls, and the result says where it came from."""
+    the spread of the reference calls (for 16-bit floats, of as many as the spread needs), and
+    the result says where it came from."""
     outcome = run_pattern(gpu_client, hp.BY_NAME[name], ON_AND_OFF)
     assert_trusted(outcome)
     check = dig(outcome["on"]["on_1"], "integrity", "defences", "output_check")
@@ -146,6 +163,27 @@ def test_index_add_atomics_are_not_refused(gpu_client, name):
     assert isinstance(check.get("source"), str) and check["source"], check
     assert {"rtol", "atol", "source", "reference_spread"} <= set(check), check
     record(f"honest_case_{name}_output_check", check)
+
+
+def test_declared_unverifiable_dropout_runs_untrusted_for_its_declaration_alone(gpu_client):
+    """Issue 40: dropout in training mode is random by design. Declared (cfg `unverifiable`:
+    ["return"]), it is never refused: it is timed at no cost, named in outputs_unchecked as
+    declared, and untrusted for that alone (no flag)."""
+    pattern = hp.BY_NAME["dropout_train_declared_unverifiable"]
+    outcome = run_pattern(gpu_client, pattern, ON_AND_OFF)
+    assert_declared(outcome)
+    difference = abs(outcome["on_us"] - outcome["off_us"])
+    assert difference <= allowed_difference_us(outcome["off_us"]), describe(outcome)
+    integrity = outcome["on"]["on_1"]["integrity"]
+    record(
+        "honest_case_dropout_declared",
+        {
+            "outputs_unchecked": integrity["outputs_unchecked"],
+            "returned": dig(integrity, "defences", "returned"),
+            "on_us": round(outcome["on_us"], 2),
+            "off_us": round(outcome["off_us"], 2),
+        },
+    )
 
 
 @pytest.mark.parametrize("name", ["item_inside_call", "synchronize_before_return"])

@@ -1,14 +1,21 @@
-"""Issue 23: the defended benchmark judges honest code fairly.
+"""Issues 23 and 40: the defended benchmark judges honest code fairly, and refuses none of it.
 
 Every pattern of tests/gpu/honest_patterns.py runs as one program (one request, one worker):
 setup once, then the benchmark with the defences on and off, alternating (on, off, on, off).
-Each defences-on result must be verified and trusted, its median within 5% of the defences-off
-median of the same run (launch-bound kernels: max(5%, 0.3 us)), and the program never refused.
+No program is ever refused, and each defences-on median is within 5% of the defences-off median
+of the same run (launch-bound kernels: max(5%, 0.3 us)). The verdict of each defences-on result:
+- a pattern that declares nothing unverifiable must be verified and trusted, with no flag and
+  outputs_unchecked empty: since issue 40 `trusted` means verified, no flag and every output
+  checked, so nothing may be left unchecked (graph replays, views and empty tensors included);
+- a pattern that declares outputs random by design (cfg `unverifiable`, Pattern.unverifiable)
+  must be verified, with no flag, every outputs_unchecked entry "declared unverifiable: ..." and
+  each declared output named: untrusted for its declaration alone.
 The corpus runs twice (two rounds, separate requests) and must get the same verdict both times.
 
-Budget: 48 patterns x 2 rounds in under 5 minutes on an H200 (about 1.5-2.5 s a request;
+Budget: 80 patterns x 2 rounds in under 6 minutes on an H200 (about 1.5-2.5 s a request;
 torch.compile (default and reduce-overhead), Triton and the TVM-FFI build compile in their own
-requests, and their caches are kept by the server for the second round).
+requests, and their caches are kept by the server for the second round; the 5 GiB input's
+request copies the most).
 """
 
 import statistics
@@ -21,6 +28,9 @@ from test_gpu_server import record
 ROUNDS = (1, 2)
 TIMEOUT_S = 120  # the tests' server caps a request at 120 s; a cold torch.compile takes 10-30 s
 BENIGN_THROTTLE = {"gpu idle", "applications clocks setting"}  # never even a condition
+DECLARED = "declared unverifiable"  # how outputs_unchecked names an output cfg `unverifiable` declares
+TRUSTED = "trusted"
+BUDGET_S = 360  # the whole corpus, both rounds, in requests' time
 
 # (pattern name, round) -> summary; filled by the first test that needs it.
 OUTCOMES: dict[tuple[str, int], dict] = {}
@@ -42,6 +52,23 @@ def throttle_reasons(timing: dict) -> list[str]:
             if reason not in BENIGN_THROTTLE and reason not in seen:
                 seen.append(reason)
     return seen
+
+
+def declared_only(integrity: dict) -> bool:
+    """Verified, no flag, and untrusted only for outputs the pattern declared unverifiable."""
+    unchecked = integrity.get("outputs_unchecked") or []
+    return (
+        integrity.get("verified") is True
+        and integrity.get("flags") == []
+        and bool(unchecked)
+        and all(isinstance(u, str) and u.startswith(DECLARED) for u in unchecked)
+    )
+
+
+def expected_verdict(pattern: hp.Pattern) -> str:
+    """What every defences-on result of the pattern must say: trusted, or untrusted only for
+    what it declares unverifiable."""
+    return DECLARED if pattern.unverifiable else TRUSTED
 
 
 def allowed_difference_us(off_us: float) -> float:
@@ -73,8 +100,12 @@ def summarize(pattern: hp.Pattern, result, order: tuple = hp.ORDER) -> dict:
         outcome["off_us"] = statistics.median(t["latency_ms_median"] * 1e3 for t in off)
         outcome["ratio"] = outcome["on_us"] / outcome["off_us"]
     integrities = [t.get("integrity", {}) for t in on]
-    trusted = all(i.get("verified") is True and i.get("trusted") is True for i in integrities)
-    outcome["verdict"] = "trusted" if trusted else "untrusted"
+    if all(i.get("verified") is True and i.get("trusted") is True for i in integrities):
+        outcome["verdict"] = TRUSTED
+    elif all(i.get("trusted") is False and declared_only(i) for i in integrities):
+        outcome["verdict"] = DECLARED
+    else:
+        outcome["verdict"] = "untrusted"
     outcome["flags"] = sorted({f for i in integrities for f in i.get("flags", [])})
     outcome["conditions"] = sorted({c for i in integrities for c in i.get("conditions", [])})
     outcome["outputs_unchecked"] = sorted({u for i in integrities for u in i.get("outputs_unchecked", [])})
@@ -108,8 +139,10 @@ def describe(outcome: dict) -> str:
 
 
 def assert_trusted(outcome: dict) -> None:
-    """Completed (never refused), and every defences-on result verified and trusted."""
+    """Completed (never refused), and every defences-on result verified and trusted, with no
+    flag and every output checked (outputs_unchecked empty)."""
     pattern = hp.BY_NAME[outcome["name"]]
+    assert not pattern.unverifiable, f"{pattern.name} declares {pattern.unverifiable}: assert_declared"
     assert outcome["status"] == "COMPLETED", describe(outcome)
     for key, timing in outcome["on"].items():
         integrity = timing.get("integrity", {})
@@ -117,21 +150,63 @@ def assert_trusted(outcome: dict) -> None:
         assert integrity.get("verified") is True, (key, describe(outcome))
         assert integrity.get("trusted") is True, (key, describe(outcome))
         assert integrity.get("flags") == [], (key, describe(outcome))
+        assert integrity.get("outputs_unchecked") == [], (key, describe(outcome))
         # Only what the pattern asked for (the L2-resident one's flush_l2 False) may loosen a check.
         assert set(integrity.get("loosened", {})) <= set(pattern.cfg), (key, describe(outcome))
 
 
-def assert_trusted_at_no_cost(outcome: dict) -> None:
-    """Trusted, and the defences-on median within 5% of the defences-off one (launch-bound
-    kernels: max(5%, 0.3 us))."""
-    assert_trusted(outcome)
+def assert_declared(outcome: dict) -> None:
+    """A pattern that declares outputs unverifiable: completed (never refused), every
+    defences-on result verified with no flag, untrusted, and every outputs_unchecked entry one
+    of its declarations ("declared unverifiable: ..."), each declared output named."""
+    pattern = hp.BY_NAME[outcome["name"]]
+    assert pattern.unverifiable, f"{pattern.name} declares nothing: assert_trusted"
+    assert outcome["status"] == "COMPLETED", describe(outcome)
+    for key, timing in outcome["on"].items():
+        integrity = timing.get("integrity", {})
+        assert timing.get("timer") == "cupti", (key, describe(outcome))
+        assert integrity.get("verified") is True, (key, describe(outcome))
+        assert integrity.get("flags") == [], (key, describe(outcome))
+        assert integrity.get("trusted") is False, (key, describe(outcome))
+        unchecked = integrity.get("outputs_unchecked") or []
+        assert unchecked, (key, describe(outcome))
+        for entry in unchecked:
+            assert isinstance(entry, str) and entry.startswith(DECLARED), (key, entry, describe(outcome))
+        for declared in pattern.unverifiable:
+            assert any(declared in entry for entry in unchecked), (key, declared, describe(outcome))
+        assert set(integrity.get("loosened", {})) <= set(pattern.cfg), (key, describe(outcome))
+
+
+def assert_judged(outcome: dict) -> None:
+    """Trusted, or (for a pattern that declares outputs unverifiable) untrusted for that alone."""
+    if hp.BY_NAME[outcome["name"]].unverifiable:
+        assert_declared(outcome)
+    else:
+        assert_trusted(outcome)
+
+
+def assert_at_no_cost(outcome: dict) -> None:
+    """The defences-on median within 5% of the defences-off one (launch-bound kernels:
+    max(5%, 0.3 us))."""
     difference = abs(outcome["on_us"] - outcome["off_us"])
     assert difference <= allowed_difference_us(outcome["off_us"]), describe(outcome)
+
+
+def assert_trusted_at_no_cost(outcome: dict) -> None:
+    assert_trusted(outcome)
+    assert_at_no_cost(outcome)
+
+
+def assert_judged_at_no_cost(outcome: dict) -> None:
+    assert_judged(outcome)
+    assert_at_no_cost(outcome)
 
 
 @pytest.mark.parametrize("name", hp.NAMES)
 @pytest.mark.parametrize("round_", ROUNDS)
 def test_honest_pattern_is_trusted_at_no_cost(gpu_client, round_, name):
+    """Never refused; trusted with every output checked (a declaring pattern: untrusted for its
+    declaration alone); the defences cost at most 5% (0.3 us)."""
     outcome = outcome_of(gpu_client, name, round_)
     record(
         f"honest_r{round_}_{name}",
@@ -147,19 +222,20 @@ def test_honest_pattern_is_trusted_at_no_cost(gpu_client, round_, name):
             "error": (outcome["error"] or {}).get("message", "")[:200] if outcome["error"] else None,
         },
     )
-    assert_trusted_at_no_cost(outcome)
+    assert_judged_at_no_cost(outcome)
 
 
 @pytest.mark.parametrize("name", hp.NAMES)
 def test_both_rounds_give_the_same_verdict(gpu_client, name):
     verdicts = [outcome_of(gpu_client, name, round_)["verdict"] for round_ in ROUNDS]
-    assert verdicts == ["trusted"] * len(ROUNDS), (verdicts, [describe(OUTCOMES[(name, r)]) for r in ROUNDS])
+    expected = [expected_verdict(hp.BY_NAME[name])] * len(ROUNDS)
+    assert verdicts == expected, (verdicts, [describe(OUTCOMES[(name, r)]) for r in ROUNDS])
 
 
 @pytest.mark.parametrize("name", hp.NAMES)
 def test_outputs_are_found_and_checked(gpu_client, name):
     """What the benchmark found to check: the argument outputs wherever they stand, the returned
-    tensors, and nothing left unchecked unless the pattern says why it may be."""
+    tensors, and nothing left unchecked but what the pattern declares unverifiable."""
     pattern = hp.BY_NAME[name]
     outcome = outcome_of(gpu_client, name, ROUNDS[0])
     assert outcome["status"] == "COMPLETED", describe(outcome)
@@ -174,7 +250,10 @@ def test_outputs_are_found_and_checked(gpu_client, name):
         if pattern.constants is not None:  # returned, never written: restored, never poisoned
             constants = dig(integrity, "defences", "returned", "constants")
             assert sorted(constants or []) == sorted(pattern.constants), (key, describe(outcome))
-        if pattern.unchecked_because:
+        if pattern.unverifiable:  # only its declarations, each named
+            unchecked = integrity.get("outputs_unchecked") or []
+            assert unchecked and all(u.startswith(DECLARED) for u in unchecked), (key, describe(outcome))
+            assert all(any(d in u for u in unchecked) for d in pattern.unverifiable), (key, describe(outcome))
             continue
         assert integrity.get("outputs_unchecked") == [], (key, describe(outcome))
         # Something was checked: the found outputs or the returned tensors.
@@ -250,4 +329,4 @@ def test_corpus_table():
         },
     )
     if len(OUTCOMES) == len(hp.PATTERNS) * len(ROUNDS):  # the whole corpus, both rounds
-        assert elapsed < 300, f"the corpus took {elapsed:.0f} s of requests (budget: 5 minutes)"
+        assert elapsed < BUDGET_S, f"the corpus took {elapsed:.0f} s of requests (budget: {BUDGET_S} s)"

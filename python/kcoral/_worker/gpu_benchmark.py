@@ -15,6 +15,8 @@ Failure kinds (spec/benchmark.md §1.6):
 Messages are shortened to 600 characters, keeping both ends.
 """
 
+import re
+
 from kcoral import _core
 from kcoral._worker import timing
 from kcoral._worker.errors import safe_text, type_name
@@ -45,7 +47,30 @@ _KEYS = (
     "rotate_inputs",
     "tolerance",
     "launch_gate",
+    "unverifiable",
+    "constants",
 )
+
+_RETURN_PATH = re.compile(r"return(\[(\d+|'[^'\[\]]{1,64}'|#\d+)\]|\.[A-Za-z_][A-Za-z0-9_]{0,63}){0,4}")
+_ARGUMENT = re.compile(r"arg:(\d{1,4})")
+
+
+def _names(cfg: dict, key: str, arguments: bool) -> list:
+    """cfg 'unverifiable' / 'constants': a list of returned paths as defences.returned names them
+    ("return", "return[1]", "return['logits']", "return.loss"), and for 'unverifiable' also
+    "arg:N" (argument N)."""
+    names = cfg.get(key, [])
+    example = '["return[1]", "arg:2"]' if arguments else '["return[1]"]'
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+        raise ExecutionError("runtime", f"benchmark cfg '{key}' must be a list of output names like {example}")
+    for name in names:
+        if _RETURN_PATH.fullmatch(name) is None and not (arguments and _ARGUMENT.fullmatch(name)):
+            kinds = "a returned path (return, return[1], return['key'], return.field) or arg:N"
+            raise ExecutionError(
+                "runtime",
+                f"benchmark cfg '{key}': {name[:80]!r} is not {kinds if arguments else 'a returned path'}",
+            )
+    return list(names)
 
 
 def _tolerance(cfg: dict):
@@ -84,6 +109,8 @@ def _options(cfg: dict) -> dict:
         "rotate_inputs": bool(cfg.get("rotate_inputs", True)),
         "tolerance": _tolerance(cfg),
         "launch_gate": bool(cfg.get("launch_gate", True)),
+        "unverifiable": _names(cfg, "unverifiable", arguments=True),
+        "constants": _names(cfg, "constants", arguments=False),
     }
 
 

@@ -131,6 +131,26 @@ TEST_F(ResultVerificationTest, FlagsMakeAVerifiedRecordUntrusted) {
   EXPECT_FALSE(Field(results, "trusted").boolean());
 }
 
+// A grader pays on `trusted`: an output the call produced that was not checked (a cached
+// tensor returned as a constant, a declared-unverifiable output) is as untrusted as a flag.
+TEST_F(ResultVerificationTest, AnUncheckedOutputMakesAVerifiedRecordUntrusted) {
+  constexpr char kUnchecked[] =
+      R"(,"outputs_unchecked":{"type":"array","value":[{"type":"string","value":)"
+      R"("return[0] (returned unchanged on every call) is not checked"}]})";
+  const std::string record = Record("rid", "", 0.25, kUnchecked);
+  JsonValue results = Verify(Returned(record, HmacSha256Hex(kKey, record), 0.25, kUnchecked));
+  EXPECT_TRUE(Field(results, "verified").boolean());
+  EXPECT_FALSE(Field(results, "trusted").boolean());
+}
+
+TEST_F(ResultVerificationTest, AnEmptyUncheckedListLeavesARecordTrusted) {
+  constexpr char kNothingUnchecked[] = R"(,"outputs_unchecked":{"type":"array","value":[]})";
+  const std::string record = Record("rid", "", 0.25, kNothingUnchecked);
+  JsonValue results =
+      Verify(Returned(record, HmacSha256Hex(kKey, record), 0.25, kNothingUnchecked));
+  EXPECT_TRUE(Field(results, "trusted").boolean());
+}
+
 TEST_F(ResultVerificationTest, ConditionsAloneLeaveARecordTrustedAndReachTheClientUnchanged) {
   const std::string record = Record("rid", "", 0.25, kConditions);
   JsonValue results = Verify(Returned(record, HmacSha256Hex(kKey, record), 0.25, kConditions));
