@@ -79,9 +79,9 @@ void* ArgumentRotation::DataOf(const Argument& a, int set) const {
   return copied_ ? a.copies[set]->data() : a.original->data();
 }
 
-const void* ArgumentRotation::ValuesOf(const Argument& a, int set) const {
+const void* ArgumentRotation::ValuesOf(const Argument& a, int variant) const {
   if (a.pristine == nullptr) return a.original->data();  // too large to keep aside
-  const bool fresh = a.mode == OutputMode::kInput && a.variant != nullptr && set % variants_ == 1;
+  const bool fresh = a.mode == OutputMode::kInput && a.variant != nullptr && variant == 1;
   return fresh ? a.variant->data() : a.pristine->data();
 }
 
@@ -215,6 +215,8 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
     }
   }
   if (r.in_place_) sets = r.variants_;
+  for (int s = 0; s < sets; ++s)
+    r.loaded_.push_back(s % r.variants_);
 
   for (Argument& a : r.tensors_) {
     for (int s = 0; r.copied_ && s < sets; ++s) {
@@ -232,7 +234,7 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
     for (int i = 0; i < n; ++i) {
       if (next < r.tensors_.size() && r.tensors_[next].index == i) {
         Argument& a = r.tensors_[next++];
-        KC_RETURN_IF_ERROR(Copy(a.copies[s]->data(), r.ValuesOf(a, s), a.bytes()));
+        KC_RETURN_IF_ERROR(Copy(a.copies[s]->data(), r.ValuesOf(a, s % r.variants_), a.bytes()));
         KC_ASSIGN_OR_RETURN(py::object wrapped, TorchExchange::Wrap(a.copies[s], *a.original));
         tuple[i] = std::move(wrapped);
       } else {
@@ -260,13 +262,17 @@ Status ArgumentRotation::ResetFirstSet() {
   for (const Argument& a : tensors_) {
     KC_RETURN_IF_ERROR(Copy(DataOf(a, 0), ValuesOf(a, 0), a.bytes()));
   }
+  loaded_[0] = 0;
   return Synchronize();
 }
 
 Status ArgumentRotation::PrepareSet(int set) {
   for (const Argument& a : tensors_) {
-    if (a.pristine != nullptr) KC_RETURN_IF_ERROR(Copy(DataOf(a, set), ValuesOf(a, set), a.bytes()));
+    if (a.pristine != nullptr) {
+      KC_RETURN_IF_ERROR(Copy(DataOf(a, set), ValuesOf(a, set % variants_), a.bytes()));
+    }
   }
+  loaded_[set] = set % variants_;
   KC_RETURN_IF_ERROR(BeforeCall(set));
   return Synchronize();
 }
@@ -382,7 +388,11 @@ Status ArgumentRotation::DropVariants(const std::string& why) {
     a.variant.reset();
   }
   variants_ = 1;
-  if (in_place_) sets_.resize(1);
+  loaded_.assign(loaded_.size(), 0);
+  if (in_place_) {
+    sets_.resize(1);
+    loaded_.resize(1);
+  }
   notes_.push_back("fresh input values dropped: " + why + "; every call gets the caller's");
   return Synchronize();
 }
@@ -440,16 +450,26 @@ StatusOr<std::optional<bool>> ArgumentRotation::OutputsFollowInputs(int fn) cons
 
 // -- Around the calls -----------------------------------------------------------------------
 
-Status ArgumentRotation::LoadValues(int set) {
+Status ArgumentRotation::LoadValues(int set, int variant) {
   for (const Argument& a : tensors_) {
-    if (a.mode == OutputMode::kInput) KC_RETURN_IF_ERROR(Copy(DataOf(a, set), ValuesOf(a, set), a.bytes()));
+    if (a.mode != OutputMode::kInput || (!in_place_ && a.variant == nullptr)) continue;
+    if (!inputs_changed_.empty()) {  // timed calls must leave their inputs as they found them
+      KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, set), ValuesOf(a, loaded_[set]),
+                                                a.bytes(), kByte, kExact,
+                                                inputs_changed_.at<unsigned long long>(0), kStream));
+    }
+    KC_RETURN_IF_ERROR(Copy(DataOf(a, set), ValuesOf(a, variant), a.bytes()));
   }
+  loaded_[set] = variant;
   return Status::Ok();
 }
 
 Status ArgumentRotation::BeforeCall(int64_t call) {
   const int set = SetOf(call);
-  if (in_place_) KC_RETURN_IF_ERROR(LoadValues(set));
+  const int variant = VariantOf(call);
+  if (can_probe() && (in_place_ || loaded_[set] != variant)) {
+    KC_RETURN_IF_ERROR(LoadValues(set, variant));
+  }
   for (const Argument& a : tensors_) {
     if (a.mode == OutputMode::kRestored || a.mode == OutputMode::kUnverifiable) {
       KC_RETURN_IF_ERROR(Copy(DataOf(a, set), Caller(a), a.bytes()));
@@ -461,7 +481,7 @@ Status ArgumentRotation::BeforeCall(int64_t call) {
 }
 
 Status ArgumentRotation::AfterFirstCall(int fn, int64_t call) {
-  return CheckFirstCall(fn, SetOf(call));
+  return CheckFirstCall(fn, SetOf(call), VariantOf(call));
 }
 
 bool ArgumentRotation::WantsSpreadCall(int fn) const {
@@ -476,9 +496,8 @@ bool ArgumentRotation::WantsSpreadCall(int fn) const {
 // A first checked call against the reference: how far apart they lie (with the earlier first
 // calls) chooses the tolerance (output_tolerance.h), and a difference beyond it is proof (a
 // call that wrote once and then skipped, or a cached result).
-Status ArgumentRotation::CheckFirstCall(int fn, int set) {
+Status ArgumentRotation::CheckFirstCall(int fn, int set, int variant) {
   if (!has_outputs()) return Status::Ok();
-  const int variant = set % variants_;
   const bool first = first_calls_[fn]++ == 0;
   const size_t n = tensors_.size();
   KC_ASSIGN_OR_RETURN(DeviceCounters spreads, DeviceCounters::Create<SpreadCounters>(n));
@@ -536,6 +555,7 @@ Status ArgumentRotation::CheckFirstCall(int fn, int set) {
 
 Status ArgumentRotation::BeginTimed(int64_t timed_calls) {
   timed_calls_ = timed_calls;
+  KC_ASSIGN_OR_RETURN(inputs_changed_, DeviceCounters::Create<unsigned long long>(1));
   KC_ASSIGN_OR_RETURN(counters_,
                       DeviceCounters::Create<unsigned long long>(functions_ * timed_calls + 1));
   return Status::Ok();
@@ -543,10 +563,11 @@ Status ArgumentRotation::BeginTimed(int64_t timed_calls) {
 
 Status ArgumentRotation::AfterTimedCall(int fn, int64_t call, int64_t slot) {
   const int set = SetOf(call);
+  last_call_set_ = set;
   for (const Argument& a : tensors_) {
     if (!a.checked_for(fn)) continue;
     KC_RETURN_IF_ERROR(EnqueueCountMismatches(
-        DataOf(a, set), a.reference[fn][set % variants_]->data(), a.bytes(), a.original->type(),
+        DataOf(a, set), a.reference[fn][VariantOf(call)]->data(), a.bytes(), a.original->type(),
         a.tolerance[fn].tolerance, counters_.at<unsigned long long>(fn * timed_calls_ + slot),
         kStream));
   }
@@ -559,8 +580,8 @@ Status ArgumentRotation::Finish(CheckFindings& findings) {
   for (const std::string& flag : first_call_flags_)
     findings.flags.push_back(flag);
   if (counters_.empty()) return Status::Ok();
-  // Each input as its set gave it (in place: as the last call's set gave it).
-  const int last_set = in_place_ && timed_calls_ > 0 ? SetOf(timed_calls_ - 1) : 0;
+  // Each input as its set holds it (in place: the values the last call was given).
+  const int last_set = in_place_ ? static_cast<int>(last_call_set_) : 0;
   KC_ASSIGN_OR_RETURN(DeviceCounters inputs,
                       DeviceCounters::Create<unsigned long long>(sets_.size() * tensors_.size()));
   for (size_t t = 0; t < tensors_.size(); ++t) {
@@ -569,12 +590,19 @@ Status ArgumentRotation::Finish(CheckFindings& findings) {
     for (int s = 0; s < sets(); ++s) {
       if (in_place_ && s != last_set) continue;
       KC_RETURN_IF_ERROR(EnqueueCountMismatches(
-          DataOf(a, s), ValuesOf(a, s), a.bytes(), kByte, kExact,
+          DataOf(a, s), ValuesOf(a, loaded_[s]), a.bytes(), kByte, kExact,
           inputs.at<unsigned long long>(s * tensors_.size() + t), kStream));
     }
   }
   KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> timed, counters_.Read<unsigned long long>());
   KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> input, inputs.Read<unsigned long long>());
+  KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> reloaded,
+                      inputs_changed_.Read<unsigned long long>());
+  if (reloaded[0] != 0) {
+    findings.flags.push_back("the benchmarked call changed its input arguments in timed calls (" +
+                             std::to_string(reloaded[0]) +
+                             " bytes found changed before they were given new values)");
+  }
 
   for (int f = 0; f < functions_; ++f) {
     const std::string who = f == 1 ? "reference " : "";

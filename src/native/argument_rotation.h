@@ -82,9 +82,14 @@ class ArgumentRotation {
   ~ArgumentRotation();
 
   int sets() const { return static_cast<int>(sets_.size()); }
-  // 2 when the sets alternate the caller's values and fresh ones; 1 otherwise.
+  // 2 when the calls alternate the caller's values and fresh ones; 1 otherwise.
   int variants() const { return variants_; }
-  int VariantOf(int64_t call) const { return SetOf(call) % variants_; }
+  // Which values call `call` gets. A set's buffers change values from one pass over the sets to
+  // the next, so a result kept by pointer, id or version of a buffer is wrong on its next use.
+  int VariantOf(int64_t call) const {
+    const int64_t sets = static_cast<int64_t>(sets_.size());
+    return static_cast<int>((call % sets + call / sets) % variants_);
+  }
   const pybind11::tuple& Arguments(int64_t call) const { return sets_[SetOf(call)]; }
   size_t tensors() const { return tensors_.size(); }
   // Probing needs the caller's values kept aside: without them the calls use the caller's own
@@ -188,10 +193,11 @@ class ArgumentRotation {
   void* DataOf(const Argument& a, int set) const;
   // The caller's values: kept aside, or the caller's tensor itself when too large to keep.
   const void* Caller(const Argument& a) const;
-  // The values an input of set `set` holds: the caller's, or the fresh variant.
-  const void* ValuesOf(const Argument& a, int set) const;
-  Status LoadValues(int set);
-  Status CheckFirstCall(int fn, int set);
+  // The values of an input under `variant`: the caller's, or the fresh ones.
+  const void* ValuesOf(const Argument& a, int variant) const;
+  // Writes `variant`'s values into set `set`'s inputs (in place: into the caller's tensors).
+  Status LoadValues(int set, int variant);
+  Status CheckFirstCall(int fn, int set, int variant);
   // The calls run on the caller's tensors from now on; the copies are let go.
   void UseInPlace();
 
@@ -200,6 +206,8 @@ class ArgumentRotation {
   bool copied_ = true;     // sets are our copies
   bool in_place_ = false;  // the calls use the caller's tensors, loaded before each call
   int variants_ = 1;
+  std::vector<int> loaded_;   // per set: the variant its inputs hold
+  int64_t last_call_set_ = 0;
   std::optional<std::vector<int>> declared_outputs_;
   std::optional<OutputTolerance> declared_tolerance_;
   std::vector<Argument> tensors_;  // rotated tensor arguments, in argument order
@@ -207,6 +215,7 @@ class ArgumentRotation {
   std::vector<std::string> notes_;
   int functions_ = 1;
   DeviceCounters counters_;  // [fn][slot] mismatch counts of the timed calls
+  DeviceCounters inputs_changed_;  // bytes of inputs found changed before a reload
   int64_t timed_calls_ = 0;
   std::vector<int> first_calls_;  // per function
   std::vector<uint64_t> bytes_changed_;

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from invariants import report_invariants  # noqa: F401 - autouse: every benchmark report is checked
 
 _spec = importlib.util.spec_from_file_location("kcoral_e2e_servers", Path(__file__).parents[1] / "e2e" / "conftest.py")
 servers = importlib.util.module_from_spec(_spec)
