@@ -179,10 +179,9 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
   } else {
     const size_t affordable =
         set_bytes == 0 ? 8 : static_cast<size_t>(budget - static_cast<int64_t>(kept)) / set_bytes;
-    const size_t wanted =
-        plan.rotate ? std::max<size_t>(2, (plan.target_bytes + set_bytes - 1) /
-                                              std::max<size_t>(set_bytes, 1))
-                    : 1;
+    const size_t wanted = plan.rotate ? std::max<size_t>(2, (plan.target_bytes + set_bytes - 1) /
+                                                                std::max<size_t>(set_bytes, 1))
+                                      : 1;
     if (affordable < std::min<size_t>(wanted, 2)) {
       r.copied_ = false;
       r.in_place_ = true;
@@ -205,9 +204,8 @@ StatusOr<std::unique_ptr<ArgumentRotation>> ArgumentRotation::Create(const py::t
     for (Argument& a : r.tensors_) {
       if (a.mode != OutputMode::kInput || !HasFreshVariant(a.original->type())) continue;
       KC_ASSIGN_OR_RETURN(a.variant, AllocateDeviceBuffer(a.bytes()));
-      KC_RETURN_IF_ERROR(
-          EnqueueFreshVariant(a.pristine->data(), a.variant->data(), a.bytes(),
-                              a.original->type(), kStream));
+      KC_RETURN_IF_ERROR(EnqueueFreshVariant(a.pristine->data(), a.variant->data(), a.bytes(),
+                                             a.original->type(), kStream));
       KC_ASSIGN_OR_RETURN(unsigned long long differing,
                           BytesDiffering(a.pristine->data(), a.variant->data(), a.bytes()));
       if (differing == 0) a.variant.reset();
@@ -454,9 +452,9 @@ Status ArgumentRotation::LoadValues(int set, int variant) {
   for (const Argument& a : tensors_) {
     if (a.mode != OutputMode::kInput || (!in_place_ && a.variant == nullptr)) continue;
     if (!inputs_changed_.empty()) {  // timed calls must leave their inputs as they found them
-      KC_RETURN_IF_ERROR(EnqueueCountMismatches(DataOf(a, set), ValuesOf(a, loaded_[set]),
-                                                a.bytes(), kByte, kExact,
-                                                inputs_changed_.at<unsigned long long>(0), kStream));
+      KC_RETURN_IF_ERROR(
+          EnqueueCountMismatches(DataOf(a, set), ValuesOf(a, loaded_[set]), a.bytes(), kByte,
+                                 kExact, inputs_changed_.at<unsigned long long>(0), kStream));
     }
     KC_RETURN_IF_ERROR(Copy(DataOf(a, set), ValuesOf(a, variant), a.bytes()));
   }
@@ -515,8 +513,7 @@ Status ArgumentRotation::CheckFirstCall(int fn, int set, int variant) {
       KC_RETURN_IF_ERROR(EnqueueCountBytesOtherThan(
           reference, a.bytes(), kPoisonByte, counts_device.at<unsigned long long>(n + t), kStream));
     } else {
-      KC_RETURN_IF_ERROR(EnqueueCountMismatches(reference, Caller(a), a.bytes(), kByte,
-                                                kExact,
+      KC_RETURN_IF_ERROR(EnqueueCountMismatches(reference, Caller(a), a.bytes(), kByte, kExact,
                                                 counts_device.at<unsigned long long>(n + t),
                                                 kStream));
     }
@@ -589,9 +586,9 @@ Status ArgumentRotation::Finish(CheckFindings& findings) {
     if (a.mode != OutputMode::kInput || a.pristine == nullptr) continue;
     for (int s = 0; s < sets(); ++s) {
       if (in_place_ && s != last_set) continue;
-      KC_RETURN_IF_ERROR(EnqueueCountMismatches(
-          DataOf(a, s), ValuesOf(a, loaded_[s]), a.bytes(), kByte, kExact,
-          inputs.at<unsigned long long>(s * tensors_.size() + t), kStream));
+      KC_RETURN_IF_ERROR(
+          EnqueueCountMismatches(DataOf(a, s), ValuesOf(a, loaded_[s]), a.bytes(), kByte, kExact,
+                                 inputs.at<unsigned long long>(s * tensors_.size() + t), kStream));
     }
   }
   KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> timed, counters_.Read<unsigned long long>());

@@ -11,8 +11,9 @@
 // A call that writes the caller's own tensors instead of the ones it is given (a CUDA graph
 // captured on them, replayed with them as arguments) is run *in place*: the caller's tensors are
 // the call's arguments, and before each call the set's values are written into them; they get
-// their own values back at the end. Arguments too large to copy are checked in place too. Which arguments are outputs is decided from evidence before timing
-// (checked_calls.h runs the probes through the primitives below), never by position:
+// their own values back at the end. Arguments too large to copy are checked in place too. Which
+// arguments are outputs is decided from evidence before timing (checked_calls.h runs the probes
+// through the primitives below), never by position:
 //   - kRestored: an output the call also reads (it changed under a call from the caller's
 //     values, and a call from zeros gives another result): it starts every call from the
 //     caller's values, which differ from its result, so a skipped call still shows;
@@ -206,7 +207,7 @@ class ArgumentRotation {
   bool copied_ = true;     // sets are our copies
   bool in_place_ = false;  // the calls use the caller's tensors, loaded before each call
   int variants_ = 1;
-  std::vector<int> loaded_;   // per set: the variant its inputs hold
+  std::vector<int> loaded_;  // per set: the variant its inputs hold
   int64_t last_call_set_ = 0;
   std::optional<std::vector<int>> declared_outputs_;
   std::optional<OutputTolerance> declared_tolerance_;
@@ -214,7 +215,7 @@ class ArgumentRotation {
   std::vector<int> not_rotated_;   // tensor-like arguments we could not copy
   std::vector<std::string> notes_;
   int functions_ = 1;
-  DeviceCounters counters_;  // [fn][slot] mismatch counts of the timed calls
+  DeviceCounters counters_;        // [fn][slot] mismatch counts of the timed calls
   DeviceCounters inputs_changed_;  // bytes of inputs found changed before a reload
   int64_t timed_calls_ = 0;
   std::vector<int> first_calls_;  // per function

@@ -252,9 +252,9 @@ StatusOr<py::object> RunBenchmark(const std::vector<py::object>& functions, cons
   // Cold-L2 runs rotate through twice the L2; hot ones (flush_l2 false) keep two sets, so
   // that the inputs can stay in L2 as the caller asked.
   plan.target_bytes = request.options.flush == FlushMode::kBeforeEveryCall ? 2 * l2_bytes : 0;
-  KC_ASSIGN_OR_RETURN(std::unique_ptr<CheckedCalls> checked,
-                      CheckedCalls::Create(args, plan, request.returns,
-                                           static_cast<int>(functions.size())));
+  KC_ASSIGN_OR_RETURN(
+      std::unique_ptr<CheckedCalls> checked,
+      CheckedCalls::Create(args, plan, request.returns, static_cast<int>(functions.size())));
 
   // The callables run with the GIL held (this thread never releases it here). An exception is
   // kept on this side and re-raised by the caller once the timer has cleaned up. Inside a call

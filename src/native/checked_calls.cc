@@ -167,7 +167,8 @@ Status CheckedCalls::TakeVariantReferences(const ProbeCalls& probes, int fn) {
   KC_RETURN_IF_ERROR(returned_.TakeVariantReference(fn));
   KC_ASSIGN_OR_RETURN(std::optional<bool> arguments, arguments_->OutputsFollowInputs(fn));
   KC_ASSIGN_OR_RETURN(std::optional<bool> returned, returned_.OutputsFollowInputs(fn));
-  if (arguments || returned) follows_inputs_[fn] = arguments.value_or(false) || returned.value_or(false);
+  if (arguments || returned)
+    follows_inputs_[fn] = arguments.value_or(false) || returned.value_or(false);
   return Status::Ok();
 }
 

@@ -56,8 +56,7 @@ class CheckedCalls final : public CallHooks {
  public:
   static StatusOr<std::unique_ptr<CheckedCalls>> Create(const pybind11::tuple& args,
                                                         const RotationPlan& plan,
-                                                        ReturnDeclarations returns,
-                                                        int functions);
+                                                        ReturnDeclarations returns, int functions);
 
   const pybind11::tuple& Arguments(int64_t call) const { return arguments_->Arguments(call); }
   void Hold(int fn, pybind11::object value) { returned_.Hold(fn, std::move(value)); }

@@ -34,7 +34,7 @@ class ExportedTensor {
  public:
   explicit ExportedTensor(DlpackTensor exported);
 
-  void* data() const;  // first element
+  void* data() const;                      // first element
   size_t bytes() const { return bytes_; }  // of the elements
   bool contiguous() const { return contiguous_; }
   // The bytes from the first element to the end of the last one: bytes() when contiguous; for a

@@ -37,8 +37,8 @@ Status Launch(const void* in, void* out, size_t bytes, cudaStream_t stream) {
   const size_t n = bytes / sizeof(T);
   if (n == 0) return Status::Ok();
   const size_t blocks = (n + kThreads - 1) / kThreads;
-  ReverseScaled<T><<<blocks < kMaxBlocks ? blocks : kMaxBlocks, kThreads, 0, stream>>>(
-      static_cast<const T*>(in), static_cast<T*>(out), n);
+  ReverseScaled<T> < <<blocks<kMaxBlocks ? blocks : kMaxBlocks, kThreads, 0, stream>>>(
+                         static_cast<const T*>(in), static_cast<T*>(out), n);
   KC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::Ok();
 }
@@ -54,10 +54,14 @@ Status EnqueueFreshVariant(const void* in, void* out, size_t bytes, ElementType 
                            cudaStream_t stream) {
   if (type.code == kBfloat) return Launch<__nv_bfloat16>(in, out, bytes, stream);
   switch (type.bits) {
-    case 16: return Launch<__half>(in, out, bytes, stream);
-    case 32: return Launch<float>(in, out, bytes, stream);
-    case 64: return Launch<double>(in, out, bytes, stream);
-    default: return InvalidArgumentError("no fresh variant for this element type");
+    case 16:
+      return Launch<__half>(in, out, bytes, stream);
+    case 32:
+      return Launch<float>(in, out, bytes, stream);
+    case 64:
+      return Launch<double>(in, out, bytes, stream);
+    default:
+      return InvalidArgumentError("no fresh variant for this element type");
   }
 }
 

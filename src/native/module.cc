@@ -86,10 +86,10 @@ py::object Benchmark(const py::object& fn, const py::tuple& args, std::optional<
                      bool flush_l2, std::optional<std::vector<int>> outputs, bool rotate_inputs,
                      std::optional<std::pair<double, double>> tolerance, bool launch_gate,
                      std::vector<std::string> unverifiable, std::vector<std::string> constants) {
-  return Run({fn}, args,
-             Request({warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs),
-                      rotate_inputs, tolerance, launch_gate, std::move(unverifiable),
-                      std::move(constants)}));
+  return Run(
+      {fn}, args,
+      Request({warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs), rotate_inputs,
+               tolerance, launch_gate, std::move(unverifiable), std::move(constants)}));
 }
 
 py::object BenchmarkPaired(const py::object& candidate, const py::object& reference,
@@ -99,10 +99,10 @@ py::object BenchmarkPaired(const py::object& candidate, const py::object& refere
                            bool rotate_inputs, std::optional<std::pair<double, double>> tolerance,
                            bool launch_gate, std::vector<std::string> unverifiable,
                            std::vector<std::string> constants) {
-  return Run({candidate, reference}, args,
-             Request({warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs),
-                      rotate_inputs, tolerance, launch_gate, std::move(unverifiable),
-                      std::move(constants)}));
+  return Run(
+      {candidate, reference}, args,
+      Request({warmup, repeat, warmup_ms, repeat_ms, flush_l2, std::move(outputs), rotate_inputs,
+               tolerance, launch_gate, std::move(unverifiable), std::move(constants)}));
 }
 
 void Bind(py::object tensor_type, py::object to_dlpack, py::object from_dlpack) {

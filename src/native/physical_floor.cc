@@ -15,9 +15,9 @@ std::string Us(double ms) {
 }  // namespace
 
 nlohmann::json ApplyPhysicalFloor(const FloorInputs& in, SpanFindings& found) {
-  const double floor_ms = in.peak_bytes_per_second > 0
-                              ? static_cast<double>(in.bytes_changed) / in.peak_bytes_per_second * 1e3
-                              : 0.0;
+  const double floor_ms = in.peak_bytes_per_second > 0 ? static_cast<double>(in.bytes_changed) /
+                                                             in.peak_bytes_per_second * 1e3
+                                                       : 0.0;
   const std::string bytes = std::to_string(in.bytes_changed) + " bytes";
   if (in.median_ms < floor_ms) {
     char bandwidth[32];
@@ -25,8 +25,8 @@ nlohmann::json ApplyPhysicalFloor(const FloorInputs& in, SpanFindings& found) {
     found.flags.push_back("the median, " + Us(in.median_ms) + ", is below the physical floor of " +
                           Us(floor_ms) + ": the call changed " + bytes +
                           " of its checked outputs, which takes at least that long at the GPU's "
-                          "peak memory bandwidth (" + bandwidth +
-                          "), so the timer did not see all of its work");
+                          "peak memory bandwidth (" +
+                          bandwidth + "), so the timer did not see all of its work");
   } else if (in.median_ms <= 0 && in.checked_bytes > 0) {
     found.flags.push_back("a median of 0 us, though the call's checked outputs hold " +
                           std::to_string(in.checked_bytes) +
@@ -35,7 +35,8 @@ nlohmann::json ApplyPhysicalFloor(const FloorInputs& in, SpanFindings& found) {
   if (in.empty_windows > 0 && in.checked_bytes > 0) {
     found.flags.push_back(std::to_string(in.empty_windows) +
                           " timed calls showed no GPU activity, though they wrote checked "
-                          "outputs of " + std::to_string(in.checked_bytes) +
+                          "outputs of " +
+                          std::to_string(in.checked_bytes) +
                           " bytes: the work ran where the timer could not see it");
   } else if (in.empty_windows > 0) {
     found.conditions.push_back(std::to_string(in.empty_windows) +

@@ -68,9 +68,8 @@ void Flatten(py::handle value, const std::string& path, int depth, Flattened& ou
     }
     return;
   }
-  if (object == Py_None || PyBool_Check(object) || PyLong_Check(object) ||
-      PyFloat_Check(object) || PyComplex_Check(object) || PyUnicode_Check(object) ||
-      PyBytes_Check(object)) {
+  if (object == Py_None || PyBool_Check(object) || PyLong_Check(object) || PyFloat_Check(object) ||
+      PyComplex_Check(object) || PyUnicode_Check(object) || PyBytes_Check(object)) {
     return;
   }
   if (depth >= kMaxDepth) {
@@ -288,8 +287,10 @@ Status ReturnedOutputs::SettleReused(int fn, bool third_call_completed) {
         slot.kind = Kind::kConstant;
         if (slot.bytes > kMaxUndeclaredConstantBytes && !Declared(declared_.constants, slot.path)) {
           unchecked_.push_back(
-              slot.path + " (returned unchanged on every call, the same storage not written by a "
-                          "call: " + std::to_string(slot.bytes) +
+              slot.path +
+              " (returned unchanged on every call, the same storage not written by a "
+              "call: " +
+              std::to_string(slot.bytes) +
               " bytes, over 4 KiB, so a cached answer cannot be told from a constant; declare "
               "it in cfg 'constants' if it is one)");
         }

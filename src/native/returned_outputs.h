@@ -113,7 +113,7 @@ class ReturnedOutputs {
     size_t span_bytes = 0;  // from the first element to the end of the last
     std::vector<int64_t> shape;
     std::array<std::shared_ptr<DeviceBuffer>, 2> reference;  // per variant, contiguous
-    std::shared_ptr<DeviceBuffer> gathered;  // a view's elements, for its checks
+    std::shared_ptr<DeviceBuffer> gathered;                  // a view's elements, for its checks
     ToleranceChoice tolerance;
     ReferenceSpread spread;
     int first_calls = 0;

@@ -117,22 +117,32 @@ bool CanWalk(const DLTensor& t) {
 Status EnqueueGather(const DLTensor& t, void* out, cudaStream_t stream) {
   if (!CanWalk(t)) return InvalidArgumentError("a tensor layout the strided gather cannot walk");
   switch (ElementBytes(t)) {
-    case 1: return LaunchGather<uint8_t>(t, out, stream);
-    case 2: return LaunchGather<uint16_t>(t, out, stream);
-    case 4: return LaunchGather<uint32_t>(t, out, stream);
-    case 8: return LaunchGather<uint64_t>(t, out, stream);
-    default: return LaunchGather<Bytes16>(t, out, stream);
+    case 1:
+      return LaunchGather<uint8_t>(t, out, stream);
+    case 2:
+      return LaunchGather<uint16_t>(t, out, stream);
+    case 4:
+      return LaunchGather<uint32_t>(t, out, stream);
+    case 8:
+      return LaunchGather<uint64_t>(t, out, stream);
+    default:
+      return LaunchGather<Bytes16>(t, out, stream);
   }
 }
 
 Status EnqueueStridedFill(const DLTensor& t, unsigned char value, cudaStream_t stream) {
   if (!CanWalk(t)) return InvalidArgumentError("a tensor layout the strided fill cannot walk");
   switch (ElementBytes(t)) {
-    case 1: return LaunchFill<uint8_t>(t, value, stream);
-    case 2: return LaunchFill<uint16_t>(t, value, stream);
-    case 4: return LaunchFill<uint32_t>(t, value, stream);
-    case 8: return LaunchFill<uint64_t>(t, value, stream);
-    default: return LaunchFill<Bytes16>(t, value, stream);
+    case 1:
+      return LaunchFill<uint8_t>(t, value, stream);
+    case 2:
+      return LaunchFill<uint16_t>(t, value, stream);
+    case 4:
+      return LaunchFill<uint32_t>(t, value, stream);
+    case 8:
+      return LaunchFill<uint64_t>(t, value, stream);
+    default:
+      return LaunchFill<Bytes16>(t, value, stream);
   }
 }
 
