@@ -36,9 +36,10 @@ template <typename T>
 Status Launch(const void* in, void* out, size_t bytes, cudaStream_t stream) {
   const size_t n = bytes / sizeof(T);
   if (n == 0) return Status::Ok();
-  const size_t blocks = (n + kThreads - 1) / kThreads;
-  ReverseScaled<T> < <<blocks<kMaxBlocks ? blocks : kMaxBlocks, kThreads, 0, stream>>>(
-                         static_cast<const T*>(in), static_cast<T*>(out), n);
+  const size_t wanted = (n + kThreads - 1) / kThreads;
+  const unsigned blocks = static_cast<unsigned>(wanted < kMaxBlocks ? wanted : kMaxBlocks);
+  ReverseScaled<T>
+      <<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(in), static_cast<T*>(out), n);
   KC_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   return Status::Ok();
 }
