@@ -171,6 +171,7 @@ void CUPTIAPI ActivityCollector::OnBufferCompleted(CUcontext context, uint32_t s
 // Called with mu_ held.
 void ActivityCollector::Parse(uint8_t* buffer, size_t valid_size) {
   CUpti_Activity* record = nullptr;
+  const uint8_t* previous = nullptr;
   for (;;) {
     CUptiResult result = cuptiActivityGetNextRecord(buffer, valid_size, &record);
     if (result == CUPTI_ERROR_MAX_LIMIT_REACHED) return;  // end of buffer
@@ -180,6 +181,18 @@ void ActivityCollector::Parse(uint8_t* buffer, size_t valid_size) {
       }
       return;
     }
+    // Each record lies further into the buffer than the last: a rewritten libcupti that answers
+    // success without one would otherwise crash the worker or loop here forever.
+    const auto* at = reinterpret_cast<const uint8_t*>(record);
+    if (at == nullptr || at < buffer || at >= buffer + valid_size || at <= previous) {
+      if (parse_error_.ok()) {
+        parse_error_ = UnavailableError(
+            "cuptiActivityGetNextRecord answered with no record past the last one (libcupti "
+            "rewritten?)");
+      }
+      return;
+    }
+    previous = at;
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_RUNTIME:
       case CUPTI_ACTIVITY_KIND_DRIVER: {

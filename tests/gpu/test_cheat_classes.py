@@ -248,10 +248,23 @@ def test_all_device_activity_hidden_to_drive_samples_to_zero_is_not_trusted(gpu_
 # --- Outputs --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("key", sorted(cheats.REPLAY_KEYS))
+# A cache keyed on a fingerprint of the input values computes honestly the first time it sees
+# each set of values, and the benchmark's reference is the candidate itself, called on values it
+# has then seen: no check on self-referenced values can tell it from a computation. Out of reach
+# of `benchmark` (docs/benchmark-integrity.md, S1); benchmark_paired against the library, or a
+# grader's own reference on unseen values (issue 42), catches it.
+FINGERPRINT_GAP = pytest.mark.xfail(
+    strict=True, reason="a value-fingerprint cache is out of reach of a self-referenced benchmark"
+)
+
+
+@pytest.mark.parametrize(
+    "key", [pytest.param(k, marks=FINGERPRINT_GAP) if k == "fingerprint" else k for k in sorted(cheats.REPLAY_KEYS)]
+)
 def test_result_replayed_by_key_is_not_trusted(gpu_client, key):
     """S1: the product computed once per key (id, data_ptr, _version, shape, a value fingerprint)
-    and a copy returned after."""
+    and a copy returned after. The sets' buffers change values from one pass to the next, so a
+    cache keyed on anything but the values themselves returns a wrong answer."""
     run_case(gpu_client, f"replay_keyed_on_{key}")
 
 
