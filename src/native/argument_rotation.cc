@@ -251,6 +251,7 @@ void ArgumentRotation::UseInPlace() {
   copied_ = false;
   in_place_ = true;
   sets_.assign(variants_, caller_args_);
+  loaded_.resize(sets_.size());
 }
 
 // -- Probing --------------------------------------------------------------------------------
@@ -281,19 +282,26 @@ StatusOr<bool> ArgumentRotation::MoveInPlaceIfCallerWritten() {
   for (const Argument& a : tensors_) {
     KC_ASSIGN_OR_RETURN(unsigned long long differing,
                         BytesDiffering(a.original->data(), a.pristine->data(), a.bytes()));
-    if (differing == 0) continue;
-    written += (written.empty() ? "" : ", ") + std::to_string(a.index);
-    KC_RETURN_IF_ERROR(Copy(a.original->data(), a.pristine->data(), a.bytes()));
+    if (differing != 0) written += (written.empty() ? "" : ", ") + std::to_string(a.index);
   }
   if (written.empty()) return false;
+  KC_RETURN_IF_ERROR(MoveInPlace("the call wrote the caller's own argument " + written +
+                                 ", not the copy it was given"));
+  return true;
+}
+
+Status ArgumentRotation::MoveInPlace(const std::string& why) {
+  if (!copied_) return Status::Ok();
+  for (const Argument& a : tensors_) {
+    KC_RETURN_IF_ERROR(Copy(a.original->data(), a.pristine->data(), a.bytes()));
+  }
   KC_RETURN_IF_ERROR(Synchronize());
   UseInPlace();
-  notes_.push_back("arguments checked in place: the call wrote the caller's own argument " +
-                   written +
-                   ", not the copy it was given (a CUDA graph captured on the caller's tensors, "
-                   "or a closure), so each set's values are written into the caller's tensors "
-                   "before the call, and they get their own values back at the end");
-  return true;
+  notes_.push_back("arguments checked in place: " + why +
+                   " (a CUDA graph captured on the caller's tensors, or a closure), so each "
+                   "set's values are written into the caller's tensors before the call, and they "
+                   "get their own values back at the end");
+  return Status::Ok();
 }
 
 StatusOr<std::vector<bool>> ArgumentRotation::FirstSetChanged() {

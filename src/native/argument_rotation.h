@@ -111,6 +111,9 @@ class ArgumentRotation {
   // Did the last call write the caller's own tensors, which it was not given? Then the
   // arguments go in place (its tensors are given back their values): returns true.
   StatusOr<bool> MoveInPlaceIfCallerWritten();
+  // The calls run on the caller's tensors from now on (`why` goes into the notes).
+  Status MoveInPlace(const std::string& why);
+  bool copied() const { return copied_; }
   Status ZeroInFirstSet(size_t tensor);
   // Does tensor `tensor` of set 0 (after a call from zeros: did the call write anything), or
   // the caller's tensor, hold a byte other than 0?

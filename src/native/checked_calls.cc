@@ -93,6 +93,15 @@ Status CheckedCalls::DiscoverArguments(const ProbeCalls& probes) {
   for (int fn = 0; fn < functions_; ++fn) {
     KC_ASSIGN_OR_RETURN(seen[fn], Observe(probes, fn));
   }
+  // A call that wrote none of the copies it was given and returned nothing to check may write
+  // the caller's tensors themselves (a CUDA graph captured on them, writing what they already
+  // held): once more, in place, where the probes' zeros reach what it reads.
+  if (a.copied() && NothingFound(seen)) {
+    KC_RETURN_IF_ERROR(a.MoveInPlace("the call wrote none of the copies it was given"));
+    for (int fn = 0; fn < functions_; ++fn) {
+      KC_ASSIGN_OR_RETURN(seen[fn], Observe(probes, fn));
+    }
+  }
   for (size_t t = 0; t < a.tensors(); ++t) {
     std::vector<bool> writers(functions_);
     bool restored = false;
@@ -132,6 +141,16 @@ Status CheckedCalls::DiscoverArguments(const ProbeCalls& probes) {
     KC_RETURN_IF_ERROR(a.TakeReference(fn, 0, reference));
   }
   return Status::Ok();
+}
+
+bool CheckedCalls::NothingFound(const std::vector<std::vector<Observation>>& seen) const {
+  for (int fn = 0; fn < functions_; ++fn) {
+    if (returned_.checked(fn) > 0) return false;
+    for (const Observation& o : seen[fn]) {
+      if (o.changed || o.written) return false;
+    }
+  }
+  return true;
 }
 
 Status CheckedCalls::PreparedCall(const ProbeCalls& probes, int fn, int set) {

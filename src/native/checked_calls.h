@@ -100,6 +100,8 @@ class CheckedCalls final : public CallHooks {
   // Steps 1 and 2 under each function; an argument any of them writes is an output, checked
   // for the functions that write it. Takes every function's reference.
   Status DiscoverArguments(const ProbeCalls& probes);
+  // No function wrote an argument or returned a tensor to check.
+  bool NothingFound(const std::vector<std::vector<Observation>>& seen) const;
   // Each function's reference call, outputs as declared (or none to find).
   Status TakeReferences(const ProbeCalls& probes);
   Status CrossCheck();
