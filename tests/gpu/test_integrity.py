@@ -101,8 +101,11 @@ def test_defences_leave_the_honest_median_alone(gpu_client):
     result = _run(gpu_client, program)
     assert result.completed, result.error
     on, off, again = (result.results[k] for k in ("on", "off", "on_again"))
-    for timing in (on, off, again):
+    for timing in (on, again):
         _trusted_honest(timing)
+    # With no output checked, the same number is never trusted: a grader pays on checked work.
+    assert off["integrity"]["verified"] is True and off["integrity"]["trusted"] is False
+    assert off["integrity"]["outputs_unchecked"] and off["integrity"]["loosened"]["outputs"] == []
     assert on["integrity"]["defences"]["arguments"]["checked_outputs"] == [1]
     assert on["integrity"]["defences"]["arguments"]["argument_sets"] >= 2
     assert off["integrity"]["defences"]["arguments"]["argument_sets"] == 1
