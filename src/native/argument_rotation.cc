@@ -261,7 +261,7 @@ Status ArgumentRotation::ResetFirstSet() {
   for (const Argument& a : tensors_) {
     KC_RETURN_IF_ERROR(Copy(DataOf(a, 0), ValuesOf(a, 0), a.bytes()));
   }
-  loaded_[0] = 0;
+  Loaded(0) = 0;
   return Synchronize();
 }
 
@@ -271,7 +271,7 @@ Status ArgumentRotation::PrepareSet(int set) {
       KC_RETURN_IF_ERROR(Copy(DataOf(a, set), ValuesOf(a, set % variants_), a.bytes()));
     }
   }
-  loaded_[set] = set % variants_;
+  Loaded(set) = set % variants_;
   KC_RETURN_IF_ERROR(BeforeCall(set));
   return Synchronize();
 }
@@ -461,19 +461,19 @@ Status ArgumentRotation::LoadValues(int set, int variant) {
     if (a.mode != OutputMode::kInput || (!in_place_ && a.variant == nullptr)) continue;
     if (!inputs_changed_.empty()) {  // timed calls must leave their inputs as they found them
       KC_RETURN_IF_ERROR(
-          EnqueueCountMismatches(DataOf(a, set), ValuesOf(a, loaded_[set]), a.bytes(), kByte,
-                                 kExact, inputs_changed_.at<unsigned long long>(0), kStream));
+          EnqueueCountMismatches(DataOf(a, set), ValuesOf(a, Loaded(set)), a.bytes(), kByte, kExact,
+                                 inputs_changed_.at<unsigned long long>(0), kStream));
     }
     KC_RETURN_IF_ERROR(Copy(DataOf(a, set), ValuesOf(a, variant), a.bytes()));
   }
-  loaded_[set] = variant;
+  Loaded(set) = variant;
   return Status::Ok();
 }
 
 Status ArgumentRotation::BeforeCall(int64_t call) {
   const int set = SetOf(call);
   const int variant = VariantOf(call);
-  if (can_probe() && (in_place_ || loaded_[set] != variant)) {
+  if (can_probe() && (in_place_ || Loaded(set) != variant)) {
     KC_RETURN_IF_ERROR(LoadValues(set, variant));
   }
   for (const Argument& a : tensors_) {
@@ -595,7 +595,7 @@ Status ArgumentRotation::Finish(CheckFindings& findings) {
     for (int s = 0; s < sets(); ++s) {
       if (in_place_ && s != last_set) continue;
       KC_RETURN_IF_ERROR(
-          EnqueueCountMismatches(DataOf(a, s), ValuesOf(a, loaded_[s]), a.bytes(), kByte, kExact,
+          EnqueueCountMismatches(DataOf(a, s), ValuesOf(a, Loaded(s)), a.bytes(), kByte, kExact,
                                  inputs.at<unsigned long long>(s * tensors_.size() + t), kStream));
     }
   }

@@ -211,6 +211,8 @@ class ArgumentRotation {
   bool in_place_ = false;  // the calls use the caller's tensors, loaded before each call
   int variants_ = 1;
   std::vector<int> loaded_;  // per set: the variant its inputs hold
+  // The variant set `set`'s inputs hold; in place every set is the caller's one tensor.
+  int& Loaded(int set) { return loaded_[in_place_ ? 0 : set]; }
   int64_t last_call_set_ = 0;
   std::optional<std::vector<int>> declared_outputs_;
   std::optional<OutputTolerance> declared_tolerance_;

@@ -177,13 +177,17 @@ Status CheckedCalls::TakeVariantReferences(const ProbeCalls& probes, int fn) {
   KC_RETURN_IF_ERROR(arguments_->PrepareSet(1));
   KC_ASSIGN_OR_RETURN(const bool completed, probes.try_call(fn, 1));
   KC_RETURN_IF_ERROR(Synchronize());
-  if (!completed) {  // the function refuses the fresh values: the caller's alone, said so
+  std::optional<std::string> different;
+  if (completed) {
+    KC_ASSIGN_OR_RETURN(different, returned_.TakeVariantReference(fn));
+  }
+  if (!completed || different) {  // the caller's values alone from now on, said so
     returned_.Drop();
-    return arguments_->DropVariants("function " + std::to_string(fn) +
-                                    " raised on the fresh input values");
+    variants_dropped_ =
+        !completed ? "raised on the fresh input values" : "on the fresh input values " + *different;
+    return arguments_->DropVariants("the function " + variants_dropped_);
   }
   KC_RETURN_IF_ERROR(arguments_->TakeReference(fn, 1));
-  KC_RETURN_IF_ERROR(returned_.TakeVariantReference(fn));
   KC_ASSIGN_OR_RETURN(std::optional<bool> arguments, arguments_->OutputsFollowInputs(fn));
   KC_ASSIGN_OR_RETURN(std::optional<bool> returned, returned_.OutputsFollowInputs(fn));
   if (arguments || returned)
@@ -263,6 +267,10 @@ StatusOr<CheckFindings> CheckedCalls::Finish(int64_t graph_activities) {
             : "no output found: the call returned no CUDA tensor and wrote none of its tensor "
               "arguments; whatever it writes (its own buffers, a captured CUDA graph's, a "
               "closure's) is timed but not checked");
+  } else if (!variants_dropped_.empty()) {
+    findings.unchecked.push_back(
+        "the outputs were checked on the caller's values only: the function " + variants_dropped_ +
+        ", so a result kept by pointer or shape cannot be told from a computation");
   } else if (follows_inputs_[0] == false) {
     findings.unchecked.push_back(
         "the call's checked outputs are the same for two sets of input values (the caller's, "

@@ -34,6 +34,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <nlohmann/json.hpp>
 #include <pybind11/pybind11.h>
@@ -118,6 +119,9 @@ class CheckedCalls final : public CallHooks {
   // Per function: whether some checked output differs between the variants (nullopt: no
   // variant, or nothing to compare).
   std::vector<std::optional<bool>> follows_inputs_;
+  // Why the fresh input values were given up (the function raised on them, or returned another
+  // structure); empty while they stand.
+  std::string variants_dropped_;
   uint64_t cross_mismatches_ = 0;
 };
 

@@ -305,13 +305,10 @@ Status ReturnedOutputs::SettleReused(int fn, bool third_call_completed) {
   return Synchronize();
 }
 
-Status ReturnedOutputs::TakeVariantReference(int fn) {
+StatusOr<std::optional<std::string>> ReturnedOutputs::TakeVariantReference(int fn) {
   KC_RETURN_IF_ERROR(Synchronize());
   KC_ASSIGN_OR_RETURN(std::vector<Leaf> leaves, TakeLeaves(false));
-  if (std::optional<std::string> different = DifferentShape(fn, leaves)) {
-    first_call_failures_.push_back("the call on the fresh input values " + *different);
-    return Status::Ok();
-  }
+  if (std::optional<std::string> different = DifferentShape(fn, leaves)) return different;
   std::vector<Slot>& slots = slots_[fn];
   for (size_t i = 0; i < slots.size(); ++i) {
     Slot& slot = slots[i];
@@ -321,7 +318,8 @@ Status ReturnedOutputs::TakeVariantReference(int fn) {
     KC_RETURN_IF_ERROR(Copy(slot.reference[1]->data(), elements, slot.bytes));
   }
   KC_RETURN_IF_ERROR(Poison(fn, leaves));
-  return Synchronize();
+  KC_RETURN_IF_ERROR(Synchronize());
+  return std::optional<std::string>();
 }
 
 StatusOr<std::optional<bool>> ReturnedOutputs::OutputsFollowInputs(int fn) const {

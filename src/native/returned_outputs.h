@@ -73,8 +73,8 @@ class ReturnedOutputs {
   // storage gets its contents back and stays checked. Releases the reference call's tensors.
   Status SettleReused(int fn, bool third_call_completed);
   // After a drained call on the fresh input values: its tensors become fn's reference for
-  // variant 1.
-  Status TakeVariantReference(int fn);
+  // variant 1. What differs when it returned another structure (nothing is taken then).
+  StatusOr<std::optional<std::string>> TakeVariantReference(int fn);
   // Whether some checked tensor differs between the two variants' references; nullopt when
   // there is none to compare.
   StatusOr<std::optional<bool>> OutputsFollowInputs(int fn) const;
