@@ -267,29 +267,24 @@ void App::BeginShutdown() {
   if (pool_) pool_->BeginShutdown();
 }
 
-int App::Run() {
-  ::signal(SIGPIPE, SIG_IGN);
+int App::FailStart(const StartFailure& failure) {
+  events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", failure.error}});
+  if (failure.console) std::cerr << "kcoral server: " << failure.error << "\n";
+  return failure.exit_code;
+}
+
+// Fail closed, before any worker starts: never plain HTTP in place of HTTPS, never a peer left
+// unchecked for a CA that cannot be read (issue 26 item 7), never an open server for a keys
+// file that does not parse.
+std::optional<App::StartFailure> App::LoadSecurity() {
   if (config_.tls) {
-    // Fail closed, before any worker starts: never serve plain HTTP in place of HTTPS.
     auto context = tls::MakeServerContext(*config_.tls);
-    if (!context.ok()) {
-      events_.Emit(pool::EventLevel::kError, "server_start_failed",
-                   {{"error", context.status().message()}});
-      std::cerr << "kcoral server: " << context.status().message() << "\n";
-      return 2;
-    }
+    if (!context.ok()) return StartFailure{2, context.status().message()};
     tls_.emplace(std::move(*context));
   }
   if (!config_.cluster.servers.empty()) {
-    // Fail closed, before any worker starts: a peer CA that cannot be read never leaves the
-    // nodes this one talks to unchecked (issue 26 item 7).
     auto peers = cluster::PeerClient::Make(config_.cluster);
-    if (!peers.ok()) {
-      events_.Emit(pool::EventLevel::kError, "server_start_failed",
-                   {{"error", peers.status().message()}});
-      std::cerr << "kcoral server: " << peers.status().message() << "\n";
-      return 2;
-    }
+    if (!peers.ok()) return StartFailure{2, peers.status().message()};
     peers_ = std::move(*peers);
     if (config_.cluster.peer_check == cluster::PeerCertificateCheck::kNone) {
       events_.Emit(pool::EventLevel::kWarning, "cluster_peer_tls_unverified",
@@ -299,14 +294,8 @@ int App::Run() {
     }
   }
   if (!config_.auth_keys.empty()) {
-    // Fail closed: a keys file that does not parse never leaves the server open.
     auto access = AccessControl::Load(config_.auth_keys);
-    if (!access.ok()) {
-      events_.Emit(pool::EventLevel::kError, "server_start_failed",
-                   {{"error", access.status().message()}});
-      std::cerr << "kcoral server: " << access.status().message() << "\n";
-      return 2;
-    }
+    if (!access.ok()) return StartFailure{2, access.status().message()};
     access_ = std::move(*access);
   } else if (config_.host != "127.0.0.1" && config_.host != "::1" && config_.host != "localhost") {
     const std::string warning = "listening on " + config_.host +
@@ -315,12 +304,12 @@ int App::Run() {
     events_.Emit(pool::EventLevel::kWarning, "auth_none", {{"warning", warning}});
     std::cerr << "kcoral server: warning: " << warning << "\n";
   }
+  return std::nullopt;
+}
+
+std::optional<App::StartFailure> App::StartWorkers() {
   auto options = PoolOptionsFrom(config_);
-  if (!options.ok()) {
-    events_.Emit(pool::EventLevel::kError, "server_start_failed",
-                 {{"error", options.status().message()}});
-    return 1;
-  }
+  if (!options.ok()) return StartFailure{1, options.status().message(), false};
   if (build_cache_.enabled()) options->hooks = &build_cache_hooks_;
   std::vector<GpuTelemetry::Gpu> telemetry;
   for (const pool::DeviceSpec& device : options->devices) {
@@ -336,34 +325,31 @@ int App::Run() {
           " -- the worker sandbox (on by default) could not be set up, so the server "
           "refuses to start; --sandbox none runs workers without isolation";
     }
-    events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", error}});
-    std::cerr << "kcoral server: " << error << "\n";  // whole: the console event is cut short
-    return 1;
+    return StartFailure{1, error};  // whole on the console: the console event is cut short
   }
+  return std::nullopt;
+}
+
+std::variant<tcp::acceptor, App::StartFailure> App::OpenListener() {
   boost::system::error_code ec;
   tcp::endpoint endpoint(net::ip::make_address(config_.host, ec),
                          static_cast<unsigned short>(config_.port));
-  if (ec) {
-    events_.Emit(pool::EventLevel::kError, "server_start_failed",
-                 {{"error", "bad --host " + config_.host}});
-    return 2;
-  }
+  if (ec) return StartFailure{2, "bad --host " + config_.host, false};
   tcp::acceptor acceptor(io_);
   acceptor.open(endpoint.protocol(), ec);
   if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) acceptor.bind(endpoint, ec);
   if (!ec) acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
-    events_.Emit(pool::EventLevel::kError, "server_start_failed",
-                 {{"error", "cannot listen on " + config_.host + ":" +
-                                std::to_string(config_.port) + ": " + ec.message()}});
-    return 2;
+    return StartFailure{2,
+                        "cannot listen on " + config_.host + ":" + std::to_string(config_.port) +
+                            ": " + ec.message(),
+                        false};
   }
-  if (Status joined = JoinCluster(acceptor.local_endpoint().port()); !joined.ok()) {
-    events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", joined.message()}});
-    std::cerr << "kcoral server: " << joined.message() << "\n";
-    return 1;
-  }
+  return acceptor;
+}
+
+void App::AnnounceStarted(int port) {
   if (config_.device == Device::kGpu) SampleGpuTime(pool_->Load(), UnixMillisecondsNow());  // zero
   events_.Emit(pool::EventLevel::kInfo, "pool_ready",
                {{"mode", FlagText(config_.device)},
@@ -372,12 +358,44 @@ int App::Run() {
                 {"versions", pool_->describe().value("versions", nlohmann::json::object())},
                 {"sandbox", pool_->DescribeSandbox()}});
   events_.Emit(pool::EventLevel::kInfo, "server_started",
-               {{"url", std::string(Scheme()) + "://" + config_.host + ":" +
-                            std::to_string(acceptor.local_endpoint().port())},
+               {{"url", std::string(Scheme()) + "://" + config_.host + ":" + std::to_string(port)},
                 {"tls", tls_.has_value()},
                 {"run_dir", events_.run_dir().string()},
                 {"instance_id", instance_id_}});
+}
 
+int App::Run() {
+  ::signal(SIGPIPE, SIG_IGN);
+  if (std::optional<StartFailure> failed = LoadSecurity()) return FailStart(*failed);
+  if (std::optional<StartFailure> failed = StartWorkers()) return FailStart(*failed);
+  auto listener = OpenListener();
+  if (auto* failed = std::get_if<StartFailure>(&listener)) return FailStart(*failed);
+  tcp::acceptor acceptor = std::move(std::get<tcp::acceptor>(listener));
+  const int port = acceptor.local_endpoint().port();
+  if (Status joined = JoinCluster(port); !joined.ok()) {
+    return FailStart({1, joined.message()});
+  }
+  AnnounceStarted(port);
+  return Serve(std::move(acceptor));
+}
+
+void App::ReloadKeys() {
+  if (!access_->enabled()) return;
+  if (Status loaded = access_->Reload(); !loaded.ok()) {
+    events_.Emit(pool::EventLevel::kError, "auth_keys_reload_failed",
+                 {{"error", loaded.message()}});
+    return;
+  }
+  // Running requests of a revoked key finish; its waiting ones are answered 401.
+  const size_t revoked = pool_->Revoke([this](const pool::Job& job) {
+    return !job.key_id.empty() && !access_->StillValid(job.key_id);
+  });
+  events_.Emit(pool::EventLevel::kInfo, "auth_keys_reloaded",
+               {{"keys", access_->key_count()}, {"revoked_waiting_requests", revoked}});
+  status_streams_->CloseAll();  // its viewers come back with their keys, checked anew
+}
+
+int App::Serve(tcp::acceptor acceptor) {
   net::signal_set signals(io_, SIGINT, SIGTERM);
   std::function<void(const boost::system::error_code&, int)> on_signal;
   on_signal = [&](const boost::system::error_code& sig_ec, int) {
@@ -392,20 +410,7 @@ int App::Run() {
   std::function<void(const boost::system::error_code&, int)> on_reload;
   on_reload = [&](const boost::system::error_code& sig_ec, int) {
     if (sig_ec) return;
-    if (access_->enabled()) {
-      if (Status loaded = access_->Reload(); loaded.ok()) {
-        // Running requests of a revoked key finish; its waiting ones are answered 401.
-        const size_t revoked = pool_->Revoke([this](const pool::Job& job) {
-          return !job.key_id.empty() && !access_->StillValid(job.key_id);
-        });
-        events_.Emit(pool::EventLevel::kInfo, "auth_keys_reloaded",
-                     {{"keys", access_->key_count()}, {"revoked_waiting_requests", revoked}});
-        status_streams_->CloseAll();  // its viewers come back with their keys, checked anew
-      } else {
-        events_.Emit(pool::EventLevel::kError, "auth_keys_reload_failed",
-                     {{"error", loaded.message()}});
-      }
-    }
+    ReloadKeys();
     reload.async_wait(on_reload);
   };
   reload.async_wait(on_reload);

@@ -154,6 +154,22 @@ class App {
   nlohmann::json DescribeNode(const std::string& url) const;
   nlohmann::json DescribePool() const;
   void BeginShutdown();
+  // Run's steps. A start that fails says so in a server_start_failed event, on the console
+  // where the event alone would be cut short or missed, and in the exit code (FailStart).
+  struct StartFailure {
+    int exit_code;
+    std::string error;
+    bool console = true;
+  };
+  int FailStart(const StartFailure& failure);
+  std::optional<StartFailure> LoadSecurity();  // TLS, cluster peers, keys: fail closed
+  std::optional<StartFailure> StartWorkers();
+  std::variant<net::ip::tcp::acceptor, StartFailure> OpenListener();
+  void AnnounceStarted(int port);
+  // Serves until a signal begins shutdown and nothing is in flight; then shuts down.
+  int Serve(net::ip::tcp::acceptor acceptor);
+  // SIGHUP: the keys file again; one that does not parse keeps the old keys, and says why.
+  void ReloadKeys();
   // The dashboard's status, whole (status_board.h cuts it per viewer).
   StatusBoard::Snapshot BuildStatus() const;
   // A finished request, for /metrics and the dashboard's history (and its ring, when
