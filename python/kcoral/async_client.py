@@ -23,29 +23,28 @@ retry backoff sleeps with anyio, as httpx does); map uses asyncio.
 
 from __future__ import annotations
 
-import os
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+import ssl
+from collections.abc import AsyncIterator, Iterable
 from functools import partial
 from typing import Any
 
 import anyio
 import httpx
 
-from .blob_preflight import BlobPreflight
-from .connections import with_api_key, async_client_options
+from .connections import async_client_options
 from .errors import KCoralError, TransportError
-from .failover import Failover, entry_urls, key_or_fresh, refuse_shared_key
+from .failover import EntryNodesClient, key_or_fresh, refuse_shared_key
 from .mapping import Outcome, check_concurrency, map_tasks
 from .negotiation import check_program, execute_steps, health_steps, target_of, usage_steps, wire_options
 from .program import Program
 from .result import ProgramResult
-from .tls import transport_error, trust
+from .tls import transport_error
 from .steps import Request, adrive
 
 __all__ = ["AsyncClient"]
 
 
-class AsyncClient:
+class AsyncClient(EntryNodesClient):
     """Asynchronous client of one KCoral server (or router), or of a
     cluster's entry nodes: ``AsyncClient(url)`` or ``AsyncClient(urls=[...])``,
     with Client's keywords, idempotency keys and retries (Client's docstring,
@@ -56,37 +55,10 @@ class AsyncClient:
     https URLs are verified as Client's are (``ca``, tls.py).
     """
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        *,
-        urls: Sequence[str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        connect_timeout_seconds: float = 10.0,
-        max_attempts: int | None = None,
-        ca: str | os.PathLike[str] | None = None,
-        api_key: str | None = None,
-    ) -> None:
-        self._failover = Failover(entry_urls(base_url, urls), max_attempts)
-        self._trust = trust(ca)  # https: ca, else $KCORAL_CA_BUNDLE, else the default roots
-        self._http = httpx.AsyncClient(
-            **async_client_options(with_api_key(headers, api_key), connect_timeout_seconds, self._trust.context)
-        )
-        self._preflights = {url: BlobPreflight() for url in self._failover.urls}
-
-    @property
-    def base_url(self) -> str:
-        """The URL in use, where the next call starts: the first, or the one after the last that failed."""
-        return self._failover.url
-
-    @property
-    def urls(self) -> tuple[str, ...]:
-        return self._failover.urls
-
-    @property
-    def retries(self) -> int:
-        """Retries made by this client's execute() calls so far."""
-        return self._failover.retries
+    def _open_http(
+        self, headers: dict[str, str], connect_timeout_seconds: float, verify: ssl.SSLContext
+    ) -> httpx.AsyncClient:
+        return httpx.AsyncClient(**async_client_options(headers, connect_timeout_seconds, verify))
 
     async def __aenter__(self) -> AsyncClient:
         return self

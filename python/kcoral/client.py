@@ -2,29 +2,28 @@
 
 from __future__ import annotations
 
-import os
+import ssl
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator
 from functools import partial
 from typing import Any
 
 import httpx
 
-from .blob_preflight import BlobPreflight
-from .connections import with_api_key, client_options
+from .connections import client_options
 from .errors import KCoralError, TransportError
-from .failover import Failover, entry_urls, key_or_fresh, refuse_shared_key
+from .failover import EntryNodesClient, key_or_fresh, refuse_shared_key
 from .mapping import Outcome, check_concurrency, map_threads
 from .negotiation import check_program, execute_steps, health_steps, target_of, usage_steps, wire_options
 from .program import Program
 from .result import ProgramResult
-from .tls import transport_error, trust
+from .tls import transport_error
 from .steps import Request, drive
 
 __all__ = ["Client"]
 
 
-class Client:
+class Client(EntryNodesClient):
     """Synchronous client of one KCoral server (or router), or of a cluster's
     entry nodes:
 
@@ -47,37 +46,10 @@ class Client:
     to a server started with ``--auth-keys``; it never goes into a URL.
     """
 
-    def __init__(
-        self,
-        base_url: str | None = None,
-        *,
-        urls: Sequence[str] | None = None,
-        headers: Mapping[str, str] | None = None,
-        connect_timeout_seconds: float = 10.0,
-        max_attempts: int | None = None,
-        ca: str | os.PathLike[str] | None = None,
-        api_key: str | None = None,
-    ) -> None:
-        self._failover = Failover(entry_urls(base_url, urls), max_attempts)
-        self._trust = trust(ca)  # https: ca, else $KCORAL_CA_BUNDLE, else the default roots
-        self._http = httpx.Client(
-            **client_options(with_api_key(headers, api_key), connect_timeout_seconds, self._trust.context)
-        )
-        self._preflights = {url: BlobPreflight() for url in self._failover.urls}
-
-    @property
-    def base_url(self) -> str:
-        """The URL in use, where the next call starts: the first, or the one after the last that failed."""
-        return self._failover.url
-
-    @property
-    def urls(self) -> tuple[str, ...]:
-        return self._failover.urls
-
-    @property
-    def retries(self) -> int:
-        """Retries made by this client's execute() calls so far."""
-        return self._failover.retries
+    def _open_http(
+        self, headers: dict[str, str], connect_timeout_seconds: float, verify: ssl.SSLContext
+    ) -> httpx.Client:
+        return httpx.Client(**client_options(headers, connect_timeout_seconds, verify))
 
     def __enter__(self) -> Client:
         return self

@@ -21,19 +21,28 @@ node with the same key and gets the stored outcome.
 Thread-safety: a client's Failover is shared by all its calls (Client.map
 runs them on threads); its lock guards the URL in use and the retry count.
 An Attempts belongs to one call.
+
+EntryNodesClient is what Client and AsyncClient share: their constructor
+(URLs, failover, TLS trust, HTTP client, blob preflights) and the
+``base_url``, ``urls`` and ``retries`` properties.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import secrets
+import ssl
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .blob_preflight import BlobPreflight
+from .connections import with_api_key
 from .errors import KCoralError, TransportError
+from .tls import trust
 
-__all__ = ["Attempts", "Failover", "entry_urls", "key_or_fresh", "refuse_shared_key"]
+__all__ = ["Attempts", "EntryNodesClient", "Failover", "entry_urls", "key_or_fresh", "refuse_shared_key"]
 
 _KEY = re.compile(r"[A-Za-z0-9._:-]{1,200}")
 _RETRIED_STATUS = frozenset({502, 503})  # bad gateway, busy or shutting down: another node may answer
@@ -112,6 +121,47 @@ class Failover:
             if counted:
                 self._retries += 1
         return following
+
+
+class EntryNodesClient:
+    """The base of Client and AsyncClient: one server's URL or a cluster's
+    entry nodes with their Failover, the TLS trust of https URLs (tls.py), the
+    HTTP client that a subclass opens in ``_open_http``, and a BlobPreflight per
+    URL. Client's docstring says what the keywords mean."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        *,
+        urls: Sequence[str] | None = None,
+        headers: Mapping[str, str] | None = None,
+        connect_timeout_seconds: float = 10.0,
+        max_attempts: int | None = None,
+        ca: str | os.PathLike[str] | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        self._failover = Failover(entry_urls(base_url, urls), max_attempts)
+        self._trust = trust(ca)  # https: ca, else $KCORAL_CA_BUNDLE, else the default roots
+        self._http = self._open_http(with_api_key(headers, api_key), connect_timeout_seconds, self._trust.context)
+        self._preflights = {url: BlobPreflight() for url in self._failover.urls}
+
+    def _open_http(self, headers: dict[str, str], connect_timeout_seconds: float, verify: ssl.SSLContext) -> Any:
+        """The httpx client (sync or async) that the subclass sends with."""
+        raise NotImplementedError
+
+    @property
+    def base_url(self) -> str:
+        """The URL in use, where the next call starts: the first, or the one after the last that failed."""
+        return self._failover.url
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        return self._failover.urls
+
+    @property
+    def retries(self) -> int:
+        """Retries made by this client's execute() calls so far."""
+        return self._failover.retries
 
 
 class Attempts:

@@ -9,6 +9,7 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Callable, Container, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,13 @@ DTYPE_ITEM_SIZES: dict[str, int] = {
 _UPLOAD_KINDS = ("module", "tensor", "bytes", "library")
 _SHA256_RE = re.compile(r"[0-9a-f]{64}")
 _MODULE_LANGUAGES = ("python", "cuda")
+
+#: upload_folder's errors for walk_regular_files, formatted with the local path.
+_UPLOAD_FOLDER_REFUSALS = {
+    "repeated": "directory {!r} is visited more than once",
+    "symlink": "symlink in folder upload: {!r}",
+    "special": "special file in folder upload: {!r}",
+}
 
 
 @dataclass(frozen=True)
@@ -396,30 +404,11 @@ class Program:
             raise NotADirectoryError(errno.ENOTDIR, "not a directory", root)
 
         collected: list[tuple[str, bytes]] = []
-        seen_dirs: set[tuple[int, int]] = set()
-
-        def walk(local_dir: str, rel: str, dir_st: os.stat_result) -> None:
-            key = (dir_st.st_dev, dir_st.st_ino)
-            if key in seen_dirs:
-                raise ValueError(f"directory {local_dir!r} is visited more than once")
-            seen_dirs.add(key)
-            with os.scandir(local_dir) as it:
-                entries = list(it)
-            for entry in entries:
-                local = os.path.join(local_dir, entry.name)
-                child_rel = f"{rel}/{entry.name}" if rel else entry.name
-                st = entry.stat(follow_symlinks=False)
-                if stat.S_ISLNK(st.st_mode):
-                    raise ValueError(f"symlink in folder upload: {local!r}")
-                if stat.S_ISDIR(st.st_mode):
-                    walk(local, child_rel, st)
-                elif stat.S_ISREG(st.st_mode):
-                    remote = normalize_remote_path(f"{prefix}/{child_rel}" if prefix else child_rel)
-                    collected.append((remote, _read_stable(local, st)))
-                else:
-                    raise ValueError(f"special file in folder upload: {local!r}")
-
-        walk(root, "", root_st)
+        for child_rel, local, st in walk_regular_files(
+            root, root_st, seen=set(), refusals=_UPLOAD_FOLDER_REFUSALS, error=ValueError
+        ):
+            remote = normalize_remote_path(f"{prefix}/{child_rel}" if prefix else child_rel)
+            collected.append((remote, _read_stable(local, st)))
         collected.sort(key=lambda item: item[0])
 
         files = set(self._file_paths)
@@ -523,6 +512,48 @@ class Program:
     def __repr__(self) -> str:
         blobs = len(self._blobs) + len(self._unnamed)
         return f"Program(instructions={len(self._instructions)}, blobs={blobs})"
+
+
+def walk_regular_files(
+    root: str,
+    root_st: os.stat_result,
+    *,
+    seen: set[tuple[int, int]],
+    refusals: Mapping[str, str],
+    error: Callable[[str], Exception],
+    skipped: Container[str] = (),
+    prefix: str = "",
+) -> Iterator[tuple[str, str, os.stat_result]]:
+    """(`prefix`/path below `root`, local path, lstat result) of each regular
+    file below the directory `root` (`root_st` its lstat result),
+    entries in name order and directories depth first, never following a
+    symlink; directories named in `skipped` are left out. Raises
+    ``error(refusals[what].format(local path))`` for a symlink (what:
+    "symlink"), a special file ("special") or a directory already in `seen`
+    ("repeated", by device and inode; each directory walked is added).
+    Program.upload_folder and `kcoral run --send` (tools/packing.py) read
+    folders with it."""
+    key = (root_st.st_dev, root_st.st_ino)
+    if key in seen:
+        raise error(refusals["repeated"].format(root))
+    seen.add(key)
+    with os.scandir(root) as entries:
+        listed = sorted(entries, key=lambda entry: entry.name)
+    for entry in listed:
+        local = os.path.join(root, entry.name)
+        rel = f"{prefix}/{entry.name}" if prefix else entry.name
+        st = entry.stat(follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            raise error(refusals["symlink"].format(local))
+        if stat.S_ISDIR(st.st_mode):
+            if entry.name not in skipped:
+                yield from walk_regular_files(
+                    local, st, seen=seen, refusals=refusals, error=error, skipped=skipped, prefix=rel
+                )
+        elif stat.S_ISREG(st.st_mode):
+            yield rel, local, st
+        else:
+            raise error(refusals["special"].format(local))
 
 
 def _read_stable(local: str, before: os.stat_result) -> bytes:

@@ -2,7 +2,8 @@
 
 The remote command is `ncu --config-file 0 --export <outputs>/capture.ncu-rep
 <profiler options> <application>`; the report comes back as
-`OUT/capture.ncu-rep`. Uploaded as module `definition`; standard library only.
+`OUT/capture.ncu-rep`. Uploaded as module `definition`: `run` uses the
+standard library only; `check` runs on the client, with kcoral.tools.options.
 """
 
 import os
@@ -31,36 +32,27 @@ _REFUSED_LONG = ("--export", "--import", "--mode", "--config-file", "--config-fi
 _REFUSED_SHORT = ("-o", "-i")
 
 
-def _refused(option):
-    """True for a refused option, a prefix of one (ncu accepts unambiguous
-    prefixes), or a refused short option with its value attached."""
-    if option.startswith("--"):
-        name = option.split("=", 1)[0]
-        return len(name) > 2 and any(refused.startswith(name) for refused in _REFUSED_LONG)
-    return any(option == short or option.startswith(short) for short in _REFUSED_SHORT)
-
-
 def split(args):
-    """(profiler options, application) around the second '--'."""
-    if "--" not in args:
-        raise ValueError(
-            "ncu: separate the profiler options from the application with a second '--' "
-            "(kcoral run ncu --out DIR -- [profiler options] -- APPLICATION [args])"
-        )
+    """(profiler options, application) around the second '--', which check()
+    has made sure of."""
     index = args.index("--")
     return args[:index], args[index + 1 :]
 
 
 def check(args):
-    options, application = split(args)
+    # On the client only, where kcoral is installed; run() needs the standard library alone.
+    from kcoral.tools.options import refuse_managed_options, split_application
+
+    options, application = split_application("ncu", args, USAGE)
     if not application:
         raise ValueError("ncu: the application is missing after the second '--'")
-    for option in options:
-        if option.startswith("-") and _refused(option):
-            raise ValueError(
-                f"ncu {option}: kcoral manages the report's path and mode "
-                "(it comes back as OUT/capture.ncu-rep); remove this option"
-            )
+    refuse_managed_options(
+        "ncu",
+        options,
+        _REFUSED_LONG,
+        _REFUSED_SHORT,
+        "the report's path and mode (it comes back as OUT/capture.ncu-rep)",
+    )
 
 
 def run(args, tool):

@@ -147,6 +147,36 @@ def split_native(argv: list[str]) -> tuple[list[str], list[str]] | None:
     return argv[:index], argv[index + 1 :]
 
 
+def split_application(tool: str, args: list[str], usage: str) -> tuple[list[str], list[str]]:
+    """(the profiler's options, the application) around the second `--` of a
+    profiler tool's native arguments (ncu, run-iket); without one, ValueError
+    naming the command line `kcoral run TOOL --out DIR -- {usage}`."""
+    if "--" not in args:
+        raise ValueError(
+            f"{tool}: separate the profiler options from the application with a second '--' "
+            f"(kcoral run {tool} --out DIR -- {usage})"
+        )
+    index = args.index("--")
+    return args[:index], args[index + 1 :]
+
+
+def refuse_managed_options(
+    tool: str, options: list[str], long_names: tuple[str, ...], short_names: tuple[str, ...], managed: str
+) -> None:
+    """ValueError ("kcoral manages {managed}") for the first of a profiler's
+    `options` that kcoral sets itself: one of `long_names` or a prefix of one
+    (the profilers accept unambiguous prefixes), with or without `=value`, or
+    one of `short_names`, alone or with its value attached."""
+    for option in options:
+        if option.startswith("--"):
+            name = option.split("=", 1)[0]
+            refused = len(name) > 2 and any(long.startswith(name) for long in long_names)
+        else:
+            refused = option.startswith("-") and any(option.startswith(short) for short in short_names)
+        if refused:
+            raise ValueError(f"{tool} {option}: kcoral manages {managed}; remove this option")
+
+
 def resolve_urls(url: str | None, host: str | None, port: int | None, environ=os.environ) -> list[str]:
     if url is not None and (host is not None or port is not None):
         raise UsageError("--url cannot be combined with --host or --port")

@@ -22,11 +22,21 @@ import stat
 import tarfile
 from pathlib import Path
 
+from kcoral.program import walk_regular_files
+
 SKIPPED_DIRECTORIES = frozenset({"__pycache__"})
 
 
 class PackingError(ValueError):
     """A `--send` path that cannot be sent; the message names it."""
+
+
+#: The errors of walk_regular_files, formatted with the local path.
+_SEND_REFUSALS = {
+    "repeated": "--send {}: the directory is sent more than once",
+    "symlink": "--send: {} is a symlink (symlinks are not sent)",
+    "special": "--send: {} is not a regular file or directory",
+}
 
 
 def _check_name(arcname: str, local: str) -> None:
@@ -86,25 +96,16 @@ class _Collector:
             self.directories.add("/".join(parts[:i]))
 
     def add_directory(self, prefix: str, local: str, st: os.stat_result) -> None:
-        key = (st.st_dev, st.st_ino)
-        if key in self.seen_directories:
-            raise PackingError(f"--send {local}: the directory is sent more than once")
-        self.seen_directories.add(key)
-        with os.scandir(local) as entries:
-            listed = sorted(entries, key=lambda entry: entry.name)
-        for entry in listed:
-            child_local = os.path.join(local, entry.name)
-            child = f"{prefix}/{entry.name}" if prefix else entry.name
-            child_st = entry.stat(follow_symlinks=False)
-            if stat.S_ISLNK(child_st.st_mode):
-                raise PackingError(f"--send: {child_local} is a symlink (symlinks are not sent)")
-            if stat.S_ISDIR(child_st.st_mode):
-                if entry.name not in SKIPPED_DIRECTORIES:
-                    self.add_directory(child, child_local, child_st)
-            elif stat.S_ISREG(child_st.st_mode):
-                self.add_file(child, child_local, child_st)
-            else:
-                raise PackingError(f"--send: {child_local} is not a regular file or directory")
+        for child, child_local, child_st in walk_regular_files(
+            local,
+            st,
+            seen=self.seen_directories,
+            refusals=_SEND_REFUSALS,
+            error=PackingError,
+            skipped=SKIPPED_DIRECTORIES,
+            prefix=prefix,
+        ):
+            self.add_file(child, child_local, child_st)
 
 
 def collect(paths: list[str]) -> dict[str, tuple[bytes, int]]:

@@ -1,6 +1,7 @@
 """`kcoral run run-iket`: `["run-iket", "--output-dir", <outputs>, *args]`; the
 whole output directory comes back as OUT (spec/benchmark.md §3.6). Uploaded
-as module `definition`; standard library only.
+as module `definition`: `run` uses the standard library only; `check` runs on
+the client, with kcoral.tools.options.
 """
 
 import os
@@ -25,28 +26,16 @@ _REFUSED_LONG = ("--output-dir", "--working-dir")
 _REFUSED_SHORT = ("-o",)
 
 
-def _refused(option):
-    if option.startswith("--"):
-        name = option.split("=", 1)[0]
-        return len(name) > 2 and any(refused.startswith(name) for refused in _REFUSED_LONG)
-    return any(option == short or option.startswith(short) for short in _REFUSED_SHORT)
-
-
 def check(args):
-    if "--" not in args:
-        raise ValueError(
-            "run-iket: separate the profiler options from the application with a second '--' "
-            "(kcoral run run-iket --out DIR -- profile [options] -- APPLICATION [args])"
-        )
-    index = args.index("--")
-    options, application = args[:index], args[index + 1 :]
+    # On the client only, where kcoral is installed; run() needs the standard library alone.
+    from kcoral.tools.options import refuse_managed_options, split_application
+
+    options, application = split_application("run-iket", args, "profile [options] -- APPLICATION [args]")
     if "profile" not in options:
         raise ValueError("run-iket: the `profile` subcommand is required before the second '--'")
     if not application:
         raise ValueError("run-iket: the application is missing after the second '--'")
-    for option in options:
-        if option.startswith("-") and _refused(option):
-            raise ValueError(f"run-iket {option}: kcoral manages the output directory; remove this option")
+    refuse_managed_options("run-iket", options, _REFUSED_LONG, _REFUSED_SHORT, "the output directory")
 
 
 def _has_files(directory):

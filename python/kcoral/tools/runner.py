@@ -62,6 +62,21 @@ def _enter(dir_fd, name, create):
     return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
 
 
+def _open_below(root, names):
+    """Opens the directory `root`/`names[0]`/..., creating each of `names` that
+    is missing and following no symlink there; the caller closes the fd."""
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for name in names:
+            next_fd = _enter(fd, name, create=True)
+            os.close(fd)
+            fd = next_fd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _write_file(dir_fd, name, mode, read):
     """Creates `name` (never through a symlink, never over a file) with the
     bytes that `read(size)` gives until it gives none."""
@@ -89,16 +104,11 @@ def unpack_inputs(data, inputs):
             if not member.isreg():
                 raise ToolError("inputs: %r is not a regular file" % member.name)
             parts = _parts(member.name, "inputs")
-            fd = os.open(inputs, _DIR_FLAGS)
+            fd = _open_below(inputs, parts[:-1])
             try:
-                for name in parts[:-1]:
-                    next_fd = _enter(fd, name, create=True)
-                    os.close(fd)
-                    fd = next_fd
-                try:
-                    _write_file(fd, parts[-1], _mode(member.mode), tar.extractfile(member).read)
-                except FileExistsError:
-                    raise ToolError("inputs: %r appears twice" % member.name) from None
+                _write_file(fd, parts[-1], _mode(member.mode), tar.extractfile(member).read)
+            except FileExistsError:
+                raise ToolError("inputs: %r appears twice" % member.name) from None
             finally:
                 os.close(fd)
 
@@ -236,12 +246,8 @@ def fetch(inputs, outputs, paths):
                 if not last:
                     fds.append(os.open(name, _DIR_FLAGS, dir_fd=fds[-1]))
                     continue
-                target_fd = os.open(outputs, _DIR_FLAGS)
+                target_fd = _open_below(outputs, parts[:-1])
                 try:
-                    for directory in parts[:-1]:
-                        next_fd = _enter(target_fd, directory, create=True)
-                        os.close(target_fd)
-                        target_fd = next_fd
                     if stat.S_ISDIR(st.st_mode):
                         _copy_directory(fds[-1], name, target_fd, shown, missing)
                     elif stat.S_ISREG(st.st_mode):
