@@ -10,4 +10,9 @@ void CheckFailed(const char* condition, const char* file, int line) {
   std::abort();
 }
 
+void ValueOfError(const Status& status) {
+  std::fprintf(stderr, "StatusOr: value() of an error: %s\n", status.message().c_str());
+  std::abort();
+}
+
 }  // namespace kc::internal

@@ -73,6 +73,11 @@ inline Status InternalError(std::string m) {
   return {StatusCode::kInternal, std::move(m)};
 }
 
+namespace internal {
+// A value taken from a StatusOr that holds an error: a bug, so it aborts naming the error.
+[[noreturn]] void ValueOfError(const Status& status);
+}  // namespace internal
+
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
@@ -83,15 +88,26 @@ class [[nodiscard]] StatusOr {
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
-  T& operator*() & { return *value_; }
-  const T& operator*() const& { return *value_; }
+  // Each checks that there is a value, as Abseil's do: reading an error's value aborts rather
+  // than running on with an empty optional.
+  T& value() & { return Checked(); }
+  const T& value() const& { return Checked(); }
+  T&& value() && { return std::move(Checked()); }
+  T* operator->() { return &Checked(); }
+  const T* operator->() const { return &Checked(); }
+  T& operator*() & { return Checked(); }
+  const T& operator*() const& { return Checked(); }
 
  private:
+  T& Checked() {
+    if (!value_) internal::ValueOfError(status_);
+    return *value_;
+  }
+  const T& Checked() const {
+    if (!value_) internal::ValueOfError(status_);
+    return *value_;
+  }
+
   Status status_;
   std::optional<T> value_;
 };
