@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,18 @@
 namespace kc::protocol {
 
 enum class Op { kUpload, kGetFunction, kRun, kReturn };
+
+// The ops' names on the wire (spec/protocol.md §2), in Op's order: their one spelling.
+inline constexpr std::string_view kOpNames[] = {"upload", "get_function", "run", "return"};
+inline std::string_view OpName(Op op) {
+  return kOpNames[static_cast<int>(op)];
+}
+inline std::optional<Op> OpNamed(std::string_view name) {
+  for (int op = 0; op < static_cast<int>(std::size(kOpNames)); ++op) {
+    if (kOpNames[op] == name) return static_cast<Op>(op);
+  }
+  return std::nullopt;
+}
 enum class UploadKind { kModule, kTensor, kBytes, kFile, kLibrary };
 enum class ReturnKind { kValue, kFile, kFolder };
 

@@ -202,21 +202,23 @@ Status ProgramParser::ParseInstruction(size_t index, const json& raw) {
   if (!op->is_string()) return Error("op", "expected a string");
   const std::string& op_name = op->get_ref<const std::string&>();
 
+  const std::optional<Op> named = OpNamed(op_name);
+  if (!named) return Error("op", "unknown op " + Quote(op_name));
   Instruction instruction;
-  if (op_name == "upload") {
-    instruction.op = Op::kUpload;
-    KC_RETURN_IF_ERROR(ParseUpload(raw, instruction));
-  } else if (op_name == "get_function") {
-    instruction.op = Op::kGetFunction;
-    KC_RETURN_IF_ERROR(ParseGetFunction(raw, instruction));
-  } else if (op_name == "run") {
-    instruction.op = Op::kRun;
-    KC_RETURN_IF_ERROR(ParseRun(raw, instruction));
-  } else if (op_name == "return") {
-    instruction.op = Op::kReturn;
-    KC_RETURN_IF_ERROR(ParseReturn(raw, instruction));
-  } else {
-    return Error("op", "unknown op " + Quote(op_name));
+  instruction.op = *named;
+  switch (*named) {
+    case Op::kUpload:
+      KC_RETURN_IF_ERROR(ParseUpload(raw, instruction));
+      break;
+    case Op::kGetFunction:
+      KC_RETURN_IF_ERROR(ParseGetFunction(raw, instruction));
+      break;
+    case Op::kRun:
+      KC_RETURN_IF_ERROR(ParseRun(raw, instruction));
+      break;
+    case Op::kReturn:
+      KC_RETURN_IF_ERROR(ParseReturn(raw, instruction));
+      break;
   }
   // Bound only now, so an instruction cannot reference its own id.
   if (!instruction.id.empty()) ids_.insert(instruction.id);

@@ -17,11 +17,11 @@ namespace kc::server {
 namespace {
 
 nlohmann::json ProgramShape(const protocol::Program& program) {
-  static const char* kOps[] = {"upload", "get_function", "run", "return"};
   static const char* kKinds[] = {"module", "tensor", "bytes", "file", "library"};
   nlohmann::json ops = nlohmann::json::object(), uploads = nlohmann::json::object();
   for (const auto& ins : program.instructions) {
-    ops[kOps[static_cast<int>(ins.op)]] = ops.value(kOps[static_cast<int>(ins.op)], 0) + 1;
+    const std::string op(protocol::OpName(ins.op));
+    ops[op] = ops.value(op, 0) + 1;
     if (ins.op == protocol::Op::kUpload) {
       const char* kind = kKinds[static_cast<int>(ins.upload_kind)];
       uploads[kind] = uploads.value(kind, 0) + 1;
@@ -33,7 +33,6 @@ nlohmann::json ProgramShape(const protocol::Program& program) {
 // The dashboard's view of a run (request_ring.h): its lease, and the run_timeline event's
 // instructions with their ops and ids.
 RunNote NoteOf(const pool::JobResult& result, const protocol::Program& program) {
-  static const char* kOps[] = {"upload", "get_function", "run", "return"};
   RunNote note{result.worker_id,         result.queue_ms,         result.run.lease_wait_ms,
                result.run.lease_held_ms, result.run.span_held_ms, {}};
   for (const pool::RunResult::InstructionTime& t : result.run.instruction_times) {
@@ -41,7 +40,7 @@ RunNote NoteOf(const pool::JobResult& result, const protocol::Program& program) 
         .index = t.index, .ms = t.ms, .lease_wait_ms = t.lease_wait_ms, .leased = t.leased};
     if (t.index >= 0 && static_cast<size_t>(t.index) < program.instructions.size()) {
       const protocol::Instruction& instruction = program.instructions[t.index];
-      step.op = kOps[static_cast<int>(instruction.op)];
+      step.op = protocol::OpName(instruction.op);
       step.id = instruction.op == protocol::Op::kReturn ? instruction.key : instruction.id;
     }
     note.timeline.push_back(std::move(step));

@@ -43,20 +43,6 @@ std::vector<std::string> SpanConditions(const pool::RunResult& run) {
   return conditions;
 }
 
-const char* OpName(protocol::Op op) {
-  switch (op) {
-    case protocol::Op::kUpload:
-      return "upload";
-    case protocol::Op::kGetFunction:
-      return "get_function";
-    case protocol::Op::kRun:
-      return "run";
-    case protocol::Op::kReturn:
-      return "return";
-  }
-  return "run";
-}
-
 // Writes the outcome body's members up to `results`, in the reference's key
 // order (§4.1); the caller writes results, [error] and closes the object.
 // Output is bytes from the pipes: decoded as UTF-8 with replacement (§4.5).
@@ -133,7 +119,7 @@ HttpReply FailedInInstruction(const OutcomeContext& context, const pool::JobResu
       .Key("instruction_index")
       .Int(result.run.instruction_index)
       .Key("instruction_op")
-      .String(OpName(instruction.op));
+      .String(protocol::OpName(instruction.op));
   writer.Key("instruction_id");
   if (instruction.op == protocol::Op::kReturn) {
     writer.Null();
