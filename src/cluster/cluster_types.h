@@ -22,7 +22,7 @@ class WorkItem {
  public:
   virtual ~WorkItem() = default;
   virtual std::string_view data() const = 0;
-  virtual std::string tenant() const = 0;  // its tenant's subject token ("anonymous": no key)
+  virtual std::string tenant() const = 0;  // its tenant's token (work_message.h TenantSubjectToken)
   virtual uint64_t delivered() const = 0;  // 1 for the first delivery
   virtual void InProgress() = 0;           // still on it
   virtual Status Ack() = 0;                // the outcome is safe

@@ -13,8 +13,10 @@
 #include "base/sha256.h"
 #include "base/shared_bytes.h"
 #include "base/utc_time.h"
+#include "cluster/outcome_record.h"
 #include "cluster/peer_client.h"
 #include "cluster/pool_view.h"
+#include "cluster/work_message.h"
 #include "protocol/cuda_code.h"
 #include "server/admitted_request.h"
 #include "server/app.h"
@@ -56,8 +58,6 @@ constexpr auto kStoreCheck = std::chrono::seconds(2);
 constexpr auto kDeadlineGrace = std::chrono::seconds(10);
 // A client that hung up on a request with a key may retry elsewhere meanwhile.
 constexpr auto kCancelGrace = std::chrono::seconds(5);
-// Programs larger than this travel as a blob, by hash, not in the broker's message.
-constexpr size_t kInlineProgramBytes = size_t{512} << 10;
 
 // The request's name across nodes. A client's Idempotency-Key is its tenant's own: another
 // tenant sending the same key neither attaches to its run nor is refused by it.
@@ -121,31 +121,29 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     auto listening = cluster_->Await(key, on_outcome);
     if (!listening.ok()) co_return fail(listening.status());
     out.listening = std::move(*listening);
-    nlohmann::json work = {
-        {"key", key},
-        {"request_id", request_id},
-        {"entry_node", cluster_->node_id()},
-        {"entry_url", node_url_},
-        {"deadline_unix_ms",
-         UnixMillisecondsNow() + static_cast<int64_t>(admitted->timeout_seconds * 1000)},
-        {"timeout_seconds", admitted->timeout_seconds},
-        {"output_limit_bytes", admitted->output_limit_bytes},
-        {"tenant", admitted->share.tenant},
-        {"weight", admitted->share.weight}};
-    if (idempotency_key) work["claim"] = nonce;
-    work["queued_unix_us"] = UnixMicrosecondsNow();  // the executing node times the queue
+    cluster::WorkMessage work{
+        .key = key,
+        .request_id = request_id,
+        .entry_node = cluster_->node_id(),
+        .entry_url = node_url_,
+        .deadline_unix_ms =
+            UnixMillisecondsNow() + static_cast<int64_t>(admitted->timeout_seconds * 1000),
+        .timeout_seconds = admitted->timeout_seconds,
+        .output_limit_bytes = admitted->output_limit_bytes,
+        .tenant = admitted->share.tenant,
+        .weight = admitted->share.weight};
+    if (idempotency_key) work.claim = nonce;
+    work.queued_unix_us = UnixMicrosecondsNow();  // the executing node times the queue
     const std::string& program_json = admitted->request.program_json;
-    if (program_json.size() <= kInlineProgramBytes) {
-      work["program"] = program_json;
+    if (program_json.size() <= cluster::kInlineProgramBytes) {
+      work.program = program_json;
     } else {
       auto blob = store::Blob::FromBytes(program_hash, program_json);
       if (!blob.ok()) co_return fail(blob.status());
       blobs_.Add(*blob);
-      work["program_sha256"] = program_hash;
+      work.program_sha256 = program_hash;
     }
-    // Tenant names are subject-safe (access_keys.cc); everyone without a key is "anonymous".
-    const std::string tenant =
-        admitted->share.tenant.empty() ? "anonymous" : admitted->share.tenant;
+    const std::string tenant = cluster::TenantSubjectToken(work.tenant);
     // A key a client may come back with is claimed (a random one is new by making). The claim
     // is written beside the message, not before it (two replicated writes at once instead of
     // in a row): the executing node runs a message only under a claim that carries its nonce
@@ -154,7 +152,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     Status queued;
     std::string claim_nonce;  // the nonce of the run queued under the key's claim
     if (!idempotency_key) {
-      queued = cluster_->Queue(*pool, tenant, key, "", work.dump());
+      queued = cluster_->Queue(*pool, tenant, key, "", work.Encode());
     } else {
       // Each begins with a post: spawned from a thread of the pool, it would otherwise run at
       // once, inline, and the other would start only after its blocking call.
@@ -172,7 +170,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
                   *cluster_calls_,
                   [&]() -> net::awaitable<void> {
                     co_await net::post(*cluster_calls_, net::use_awaitable);
-                    queued = cluster_->Queue(*pool, tenant, key, nonce, work.dump());
+                    queued = cluster_->Queue(*pool, tenant, key, nonce, work.Encode());
                   },
                   net::deferred))
               .async_wait(net::experimental::wait_for_all(), net::use_awaitable);
@@ -197,8 +195,8 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
         }
         // Its message once more (JetStream drops it as a duplicate), in case the first entry
         // node died before queueing it.
-        work["claim"] = claim_nonce;
-        queued = cluster_->Queue(*pool, tenant, key, claim_nonce, work.dump());
+        work.claim = claim_nonce;
+        queued = cluster_->Queue(*pool, tenant, key, claim_nonce, work.Encode());
       }
     }
     if (!queued.ok()) co_return fail(queued);
@@ -271,15 +269,20 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
   net::post(*cluster_calls_, [done = std::move(queued.listening)] {});
   // The answer: inline, or a body the executing node pushed here (else fetched from a holder).
   auto answer = [this, record_text = *taken(), request_id]() -> net::awaitable<HttpReply> {
-    nlohmann::json record = nlohmann::json::parse(record_text, nullptr, false);
+    auto unreadable = [&](const Status& status) {
+      return EndingReply(RequestEnding::kInternal,
+                         "the cluster's outcome could not be read: " + status.message(),
+                         request_id);
+    };
+    auto record = cluster::OutcomeRecord::Decode(record_text);
+    if (!record.ok()) co_return unreadable(record.status());
     store::BlobPtr body;
-    if (record.is_object() && record.contains("body_sha256")) {
-      const std::string sha = record.value("body_sha256", "");
-      body = blobs_.memory().Get(sha);
+    if (const auto& blob = record->body_blob) {
+      body = blobs_.memory().Get(blob->sha256);
       if (body == nullptr) {
         auto fetching = ClusterCall([&]() -> store::BlobPtr {
-          for (const auto& holder : record.value("holders", std::vector<std::string>{})) {
-            auto fetched = peers_->Fetch(holder, sha);
+          for (const auto& holder : blob->holders) {
+            auto fetched = peers_->Fetch(holder, blob->sha256);
             if (fetched.ok()) return *fetched;
           }
           return nullptr;
@@ -287,12 +290,8 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
         body = co_await std::move(fetching);
       }
     }
-    auto reply = ReplyOf(record, body, request_id);
-    if (!reply.ok()) {
-      co_return EndingReply(RequestEnding::kInternal,
-                            "the cluster's outcome could not be read: " + reply.status().message(),
-                            request_id);
-    }
+    auto reply = ReplyOf(std::move(*record), body, request_id);
+    if (!reply.ok()) co_return unreadable(reply.status());
     co_return std::move(*reply);
   };
   auto answering = net::co_spawn(cpu_pool_, std::move(answer), net::use_awaitable);

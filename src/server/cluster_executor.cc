@@ -6,6 +6,7 @@
 #include "base/clock.h"
 #include "base/rounded.h"
 #include "base/utc_time.h"
+#include "cluster/outcome_record.h"
 #include "cluster/peer_client.h"
 #include "server/admitted_request.h"
 #include "server/app.h"
@@ -90,16 +91,17 @@ void ClusterExecutor::PullLoop() {
 }
 
 double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
-  nlohmann::json work = nlohmann::json::parse(item->data(), nullptr, false);
-  const std::string key = work.is_object() ? work.value("key", "") : "";
-  if (key.empty()) {
+  StatusOr<cluster::WorkMessage> decoded = cluster::WorkMessage::Decode(item->data());
+  if (!decoded.ok()) {
     app_.events_.Emit(pool::EventLevel::kError, "cluster_request_dropped",
-                      {{"reason", "a work message without a key"}});
+                      {{"reason", decoded.status().message()}});
     (void)item->Ack();
     return 1;
   }
-  const double weight = work.value("weight", 1.0);
-  const std::string request_id = work.value("request_id", "");
+  const cluster::WorkMessage& work = *decoded;
+  const std::string& key = work.key;
+  const double weight = work.weight;
+  const std::string& request_id = work.request_id;
   // Delivered before? Its outcome, if one was stored, is the answer, whoever stored it. (A
   // first delivery has none: the entry node looked before queueing it.)
   if (item->delivered() > 1) {
@@ -112,10 +114,9 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
   // usually comes before the message (docs/cluster.md "Publishes sent at once").
   const int64_t fetched_us = UnixMicrosecondsNow();
   const auto checking = Clock::now();
-  const bool claim_read =
-      work.contains("claim") && !node_.TakeConfirmedClaim(work.value("claim", ""), kConfirmWait);
+  const bool claim_read = work.claim && !node_.TakeConfirmedClaim(*work.claim, kConfirmWait);
   if (claim_read) {
-    if (std::string why = NotTheClaimedRun(work, key, *item); !why.empty()) {
+    if (std::string why = NotTheClaimedRun(work, *item); !why.empty()) {
       if (stopping_) {  // it stopped waiting for the claim: another node waits on
         item->GiveBack();
         return weight;
@@ -128,31 +129,32 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
   }
   nlohmann::json started = {{"request_id", request_id},
                             {"key", key},
-                            {"entry_node", work.value("entry_node", "")},
+                            {"entry_node", work.entry_node},
                             {"delivered", item->delivered()}};
-  if (work.contains("queued_unix_us"))
-    started["transit_ms"] = Rounded((fetched_us - work.value("queued_unix_us", int64_t{0})) / 1e3);
-  if (work.contains("claim")) {
+  if (work.queued_unix_us)
+    started["transit_ms"] = Rounded((fetched_us - *work.queued_unix_us) / 1e3);
+  if (work.claim) {
     started["claim_read"] = claim_read;
     started["claim_ms"] = Rounded(MillisecondsSince(checking));
   }
   app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_started", std::move(started));
   RunUsage used;
   const auto running = Clock::now();
-  HttpReply reply = Run(work, *item, key, used);
+  HttpReply reply = Run(work, *item, used);
   const double run_ms = MillisecondsSince(running);
   // Charged once per request: only by the node whose outcome is the answer, so a redelivered
   // run is never charged twice.
-  if (Finish(work, key, reply, run_ms, *item)) app_.quotas_.Charge(work.value("tenant", ""), used);
+  if (Finish(work, reply, run_ms, *item)) app_.quotas_.Charge(work.tenant, used);
   return weight;
 }
 
-std::string ClusterExecutor::NotTheClaimedRun(const nlohmann::json& work, const std::string& key,
+std::string ClusterExecutor::NotTheClaimedRun(const cluster::WorkMessage& work,
                                               cluster::WorkItem& item) {
-  const std::string nonce = work.value("claim", "");
+  const std::string& key = work.key;
+  const std::string nonce = work.claim.value_or("");
   // The entry node retries its claim while NATS is away: it is waited for that long, and more.
   const int64_t give_up_ms =
-      std::min(work.value("deadline_unix_ms", int64_t{0}),
+      std::min(work.deadline_unix_ms,
                UnixMillisecondsNow() +
                    std::chrono::milliseconds(cluster::kQueueRetryFor + kClaimPoll * 10).count());
   bool another_seen = false;
@@ -176,9 +178,10 @@ std::string ClusterExecutor::NotTheClaimedRun(const nlohmann::json& work, const 
   }
 }
 
-HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& item,
-                               const std::string& key, RunUsage& used) {
-  const std::string request_id = work.value("request_id", "");
+HttpReply ClusterExecutor::Run(const cluster::WorkMessage& work, cluster::WorkItem& item,
+                               RunUsage& used) {
+  const std::string& key = work.key;
+  const std::string& request_id = work.request_id;
   auto fail = [&](const Status& status) {
     return EndingReply(EndingForStatus(status), status.message(), request_id);
   };
@@ -188,7 +191,7 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
                            " times and the node running it died each time; it is not run again",
                        request_id);
   }
-  const int64_t left_ms = work.value("deadline_unix_ms", int64_t{0}) - UnixMillisecondsNow();
+  const int64_t left_ms = work.deadline_unix_ms - UnixMillisecondsNow();
   if (left_ms <= 0) {
     return EndingReply(RequestEnding::kTimedOut,
                        "the request's timeout ran out before a node of its pool was free",
@@ -196,7 +199,7 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
   }
 
   // Blobs it lacks come from the entry node, else from any node that has them.
-  std::vector<std::string> sources = {work.value("entry_url", "")};
+  std::vector<std::string> sources = {work.entry_url};
   const auto view = node_.View();  // held: a range-for would not keep a temporary alive
   for (const auto& node : view->nodes)
     if (node.value("url", "") != sources.front()) sources.push_back(node.value("url", ""));
@@ -228,9 +231,9 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
   };
 
   AdmittedRequest admitted;
-  admitted.request.program_json = work.value("program", "");
-  if (work.contains("program_sha256")) {
-    const std::string sha = work.value("program_sha256", "");
+  admitted.request.program_json = work.program.value_or("");
+  if (work.program_sha256) {
+    const std::string& sha = *work.program_sha256;
     store::BlobPtr blob = app_.blobs_.memory().Get(sha);
     if (blob == nullptr) {
       auto fetched = fetch(sha);
@@ -257,12 +260,11 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
     if (!resolution.ok()) return fail(resolution.status());
   }
   admitted.resolution = std::move(*resolution);
-  admitted.timeout_seconds =
-      std::min(work.value("timeout_seconds", 60.0), static_cast<double>(left_ms) / 1e3);
-  admitted.output_limit_bytes = work.value("output_limit_bytes", int64_t{0});
+  admitted.timeout_seconds = std::min(work.timeout_seconds, static_cast<double>(left_ms) / 1e3);
+  admitted.output_limit_bytes = work.output_limit_bytes;
   // The entry node admitted it for its tenant: seats and leases here share by that weight.
-  admitted.share = {work.value("tenant", ""), work.value("weight", 1.0)};
-  if (!admitted.share.tenant.empty()) app_.events_.NameTenant(request_id, admitted.share.tenant);
+  admitted.share = {work.tenant, work.weight};
+  if (work.tenant != cluster::kAnonymousTenant) app_.events_.NameTenant(request_id, work.tenant);
 
   auto cancel = std::make_shared<pool::CancelFlag>();
   {
@@ -293,10 +295,11 @@ HttpReply ClusterExecutor::Run(const nlohmann::json& work, cluster::WorkItem& it
   return BuildOutcomeReply(context, ran);
 }
 
-bool ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
-                             const HttpReply& reply, double run_ms, cluster::WorkItem& item) {
-  const std::string entry_url = work.value("entry_url", "");
-  const std::string request_id = work.value("request_id", "");
+bool ClusterExecutor::Finish(const cluster::WorkMessage& work, const HttpReply& reply,
+                             double run_ms, cluster::WorkItem& item) {
+  const std::string& key = work.key;
+  const std::string& entry_url = work.entry_url;
+  const std::string& request_id = work.request_id;
   auto record = RecordOf(reply, node_.node_id());
   if (!record.ok()) {
     app_.events_.Emit(pool::EventLevel::kError, "cluster_outcome_unstored",
@@ -309,14 +312,15 @@ bool ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
                     reply.status != 499 && reply.status != 503 &&
                     reply.ending != RequestEnding::kCacheMiss;
   if (!kept && record->body == nullptr) {
-    node_.AnswerOnce(key, record->record.dump());
+    node_.AnswerOnce(key, record->record.Encode());
     (void)item.Ack();
     return true;
   }
   if (record->body != nullptr) {
     // The entry node answers from its own copy; this node keeps one for retries elsewhere.
     app_.blobs_.Add(record->body);
-    std::vector<std::string> holders = {app_.node_url_};
+    std::vector<std::string>& holders = record->record.body_blob->holders;
+    holders = {app_.node_url_};
     if (!entry_url.empty() && entry_url != app_.node_url_) {
       // A failed push costs the entry node a fetch from this one, nothing more: logged, not
       // an error.
@@ -334,12 +338,11 @@ bool ClusterExecutor::Finish(const nlohmann::json& work, const std::string& key,
                           std::move(fields));
       }
     }
-    record->record["holders"] = holders;
   }
   // The result is in hand: a bucket without a leader for a while (an election takes NATS
   // 2.9 5-10 s) is waited out, still "in progress", rather than run again elsewhere.
-  const std::string text = record->record.dump();
-  const int64_t give_up_ms = work.value("deadline_unix_ms", int64_t{0}) + 10'000;
+  const std::string text = record->record.Encode();
+  const int64_t give_up_ms = work.deadline_unix_ms + 10'000;
   auto pause = std::chrono::milliseconds(100);
   const auto storing = Clock::now();
   auto stored = node_.StoreOutcome(key, text);

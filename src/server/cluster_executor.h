@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "cluster/cluster_node.h"
+#include "cluster/work_message.h"
 #include "pool/cancel_flag.h"
 #include "pool/fair_share.h"
 #include "server/http_reply.h"
@@ -44,15 +45,13 @@ class ClusterExecutor {
   double Execute(std::unique_ptr<cluster::WorkItem> item);
   // Whether the message is the run of its key's claim (cluster_entry.cc writes the claim
   // beside the message): "" when it is, else why it is dropped unrun.
-  std::string NotTheClaimedRun(const nlohmann::json& work, const std::string& key,
-                               cluster::WorkItem& item);
-  // The reply for one request's message; `key` is set as soon as it is known.
-  HttpReply Run(const nlohmann::json& work, cluster::WorkItem& item, const std::string& key,
-                RunUsage& used);
+  std::string NotTheClaimedRun(const cluster::WorkMessage& work, cluster::WorkItem& item);
+  // The reply for one request's message.
+  HttpReply Run(const cluster::WorkMessage& work, cluster::WorkItem& item, RunUsage& used);
   // Keeps the reply where the entry node answers from it, stores the outcome, acknowledges.
   // True when this node's outcome is the request's answer. `run_ms` is what Run took.
-  bool Finish(const nlohmann::json& work, const std::string& key, const HttpReply& reply,
-              double run_ms, cluster::WorkItem& item);
+  bool Finish(const cluster::WorkMessage& work, const HttpReply& reply, double run_ms,
+              cluster::WorkItem& item);
 
   App& app_;
   cluster::ClusterNode& node_;

@@ -29,10 +29,13 @@ HttpReply InPieces(const std::string& head, const std::string& tail) {
 TEST(OutcomeRecord, ASmallBodyIsKeptInlineAndComesBackAsItWas) {
   HttpReply reply{200, "application/json", R"({"status":"COMPLETED"})", "rid"};
   reply.ending = RequestEnding::kCompleted;
-  StatusOr<OutcomeRecord> record = RecordOf(reply, "node-1");
+  StatusOr<RecordedReply> record = RecordOf(reply, "node-1");
   ASSERT_TRUE(record.ok()) << record.status().message();
   EXPECT_EQ(record->body, nullptr);
-  StatusOr<HttpReply> back = ReplyOf(record->record, nullptr, "rid-2");
+  // Through the wire form, as the entry node reads it.
+  StatusOr<cluster::OutcomeRecord> stored = cluster::OutcomeRecord::Decode(record->record.Encode());
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  StatusOr<HttpReply> back = ReplyOf(*stored, nullptr, "rid-2");
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(BodyOf(*back), reply.body);
   EXPECT_EQ(back->request_id, "rid-2");
@@ -46,15 +49,18 @@ TEST(OutcomeRecord, ALargeBodyInPiecesBecomesOneBlobAndIsAnsweredFromItsMapping)
     tail[i] = static_cast<char>(i * 7);
   const HttpReply reply = InPieces(head, tail);
 
-  StatusOr<OutcomeRecord> record = RecordOf(reply, "node-1");
+  StatusOr<RecordedReply> record = RecordOf(reply, "node-1");
   ASSERT_TRUE(record.ok()) << record.status().message();
   ASSERT_NE(record->body, nullptr);
-  EXPECT_EQ(record->record["body_sha256"], Sha256Hex(head + tail));
-  EXPECT_EQ(record->record["body_bytes"], head.size() + tail.size());
+  ASSERT_TRUE(record->record.body_blob.has_value());
+  EXPECT_EQ(record->record.body_blob->sha256, Sha256Hex(head + tail));
+  EXPECT_EQ(record->record.body_blob->bytes, head.size() + tail.size());
   EXPECT_EQ(record->body->sha256(), Sha256Hex(head + tail));
-  EXPECT_FALSE(record->record.contains("body_base64"));
+  EXPECT_FALSE(record->record.body.has_value());
 
-  StatusOr<HttpReply> back = ReplyOf(record->record, record->body, "rid");
+  StatusOr<cluster::OutcomeRecord> stored = cluster::OutcomeRecord::Decode(record->record.Encode());
+  ASSERT_TRUE(stored.ok()) << stored.status().message();
+  StatusOr<HttpReply> back = ReplyOf(*stored, record->body, "rid");
   ASSERT_TRUE(back.ok()) << back.status().message();
   ASSERT_NE(back->pieces, nullptr);  // the blob's mapping, not a copy in `body`
   EXPECT_TRUE(back->body.empty());
@@ -65,7 +71,7 @@ TEST(OutcomeRecord, ALargeBodyInPiecesBecomesOneBlobAndIsAnsweredFromItsMapping)
 
 TEST(OutcomeRecord, ARecordWhoseBlobIsMissingIsAnError) {
   const HttpReply reply = InPieces("a", std::string(kInlineBodyBytes + 1, 'b'));
-  StatusOr<OutcomeRecord> record = RecordOf(reply, "node-1");
+  StatusOr<RecordedReply> record = RecordOf(reply, "node-1");
   ASSERT_TRUE(record.ok()) << record.status().message();
   StatusOr<HttpReply> back = ReplyOf(record->record, nullptr, "rid");
   ASSERT_FALSE(back.ok());
