@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-namespace kc::pool {
+#include "base/event_level.h"
 
-enum class EventLevel { kInfo, kWarning, kError };
+namespace kc::pool {
 
 class EventSink {
  public:

@@ -156,7 +156,7 @@ App::Admission App::Admit(Access needed, std::string_view authorization, std::st
                                : decision.status == 403 ? RequestEnding::kForbidden
                                                         : RequestEnding::kTooManyFailures;
   events_.Emit(
-      pool::EventLevel::kWarning, "access_refused",
+      EventLevel::kWarning, "access_refused",
       {{"client", client}, {"http_status", decision.status}, {"reason", decision.message}});
   HttpReply reply = EndingReply(ending, decision.message, "");
   CountFinished(reply, 0, nullptr);
@@ -251,7 +251,7 @@ Status App::JoinCluster(int port) {
     if (!executor.ok()) return executor.status().WithContext("--cluster");
     executor_ = std::move(*executor);
   }
-  events_.Emit(pool::EventLevel::kInfo, "cluster_joined",
+  events_.Emit(EventLevel::kInfo, "cluster_joined",
                {{"servers", config_.cluster.servers},
                 {"node_id", node_id},
                 {"url", url},
@@ -261,14 +261,14 @@ Status App::JoinCluster(int port) {
 
 void App::BeginShutdown() {
   if (shutting_down_.exchange(true)) return;
-  events_.Emit(pool::EventLevel::kInfo, "shutdown_started", {{"remaining", in_flight_.load()}});
+  events_.Emit(EventLevel::kInfo, "shutdown_started", {{"remaining", in_flight_.load()}});
   if (executor_) executor_->Stop();  // pulls nothing more; what it runs finishes
   if (status_streams_) status_streams_->CloseAll();
   if (pool_) pool_->BeginShutdown();
 }
 
 int App::FailStart(const StartFailure& failure) {
-  events_.Emit(pool::EventLevel::kError, "server_start_failed", {{"error", failure.error}});
+  events_.Emit(EventLevel::kError, "server_start_failed", {{"error", failure.error}});
   if (failure.console) std::cerr << "kcoral server: " << failure.error << "\n";
   return failure.exit_code;
 }
@@ -287,7 +287,7 @@ std::optional<App::StartFailure> App::LoadSecurity() {
     if (!peers.ok()) return StartFailure{2, peers.status().message()};
     peers_ = std::move(*peers);
     if (config_.cluster.peer_check == cluster::PeerCertificateCheck::kNone) {
-      events_.Emit(pool::EventLevel::kWarning, "cluster_peer_tls_unverified",
+      events_.Emit(EventLevel::kWarning, "cluster_peer_tls_unverified",
                    {{"warning",
                      "--cluster-peer-no-verify: the certificates of https:// peer nodes are not "
                      "checked; anyone on the path between nodes can pose as one"}});
@@ -301,7 +301,7 @@ std::optional<App::StartFailure> App::LoadSecurity() {
     const std::string warning = "listening on " + config_.host +
                                 " without --auth-keys: anyone who reaches the port may run "
                                 "code on this machine (docs/deploy.md)";
-    events_.Emit(pool::EventLevel::kWarning, "auth_none", {{"warning", warning}});
+    events_.Emit(EventLevel::kWarning, "auth_none", {{"warning", warning}});
     std::cerr << "kcoral server: warning: " << warning << "\n";
   }
   return std::nullopt;
@@ -351,13 +351,13 @@ std::variant<tcp::acceptor, App::StartFailure> App::OpenListener() {
 
 void App::AnnounceStarted(int port) {
   if (config_.device == Device::kGpu) SampleGpuTime(pool_->Load(), UnixMillisecondsNow());  // zero
-  events_.Emit(pool::EventLevel::kInfo, "pool_ready",
+  events_.Emit(EventLevel::kInfo, "pool_ready",
                {{"mode", FlagText(config_.device)},
                 {"workers", pool_->Load().request_capacity},
                 {"target", pool_->describe().value("target", nlohmann::json::object())},
                 {"versions", pool_->describe().value("versions", nlohmann::json::object())},
                 {"sandbox", pool_->DescribeSandbox()}});
-  events_.Emit(pool::EventLevel::kInfo, "server_started",
+  events_.Emit(EventLevel::kInfo, "server_started",
                {{"url", std::string(Scheme()) + "://" + config_.host + ":" + std::to_string(port)},
                 {"tls", tls_.has_value()},
                 {"run_dir", events_.run_dir().string()},
@@ -382,15 +382,14 @@ int App::Run() {
 void App::ReloadKeys() {
   if (!access_->enabled()) return;
   if (Status loaded = access_->Reload(); !loaded.ok()) {
-    events_.Emit(pool::EventLevel::kError, "auth_keys_reload_failed",
-                 {{"error", loaded.message()}});
+    events_.Emit(EventLevel::kError, "auth_keys_reload_failed", {{"error", loaded.message()}});
     return;
   }
   // Running requests of a revoked key finish; its waiting ones are answered 401.
   const size_t revoked = pool_->Revoke([this](const pool::Job& job) {
     return !job.key_id.empty() && !access_->StillValid(job.key_id);
   });
-  events_.Emit(pool::EventLevel::kInfo, "auth_keys_reloaded",
+  events_.Emit(EventLevel::kInfo, "auth_keys_reloaded",
                {{"keys", access_->key_count()}, {"revoked_waiting_requests", revoked}});
   status_streams_->CloseAll();  // its viewers come back with their keys, checked anew
 }
@@ -439,8 +438,8 @@ int App::Serve(tcp::acceptor acceptor) {
   pool_->Join();
   hear_attach_.reset();
   cluster_.reset();  // leaves the cluster: its record goes at once
-  events_.Emit(pool::EventLevel::kInfo, "shutdown_complete", {});
-  events_.Emit(pool::EventLevel::kInfo, "server_stopped", {});
+  events_.Emit(EventLevel::kInfo, "shutdown_complete", {});
+  events_.Emit(EventLevel::kInfo, "server_stopped", {});
   return 0;
 }
 

@@ -22,7 +22,7 @@ HttpReply App::HandleBlobUpload(StatusOr<store::BlobPtr> blob, const std::string
                                 const std::string& client, Clock::time_point received) {
   const double ms = MillisecondsSince(received);
   if (!blob.ok()) {
-    events_.Emit(pool::EventLevel::kWarning, "blob_refused",
+    events_.Emit(EventLevel::kWarning, "blob_refused",
                  {{"request_id", request_id},
                   {"client", client},
                   {"error_message", blob.status().message()}});
@@ -30,7 +30,7 @@ HttpReply App::HandleBlobUpload(StatusOr<store::BlobPtr> blob, const std::string
                   "refused");
   }
   const bool cached = blobs_.Add(*blob);
-  events_.Emit(pool::EventLevel::kInfo, "blob_received",
+  events_.Emit(EventLevel::kInfo, "blob_received",
                {{"request_id", request_id},
                 {"client", client},
                 {"sha256", (*blob)->sha256()},

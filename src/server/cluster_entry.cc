@@ -202,7 +202,7 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     if (!queued.ok()) co_return fail(queued);
     // Sent only now that the claim holds, so the node it wakes need not read the claim.
     cluster_->Wake(*pool, tenant, claim_nonce);
-    events_.Emit(pool::EventLevel::kInfo, "cluster_request_queued",
+    events_.Emit(EventLevel::kInfo, "cluster_request_queued",
                  {{"request_id", request_id},
                   {"key", key},
                   {"pool", *pool},

@@ -93,7 +93,7 @@ void ClusterExecutor::PullLoop() {
 double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
   StatusOr<cluster::WorkMessage> decoded = cluster::WorkMessage::Decode(item->data());
   if (!decoded.ok()) {
-    app_.events_.Emit(pool::EventLevel::kError, "cluster_request_dropped",
+    app_.events_.Emit(EventLevel::kError, "cluster_request_dropped",
                       {{"reason", decoded.status().message()}});
     (void)item->Ack();
     return 1;
@@ -121,7 +121,7 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
         item->GiveBack();
         return weight;
       }
-      app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_dropped",
+      app_.events_.Emit(EventLevel::kInfo, "cluster_request_dropped",
                         {{"request_id", request_id}, {"key", key}, {"reason", why}});
       (void)item->Ack();
       return weight;
@@ -137,7 +137,7 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
     started["claim_read"] = claim_read;
     started["claim_ms"] = Rounded(MillisecondsSince(checking));
   }
-  app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_started", std::move(started));
+  app_.events_.Emit(EventLevel::kInfo, "cluster_request_started", std::move(started));
   RunUsage used;
   const auto running = Clock::now();
   HttpReply reply = Run(work, *item, used);
@@ -215,7 +215,7 @@ HttpReply ClusterExecutor::Run(const cluster::WorkMessage& work, cluster::WorkIt
       if (blob.ok()) {
         const std::chrono::duration<double, std::milli> took =
             std::chrono::steady_clock::now() - started;
-        app_.events_.Emit(pool::EventLevel::kInfo, "cluster_blob_fetched",
+        app_.events_.Emit(EventLevel::kInfo, "cluster_blob_fetched",
                           {{"request_id", request_id},
                            {"sha256", sha},
                            {"from", url},
@@ -302,7 +302,7 @@ bool ClusterExecutor::Finish(const cluster::WorkMessage& work, const HttpReply& 
   const std::string& request_id = work.request_id;
   auto record = RecordOf(reply, node_.node_id());
   if (!record.ok()) {
-    app_.events_.Emit(pool::EventLevel::kError, "cluster_outcome_unstored",
+    app_.events_.Emit(EventLevel::kError, "cluster_outcome_unstored",
                       {{"request_id", request_id}, {"error", record.status().message()}});
     return false;  // not acknowledged: another node tries
   }
@@ -330,12 +330,11 @@ bool ClusterExecutor::Finish(const cluster::WorkMessage& work, const HttpReply& 
                                {"to", entry_url},
                                {"bytes", record->body->size()}};
       if (pushed.ok()) {
-        app_.events_.Emit(pool::EventLevel::kInfo, "cluster_blob_pushed", std::move(fields));
+        app_.events_.Emit(EventLevel::kInfo, "cluster_blob_pushed", std::move(fields));
         holders.insert(holders.begin(), entry_url);
       } else {
         fields["error"] = pushed.message();
-        app_.events_.Emit(pool::EventLevel::kWarning, "cluster_blob_push_failed",
-                          std::move(fields));
+        app_.events_.Emit(EventLevel::kWarning, "cluster_blob_push_failed", std::move(fields));
       }
     }
   }
@@ -347,7 +346,7 @@ bool ClusterExecutor::Finish(const cluster::WorkMessage& work, const HttpReply& 
   const auto storing = Clock::now();
   auto stored = node_.StoreOutcome(key, text);
   while (!stored.ok() && UnixMillisecondsNow() < give_up_ms && !stopping_) {
-    app_.events_.Emit(pool::EventLevel::kWarning, "cluster_outcome_store_retry",
+    app_.events_.Emit(EventLevel::kWarning, "cluster_outcome_store_retry",
                       {{"request_id", request_id}, {"error", stored.status().message()}});
     item.InProgress();
     std::this_thread::sleep_for(pause);
@@ -355,13 +354,13 @@ bool ClusterExecutor::Finish(const cluster::WorkMessage& work, const HttpReply& 
     stored = node_.StoreOutcome(key, text);
   }
   if (!stored.ok()) {
-    app_.events_.Emit(pool::EventLevel::kError, "cluster_outcome_unstored",
+    app_.events_.Emit(EventLevel::kError, "cluster_outcome_unstored",
                       {{"request_id", request_id}, {"error", stored.status().message()}});
     return false;  // not acknowledged: JetStream gives it to another node after ack_wait
   }
   const double store_ms = MillisecondsSince(storing);  // retries included
   const Status acked = item.Ack();
-  app_.events_.Emit(pool::EventLevel::kInfo, "cluster_request_executed",
+  app_.events_.Emit(EventLevel::kInfo, "cluster_request_executed",
                     {{"request_id", request_id},
                      {"key", key},
                      {"delivered", item.delivered()},

@@ -18,7 +18,7 @@ class ClusterUsage : public TenantQuotas::SharedLedger {
   void Add(const std::string& tenant, int64_t window, const RunUsage& used) override {
     const Status added = node_.AddUsage(tenant, window, {used.gpu_seconds, used.cpu_seconds});
     if (!added.ok()) {
-      events_.Emit(pool::EventLevel::kWarning, "usage_ledger_unavailable",
+      events_.Emit(EventLevel::kWarning, "usage_ledger_unavailable",
                    {{"tenant", tenant}, {"error", added.message()}});
     }
   }

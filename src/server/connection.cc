@@ -50,7 +50,7 @@ net::awaitable<void> RefusePlainHttp(PlainStream& stream, beast::flat_buffer& bu
 net::awaitable<void> ServeTls(App& app, PlainStream plain, net::ssl::context& tls,
                               std::string client) {
   auto handshake_failed = [&](const std::string& error) {
-    app.events().Emit(pool::EventLevel::kWarning, "tls_handshake_failed",
+    app.events().Emit(EventLevel::kWarning, "tls_handshake_failed",
                       {{"client", client}, {"error", error}});
   };
   beast::flat_buffer buffer;

@@ -10,13 +10,13 @@ namespace kc::server {
 
 namespace {
 
-const char* LevelName(pool::EventLevel level) {
+const char* LevelName(EventLevel level) {
   switch (level) {
-    case pool::EventLevel::kInfo:
+    case EventLevel::kInfo:
       return "INFO";
-    case pool::EventLevel::kWarning:
+    case EventLevel::kWarning:
       return "WARNING";
-    case pool::EventLevel::kError:
+    case EventLevel::kError:
       return "ERROR";
   }
   return "INFO";
@@ -81,7 +81,7 @@ void EventLog::NameTenant(const std::string& request_id, const std::string& tena
   }
 }
 
-void EventLog::Emit(pool::EventLevel level, std::string_view event, nlohmann::json fields) {
+void EventLog::Emit(EventLevel level, std::string_view event, nlohmann::json fields) {
   if (auto id = fields.find("request_id"); id != fields.end() && id->is_string()) {
     std::lock_guard lock(tenants_mu_);
     if (auto named = tenants_.find(id->get<std::string>()); named != tenants_.end()) {

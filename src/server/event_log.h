@@ -25,7 +25,7 @@ class EventLog : public pool::EventSink {
   EventLog(const std::string& log_dir, bool console, bool keep_programs);
   ~EventLog() override;
 
-  void Emit(pool::EventLevel level, std::string_view event, nlohmann::json fields) override;
+  void Emit(EventLevel level, std::string_view event, nlohmann::json fields) override;
   void SaveProgram(const std::string& request_id, const std::string& program_json);
   // Every later line with this request_id names its tenant (the last kNamedRequests requests).
   void NameTenant(const std::string& request_id, const std::string& tenant);

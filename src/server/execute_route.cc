@@ -71,7 +71,7 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
     std::atomic<int>& count;
     ~InFlight() { --count; }
   } in_flight{in_flight_};
-  events_.Emit(pool::EventLevel::kInfo, "request_received",
+  events_.Emit(EventLevel::kInfo, "request_received",
                {{"request_id", request_id},
                 {"client", arrival.client},
                 {"content_length", arrival.body_bytes}});
@@ -127,7 +127,7 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
   nlohmann::json accepted = ProgramShape(admitted->request.program);
   accepted["request_id"] = request_id;
   accepted["timeout_seconds"] = admitted->timeout_seconds;
-  events_.Emit(pool::EventLevel::kInfo, "request_accepted", accepted);
+  events_.Emit(EventLevel::kInfo, "request_accepted", accepted);
 
   if (cluster_) {
     auto routing = RouteThroughCluster(admitted, request_id, arrival.idempotency_key, cancel);
@@ -216,7 +216,7 @@ HttpReply App::FinishExecute(HttpReply reply, const std::string& request_id,
                              const std::string& tenant, Clock::time_point received) {
   const double ms = MillisecondsSince(received);
   // Every reply built here carries its ending (request_ending.h).
-  const auto level = reply.ending ? TraitsOf(*reply.ending).level : pool::EventLevel::kError;
+  const auto level = reply.ending ? TraitsOf(*reply.ending).level : EventLevel::kError;
   nlohmann::json fields = {{"request_id", request_id},
                            {"http_status", reply.status},
                            {"finish_reason", reply.finish_reason()},

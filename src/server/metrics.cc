@@ -90,7 +90,7 @@ void Metrics::Histogram::Render(std::string& out, const std::string& name) const
   Sample(out, name + "_count", "", static_cast<double>(count));
 }
 
-void Metrics::Emit(pool::EventLevel level, std::string_view event, nlohmann::json fields) {
+void Metrics::Emit(EventLevel level, std::string_view event, nlohmann::json fields) {
   if (event.starts_with("worker_")) {
     std::lock_guard lock(mu_);
     // worker_retired says why; worker_failed says in which phase.

@@ -26,7 +26,7 @@ class Metrics : public pool::EventSink {
   explicit Metrics(pool::EventSink& next) : next_(next) {}
 
   // Counts the event, then passes it on unchanged.
-  void Emit(pool::EventLevel level, std::string_view event, nlohmann::json fields) override;
+  void Emit(EventLevel level, std::string_view event, nlohmann::json fields) override;
 
   void RecordRequest(int http_status, const std::string& finish_reason, double total_ms);
   // Queue wait and lease time of a program that reached a worker.

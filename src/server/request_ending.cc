@@ -2,8 +2,6 @@
 
 namespace kc::server {
 
-using pool::EventLevel;
-
 EndingTraits TraitsOf(RequestEnding ending) {
   // Levels (spec/server.md §6): a client's program failing is never an error;
   // a client's mistake or a refusal is a warning; the server's failure is an error.

@@ -44,7 +44,7 @@ struct EndingTraits {
   // error_kind (empty: none, or the failed instruction's own kind).
   std::string_view error_kind;
   std::string_view finish_reason;
-  pool::EventLevel level;
+  EventLevel level;
   bool retry_after;  // 503s carry Retry-After: 1 (§1.6)
 };
 

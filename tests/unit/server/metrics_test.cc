@@ -9,7 +9,7 @@ namespace kc::server {
 namespace {
 
 struct RecordingSink : pool::EventSink {
-  void Emit(pool::EventLevel, std::string_view event, nlohmann::json fields) override {
+  void Emit(EventLevel, std::string_view event, nlohmann::json fields) override {
     events.push_back(std::string(event) + " " + fields.dump());
   }
   std::vector<std::string> events;
@@ -67,10 +67,10 @@ TEST(Metrics, RunsAddQueueWaitAndLeaseTime) {
 TEST(Metrics, WorkerEventsAreCountedAndForwardedUnchanged) {
   RecordingSink sink;
   Metrics metrics(sink);
-  metrics.Emit(pool::EventLevel::kInfo, "worker_retired", {{"reason", "timeout"}});
-  metrics.Emit(pool::EventLevel::kInfo, "worker_retired", {{"reason", "timeout"}});
-  metrics.Emit(pool::EventLevel::kError, "worker_failed", {{"phase", "startup"}});
-  metrics.Emit(pool::EventLevel::kInfo, "request_routed", {{"pid", 7}});
+  metrics.Emit(EventLevel::kInfo, "worker_retired", {{"reason", "timeout"}});
+  metrics.Emit(EventLevel::kInfo, "worker_retired", {{"reason", "timeout"}});
+  metrics.Emit(EventLevel::kError, "worker_failed", {{"phase", "startup"}});
+  metrics.Emit(EventLevel::kInfo, "request_routed", {{"pid", 7}});
   const std::string text = metrics.Render({}, false);
   EXPECT_TRUE(Has(text, R"(kcoral_worker_events_total{event="worker_retired",reason="timeout"} 2)"))
       << text;

@@ -10,8 +10,6 @@
 namespace kc::server {
 namespace {
 
-using pool::EventLevel;
-
 constexpr RequestEnding kAllEndings[] = {
     RequestEnding::kCompleted,
     RequestEnding::kProgramFailed,
