@@ -23,11 +23,13 @@ def write(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-# A small tree in order: base <- protocol <- pool <- server, and a package without cycles.
+# A small tree in order: base <- protocol, base <- ipc <- pool, both <- server, and a package
+# without cycles.
 CLEAN = {
     "src/base/status.h": "#pragma once\n#include <string>\n",
     "src/protocol/program.h": '#pragma once\n#include "base/status.h"\n#include "nlohmann/json.hpp"\n',
-    "src/pool/seat.h": '#pragma once\n#include "protocol/program.h"\n#include "pool/other.h"\n',
+    "src/ipc/frame.h": '#pragma once\n#include "base/status.h"\n',
+    "src/pool/seat.h": '#pragma once\n#include "ipc/frame.h"\n#include "pool/other.h"\n',
     "src/server/routes.cc": '#include "pool/seat.h"\n#include "protocol/program.h"\n',
     "python/kcoral/__init__.py": "",
     "python/kcoral/errors.py": "class ExecutionError(Exception):\n    pass\n",
@@ -61,6 +63,15 @@ def test_an_upward_include_fails(tmp_path):
     result = run("--root", str(write(tmp_path, tree)))
     assert result.returncode == 1
     assert "src/protocol/validate.cc:3: includes server/routes.h" in result.stdout, result.stdout
+
+
+def test_an_arrow_the_code_does_not_use_fails(tmp_path):
+    """The table holds only the arrows the code uses: the pool reads no program (issue 41)."""
+    tree = dict(CLEAN)
+    tree["src/pool/seat.cc"] = '#include "pool/seat.h"\n#include "protocol/program.h"\n'
+    result = run("--root", str(write(tmp_path, tree)))
+    assert result.returncode == 1
+    assert "src/pool/seat.cc:2: includes protocol/program.h" in result.stdout, result.stdout
 
 
 def test_a_layer_missing_from_the_table_fails(tmp_path):
