@@ -54,13 +54,6 @@ StatusOr<bool> NonZero(const void* data, size_t bytes) {
   return counts[0] != 0;
 }
 
-// The wider of two spreads: what the first calls of a function showed, taken together.
-ReferenceSpread Wider(const ReferenceSpread& a, const ReferenceSpread& b) {
-  return {std::max(a.nan_mismatches, b.nan_mismatches),
-          std::max(a.bit_mismatches, b.bit_mismatches), std::max(a.max_abs_diff, b.max_abs_diff),
-          std::max(a.max_abs_reference, b.max_abs_reference)};
-}
-
 int64_t CopyBudget(int64_t floor_bytes) {
   size_t free = 0;
   size_t total = 0;
@@ -530,7 +523,7 @@ Status ArgumentRotation::CheckFirstCall(int fn, int set, int variant) {
   for (size_t t = 0; t < n; ++t) {
     Argument& a = tensors_[t];
     if (!a.checked_for(fn)) continue;
-    a.spread[fn] = first ? ToSpread(spread[t]) : Wider(a.spread[fn], ToSpread(spread[t]));
+    a.spread[fn] = first ? ToSpread(spread[t]) : WiderSpread(a.spread[fn], ToSpread(spread[t]));
     a.tolerance[fn] = ChooseTolerance(a.original->type(), a.spread[fn], declared_tolerance_);
     KC_RETURN_IF_ERROR(EnqueueCountMismatches(
         DataOf(a, set), a.reference[fn][variant]->data(), a.bytes(), a.original->type(),

@@ -64,4 +64,10 @@ nlohmann::json ToJson(const ToleranceChoice& choice) {
           {"reference_spread", choice.spread}};
 }
 
+ReferenceSpread WiderSpread(const ReferenceSpread& a, const ReferenceSpread& b) {
+  return {std::max(a.nan_mismatches, b.nan_mismatches),
+          std::max(a.bit_mismatches, b.bit_mismatches), std::max(a.max_abs_diff, b.max_abs_diff),
+          std::max(a.max_abs_reference, b.max_abs_reference)};
+}
+
 }  // namespace kc::native

@@ -52,6 +52,9 @@ inline constexpr char kMismatchCauses[] =
     "keeps state from one call to the next; otherwise the call skipped its work, wrote its "
     "outputs only once, or returned a cached tensor";
 
+// The wider of two spreads, field by field: what several calls showed, taken together.
+ReferenceSpread WiderSpread(const ReferenceSpread& a, const ReferenceSpread& b);
+
 // The machine epsilon of a floating type; 0 for other types.
 double Epsilon(ElementType type);
 

@@ -134,12 +134,6 @@ Status Fill(const ExportedTensor& tensor, uint8_t byte) {
   return Status::Ok();
 }
 
-ReferenceSpread Wider(const ReferenceSpread& a, const ReferenceSpread& b) {
-  return {std::max(a.nan_mismatches, b.nan_mismatches),
-          std::max(a.bit_mismatches, b.bit_mismatches), std::max(a.max_abs_diff, b.max_abs_diff),
-          std::max(a.max_abs_reference, b.max_abs_reference)};
-}
-
 }  // namespace
 
 ReturnedOutputs::ReturnedOutputs(int functions, const ArgumentRotation& arguments,
@@ -393,8 +387,8 @@ Status ReturnedOutputs::AfterFirstCall(int fn, int variant) {
   for (size_t i = 0; i < slots.size(); ++i) {
     Slot& slot = slots[i];
     if (slot.kind != Kind::kChecked) continue;
-    slot.spread =
-        slot.first_calls++ == 0 ? ToSpread(spread[i]) : Wider(slot.spread, ToSpread(spread[i]));
+    slot.spread = slot.first_calls++ == 0 ? ToSpread(spread[i])
+                                          : WiderSpread(slot.spread, ToSpread(spread[i]));
     slot.tolerance = ChooseTolerance(slot.type, slot.spread, declared_.tolerance);
     KC_RETURN_IF_ERROR(EnqueueCountMismatches(elements[i], slot.reference[variant]->data(),
                                               slot.bytes, slot.type, slot.tolerance.tolerance,

@@ -63,3 +63,19 @@ TEST(OutputToleranceTest, CfgToleranceWins) {
 
 }  // namespace
 }  // namespace kc::native
+
+namespace kc::native {
+namespace {
+
+TEST(WiderSpreadTest, TakesTheWiderOfEachField) {
+  const ReferenceSpread a{1, 0, 0.5, 10.0};
+  const ReferenceSpread b{0, 2, 2.0, 4.0};
+  const ReferenceSpread wider = WiderSpread(a, b);
+  EXPECT_EQ(wider.nan_mismatches, 1u);
+  EXPECT_EQ(wider.bit_mismatches, 2u);
+  EXPECT_EQ(wider.max_abs_diff, 2.0);
+  EXPECT_EQ(wider.max_abs_reference, 10.0);
+}
+
+}  // namespace
+}  // namespace kc::native
