@@ -169,78 +169,65 @@ bool ValidError(const JsonValue& error, size_t instruction_count) {
          error.Find("interfered_request_id");
 }
 
-HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
-  auto engine_error = [&](const std::string& message) {
-    return EndingReply(RequestEnding::kInvalidWorkerResponse, "invalid worker response: " + message,
-                       context.request_id);
-  };
-  // The reply holds at least the outcome's results and every binary part
-  // (json_writer.h spells strings as the worker does), so a bigger outcome
-  // can be refused before it is parsed at all.
-  const std::string_view data = result.run.parts.view();
-  const uint64_t outcome_bytes =
-      std::max<uint64_t>(result.run.outcome_bytes, result.run.outcome_json.size()) + data.size();
-  if (outcome_bytes > context.max_response_bytes) {
-    return EndingReply(RequestEnding::kResponseTooLarge,
-                       "the worker's outcome is " + std::to_string(outcome_bytes) +
-                           " bytes, over max_response_bytes " +
-                           std::to_string(context.max_response_bytes),
-                       context.request_id);
-  }
+// The worker's outcome, checked (the worker is untrusted): its status and error agree, and its
+// results' binary segments, cut out of the parts buffer, are all there and all used.
+struct CheckedOutcome {
+  JsonValue outcome;
+  bool failed = false;
+  std::vector<std::string_view> segments;
+};
+
+// Why an outcome is not valid comes back as the message of an invalid_worker_response.
+StatusOr<CheckedOutcome> CheckOutcome(const OutcomeContext& context,
+                                      const pool::JobResult& result) {
   StatusOr<JsonValue> parsed = protocol::ReadJson(
       result.run.outcome_json, protocol::JsonReadOptions{.max_depth = protocol::kMaxOutcomeDepth});
-  if (!parsed.ok()) return engine_error("malformed outcome (" + parsed.status().message() + ")");
-  JsonValue& outcome = *parsed;
-  JsonValue* results = outcome.Find("results");
-  const JsonValue* segment_lengths = outcome.Find("segments");
-  const JsonValue* status_field = outcome.Find("status");
-  JsonValue* error = outcome.Find("error");
+  if (!parsed.ok()) return InternalError("malformed outcome (" + parsed.status().message() + ")");
+  CheckedOutcome checked{std::move(*parsed)};
+  JsonValue* results = checked.outcome.Find("results");
+  const JsonValue* segment_lengths = checked.outcome.Find("segments");
+  const JsonValue* status_field = checked.outcome.Find("status");
+  const JsonValue* error = checked.outcome.Find("error");
   if (!results || !results->is_object() || !segment_lengths || !segment_lengths->is_array()) {
-    return engine_error("malformed outcome");
+    return InternalError("malformed outcome");
   }
   if (!status_field || !(status_field->IsString("COMPLETED") || status_field->IsString("FAILED"))) {
-    return engine_error("bad status");
+    return InternalError("bad status");
   }
-  const bool failed = status_field->IsString("FAILED");
-  if (failed != (error != nullptr)) return engine_error("status and error disagree");
-  if (failed && !ValidError(*error, context.program->instructions.size())) {
-    return engine_error("malformed error object");
+  checked.failed = status_field->IsString("FAILED");
+  if (checked.failed != (error != nullptr)) return InternalError("status and error disagree");
+  if (checked.failed && !ValidError(*error, context.program->instructions.size())) {
+    return InternalError("malformed error object");
   }
-
   // Cut the parts buffer into the segments the worker declared.
-  std::vector<std::string_view> segments;
+  const std::string_view data = result.run.parts.view();
   size_t offset = 0;
   for (const JsonValue& length_field : segment_lengths->array()) {
     std::optional<uint64_t> length = length_field.AsUint64();
     if (!length || *length > data.size() - offset) {
-      return engine_error("segment lengths exceed the data sent");
+      return InternalError("segment lengths exceed the data sent");
     }
-    segments.push_back(data.substr(offset, *length));
+    checked.segments.push_back(data.substr(offset, *length));
     offset += *length;
   }
-  if (offset != data.size()) return engine_error("unused result data");
-  if (Status s = protocol::FinalizeResults(*results, segments); !s.ok()) {
-    return engine_error(s.message());
+  if (offset != data.size()) return InternalError("unused result data");
+  if (Status s = protocol::FinalizeResults(*results, checked.segments); !s.ok()) {
+    return InternalError(s.message());
   }
-  // Sealed benchmark results are checked here, with the key of the worker that ran this request.
-  std::string integrity;
-  if (MayHoldIntegrity(result.run.outcome_json)) {
-    integrity = VerifySealedResults(*results, {context.request_id, result.run.seal_key,
-                                               context.program, SpanConditions(result.run)})
-                    .Verdict();
-  }
+  return checked;
+}
 
+// The body's JSON: the reference's keys, the results, and the error with what only the server
+// knows (who held the GPU when a cpu_only call touched it).
+std::string WriteOutcomeBody(const OutcomeContext& context, const pool::JobResult& result,
+                             CheckedOutcome& checked) {
   std::string json;
   json.reserve(result.run.outcome_json.size() + 1024);
   JsonWriter writer(json);
-  BeginOutcomeBody(writer, status_field->string(), context.request_id, result);
-  writer.Key("results").Value(*results);
-  std::string error_kind, error_message;
-  if (failed) {
-    error_kind = error->Find("kind")->string();
-    error_message = error->Find("message")->string();
-    if (error_kind == "gpu_access") {
-      // Who held the GPU when the cpu_only call touched it: known only here.
+  BeginOutcomeBody(writer, checked.outcome.Find("status")->string(), context.request_id, result);
+  writer.Key("results").Value(*checked.outcome.Find("results"));
+  if (JsonValue* error = checked.outcome.Find("error")) {
+    if (error->Find("kind")->string() == "gpu_access") {
       *error->Find("interfered_request_id") = result.interfered_request_id
                                                   ? JsonValue::String(*result.interfered_request_id)
                                                   : JsonValue();
@@ -248,36 +235,72 @@ HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
     writer.Key("error").Value(*error);
   }
   writer.EndObject();
+  return json;
+}
 
-  HttpReply reply;
-  if (segments.empty()) {
-    reply = BodyReply(failed ? RequestEnding::kProgramFailed : RequestEnding::kCompleted,
-                      "application/json", std::move(json), context.request_id);
-  } else {
-    // The segments stay where the worker put them until the reply is written;
-    // the reply owns the result JSON.
-    auto pieces = std::make_shared<PiecesBody>();
-    pieces->result_json = std::move(json);
-    pieces->keep = result.run.parts.keeper();
-    std::vector<protocol::OutgoingPart> parts = {
-        {"result", "application/json", pieces->result_json}};
-    for (size_t k = 0; k < segments.size(); ++k) {
-      parts.push_back({"return:" + std::to_string(k), "application/octet-stream", segments[k]});
-    }
-    pieces->encoded = protocol::WriteMultipart(parts);
-    reply = BodyReply(failed ? RequestEnding::kProgramFailed : RequestEnding::kCompleted,
-                      pieces->encoded.content_type, "", context.request_id);
-    reply.pieces = std::move(pieces);
+// The reply: the JSON alone, or multipart with the segments, which stay where the worker put
+// them until the reply is written (the reply owns the result JSON).
+HttpReply PackOutcomeReply(const OutcomeContext& context, const pool::JobResult& result,
+                           const CheckedOutcome& checked, std::string json) {
+  const RequestEnding ending =
+      checked.failed ? RequestEnding::kProgramFailed : RequestEnding::kCompleted;
+  if (checked.segments.empty()) {
+    return BodyReply(ending, "application/json", std::move(json), context.request_id);
   }
-  reply.error_kind = std::move(error_kind);
-  reply.error_message = std::move(error_message);
+  auto pieces = std::make_shared<PiecesBody>();
+  pieces->result_json = std::move(json);
+  pieces->keep = result.run.parts.keeper();
+  std::vector<protocol::OutgoingPart> parts = {{"result", "application/json", pieces->result_json}};
+  for (size_t k = 0; k < checked.segments.size(); ++k) {
+    parts.push_back(
+        {"return:" + std::to_string(k), "application/octet-stream", checked.segments[k]});
+  }
+  pieces->encoded = protocol::WriteMultipart(parts);
+  HttpReply reply = BodyReply(ending, pieces->encoded.content_type, "", context.request_id);
+  reply.pieces = std::move(pieces);
+  return reply;
+}
+
+HttpReply TooLarge(const OutcomeContext& context, const std::string& what, uint64_t bytes) {
+  return EndingReply(RequestEnding::kResponseTooLarge,
+                     what + std::to_string(bytes) + " bytes, over max_response_bytes " +
+                         std::to_string(context.max_response_bytes),
+                     context.request_id);
+}
+
+HttpReply FromOutcome(const OutcomeContext& context, pool::JobResult& result) {
+  // The reply holds at least the outcome's results and every binary part
+  // (json_writer.h spells strings as the worker does), so a bigger outcome
+  // can be refused before it is parsed at all.
+  const uint64_t outcome_bytes =
+      std::max<uint64_t>(result.run.outcome_bytes, result.run.outcome_json.size()) +
+      result.run.parts.view().size();
+  if (outcome_bytes > context.max_response_bytes) {
+    return TooLarge(context, "the worker's outcome is ", outcome_bytes);
+  }
+  StatusOr<CheckedOutcome> checked = CheckOutcome(context, result);
+  if (!checked.ok()) {
+    return EndingReply(RequestEnding::kInvalidWorkerResponse,
+                       "invalid worker response: " + checked.status().message(),
+                       context.request_id);
+  }
+  // Sealed benchmark results are checked here, with the key of the worker that ran this request.
+  std::string integrity;
+  if (MayHoldIntegrity(result.run.outcome_json)) {
+    integrity = VerifySealedResults(*checked->outcome.Find("results"),
+                                    {context.request_id, result.run.seal_key, context.program,
+                                     SpanConditions(result.run)})
+                    .Verdict();
+  }
+  std::string json = WriteOutcomeBody(context, result, *checked);
+  HttpReply reply = PackOutcomeReply(context, result, *checked, std::move(json));
+  if (const JsonValue* error = checked->outcome.Find("error")) {
+    reply.error_kind = error->Find("kind")->string();
+    reply.error_message = error->Find("message")->string();
+  }
   reply.integrity = std::move(integrity);
   if (reply.body_size() > context.max_response_bytes) {
-    return EndingReply(RequestEnding::kResponseTooLarge,
-                       "the response is " + std::to_string(reply.body_size()) +
-                           " bytes, over max_response_bytes " +
-                           std::to_string(context.max_response_bytes),
-                       context.request_id);
+    return TooLarge(context, "the response is ", reply.body_size());
   }
   return reply;
 }
