@@ -178,121 +178,134 @@ std::string ClusterExecutor::NotTheClaimedRun(const cluster::WorkMessage& work,
   }
 }
 
-HttpReply ClusterExecutor::Run(const cluster::WorkMessage& work, cluster::WorkItem& item,
-                               RunUsage& used) {
-  const std::string& key = work.key;
-  const std::string& request_id = work.request_id;
-  auto fail = [&](const Status& status) {
-    return EndingReply(EndingForStatus(status), status.message(), request_id);
-  };
+std::optional<HttpReply> ClusterExecutor::TooLateOrTooOften(const cluster::WorkMessage& work,
+                                                            cluster::WorkItem& item,
+                                                            int64_t left_ms) {
   if (static_cast<int>(item.delivered()) > node_.max_runs()) {
     return EndingReply(RequestEnding::kCrashed,
                        "the request was started " + std::to_string(node_.max_runs()) +
                            " times and the node running it died each time; it is not run again",
-                       request_id);
+                       work.request_id);
   }
-  const int64_t left_ms = work.deadline_unix_ms - UnixMillisecondsNow();
   if (left_ms <= 0) {
     return EndingReply(RequestEnding::kTimedOut,
                        "the request's timeout ran out before a node of its pool was free",
-                       request_id);
+                       work.request_id);
   }
+  return std::nullopt;
+}
 
-  // Blobs it lacks come from the entry node, else from any node that has them.
+StatusOr<store::BlobPtr> ClusterExecutor::FetchBlob(const cluster::WorkMessage& work,
+                                                    const std::string& sha) {
+  // The entry node first, then every other node the view knows.
   std::vector<std::string> sources = {work.entry_url};
   const auto view = node_.View();  // held: a range-for would not keep a temporary alive
   for (const auto& node : view->nodes)
     if (node.value("url", "") != sources.front()) sources.push_back(node.value("url", ""));
-  const cluster::PeerClient& peers = *app_.peers_;
-  auto fetch = [&](const std::string& sha) -> StatusOr<store::BlobPtr> {
-    // Every node's reason, the entry node's first: a certificate that does not verify is
-    // not hidden behind the other nodes' "not here".
-    std::string reasons;
-    for (const auto& url : sources) {
-      if (url.empty() || url == app_.node_url_) continue;
-      const auto started = std::chrono::steady_clock::now();
-      auto blob = peers.Fetch(url, sha);
-      if (blob.ok()) {
-        const std::chrono::duration<double, std::milli> took =
-            std::chrono::steady_clock::now() - started;
-        app_.events_.Emit(EventLevel::kInfo, "cluster_blob_fetched",
-                          {{"request_id", request_id},
-                           {"sha256", sha},
-                           {"from", url},
-                           {"bytes", (*blob)->size()},
-                           {"ms", Rounded(took.count(), 0.01)}});  // with the hash pass
-        return blob;
-      }
-      if (reasons.size() < 2000) reasons += (reasons.empty() ? "" : "; ") + blob.status().message();
+  // Every node's reason, the entry node's first: a certificate that does not verify is not
+  // hidden behind the other nodes' "not here".
+  std::string reasons;
+  for (const auto& url : sources) {
+    if (url.empty() || url == app_.node_url_) continue;
+    const auto started = std::chrono::steady_clock::now();
+    auto blob = app_.peers_->Fetch(url, sha);
+    if (blob.ok()) {
+      const std::chrono::duration<double, std::milli> took =
+          std::chrono::steady_clock::now() - started;
+      app_.events_.Emit(EventLevel::kInfo, "cluster_blob_fetched",
+                        {{"request_id", work.request_id},
+                         {"sha256", sha},
+                         {"from", url},
+                         {"bytes", (*blob)->size()},
+                         {"ms", Rounded(took.count(), 0.01)}});  // with the hash pass
+      return blob;
     }
-    // A 503, never kept: the client's retry sends the blob again.
-    return UnavailableError("blob " + sha + " could not be fetched from any node: " +
-                            (reasons.empty() ? "no other node is known" : reasons));
-  };
+    if (reasons.size() < 2000) reasons += (reasons.empty() ? "" : "; ") + blob.status().message();
+  }
+  // A 503, never kept: the client's retry sends the blob again.
+  return UnavailableError("blob " + sha + " could not be fetched from any node: " +
+                          (reasons.empty() ? "no other node is known" : reasons));
+}
 
+StatusOr<AdmittedRequest> ClusterExecutor::Admit(const cluster::WorkMessage& work,
+                                                 int64_t left_ms) {
   AdmittedRequest admitted;
   admitted.request.program_json = work.program.value_or("");
   if (work.program_sha256) {
-    const std::string& sha = *work.program_sha256;
-    store::BlobPtr blob = app_.blobs_.memory().Get(sha);
+    store::BlobPtr blob = app_.blobs_.memory().Get(*work.program_sha256);
     if (blob == nullptr) {
-      auto fetched = fetch(sha);
-      if (!fetched.ok()) return fail(fetched.status());
-      blob = *fetched;
+      KC_ASSIGN_OR_RETURN(blob, FetchBlob(work, *work.program_sha256));
     }
-    auto text = blob->ReadAll();
-    if (!text.ok()) return fail(text.status());
-    admitted.request.program_json = std::move(*text);
+    KC_ASSIGN_OR_RETURN(admitted.request.program_json, blob->ReadAll());
   }
-  auto program = protocol::ParseProgram(admitted.request.program_json);
-  if (!program.ok()) return fail(program.status());
-  admitted.request.program = std::move(*program);
+  KC_ASSIGN_OR_RETURN(admitted.request.program,
+                      protocol::ParseProgram(admitted.request.program_json));
   auto resolution = app_.blobs_.Resolve(admitted.request.program, {});
-  if (!resolution.ok()) return fail(resolution.status());
-  if (!resolution->missing.empty()) {
+  if (!resolution.ok()) return resolution.status();
+  if (!resolution->missing.empty()) {  // the blobs it lacks, from the entry node or any other
     std::unordered_map<std::string, store::BlobPtr> fetched;
     for (const auto& sha : resolution->missing) {
-      auto blob = fetch(sha);
-      if (!blob.ok()) return fail(blob.status());
-      fetched.emplace(sha, std::move(*blob));
+      KC_ASSIGN_OR_RETURN(store::BlobPtr blob, FetchBlob(work, sha));
+      fetched.emplace(sha, std::move(blob));
     }
     resolution = app_.blobs_.Resolve(admitted.request.program, fetched);
-    if (!resolution.ok()) return fail(resolution.status());
+    if (!resolution.ok()) return resolution.status();
   }
   admitted.resolution = std::move(*resolution);
   admitted.timeout_seconds = std::min(work.timeout_seconds, static_cast<double>(left_ms) / 1e3);
   admitted.output_limit_bytes = work.output_limit_bytes;
   // The entry node admitted it for its tenant: seats and leases here share by that weight.
   admitted.share = {work.tenant, work.weight};
-  if (work.tenant != cluster::kAnonymousTenant) app_.events_.NameTenant(request_id, work.tenant);
+  return admitted;
+}
 
+std::optional<pool::JobResult> ClusterExecutor::RunOnSeat(const cluster::WorkMessage& work,
+                                                          const AdmittedRequest& admitted,
+                                                          cluster::WorkItem& item) {
   auto cancel = std::make_shared<pool::CancelFlag>();
   {
     std::lock_guard lock(mu_);
-    cancels_[key] = cancel;
+    cancels_[work.key] = cancel;
   }
-  auto job = JobFor(admitted, request_id, cancel, app_.config_.max_response_bytes);
+  auto job = JobFor(admitted, work.request_id, cancel, app_.config_.max_response_bytes);
   std::promise<pool::JobResult> done;
   auto result = done.get_future();
   job->done = [&done](pool::JobResult r) { done.set_value(std::move(r)); };
-  if (!app_.pool_->Submit(job)) {
-    std::lock_guard lock(mu_);
-    cancels_.erase(key);
-    return EndingReply(RequestEnding::kSaturated, "the node's seats are full", request_id);
+  const bool submitted = app_.pool_->Submit(job);
+  if (submitted) {
+    const auto tick =
+        std::chrono::duration_cast<std::chrono::milliseconds>(node_.options().ack_wait) / 3;
+    while (result.wait_for(tick) != std::future_status::ready)
+      item.InProgress();
   }
-  const auto tick =
-      std::chrono::duration_cast<std::chrono::milliseconds>(node_.options().ack_wait) / 3;
-  while (result.wait_for(tick) != std::future_status::ready)
-    item.InProgress();
-  pool::JobResult ran = result.get();
-  {
-    std::lock_guard lock(mu_);
-    cancels_.erase(key);
+  std::lock_guard lock(mu_);
+  cancels_.erase(work.key);
+  if (!submitted) return std::nullopt;
+  return result.get();
+}
+
+HttpReply ClusterExecutor::Run(const cluster::WorkMessage& work, cluster::WorkItem& item,
+                               RunUsage& used) {
+  const int64_t left_ms = work.deadline_unix_ms - UnixMillisecondsNow();
+  if (std::optional<HttpReply> refused = TooLateOrTooOften(work, item, left_ms)) {
+    return std::move(*refused);
   }
-  if (ran.ran) used = app_.RecordRun(ran);
-  OutcomeContext context{request_id, &admitted.request.program, app_.config_.max_response_bytes,
-                         admitted.output_limit_bytes};
-  return BuildOutcomeReply(context, ran);
+  StatusOr<AdmittedRequest> admitted = Admit(work, left_ms);
+  if (!admitted.ok()) {
+    return EndingReply(EndingForStatus(admitted.status()), admitted.status().message(),
+                       work.request_id);
+  }
+  if (work.tenant != cluster::kAnonymousTenant) {
+    app_.events_.NameTenant(work.request_id, work.tenant);
+  }
+  std::optional<pool::JobResult> ran = RunOnSeat(work, *admitted, item);
+  if (!ran) {
+    return EndingReply(RequestEnding::kSaturated, "the node's seats are full", work.request_id);
+  }
+  if (ran->ran) used = app_.RecordRun(*ran);
+  OutcomeContext context{work.request_id, &admitted->request.program,
+                         app_.config_.max_response_bytes, admitted->output_limit_bytes};
+  return BuildOutcomeReply(context, *ran);
 }
 
 bool ClusterExecutor::Finish(const cluster::WorkMessage& work, const HttpReply& reply,

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -20,8 +21,11 @@
 #include "cluster/work_message.h"
 #include "pool/cancel_flag.h"
 #include "pool/fair_share.h"
+#include "pool/worker_pool.h"
+#include "server/admitted_request.h"
 #include "server/http_reply.h"
 #include "server/tenant_quotas.h"
+#include "store/blob.h"
 
 namespace kc::server {
 
@@ -46,8 +50,19 @@ class ClusterExecutor {
   // Whether the message is the run of its key's claim (cluster_entry.cc writes the claim
   // beside the message): "" when it is, else why it is dropped unrun.
   std::string NotTheClaimedRun(const cluster::WorkMessage& work, cluster::WorkItem& item);
-  // The reply for one request's message.
+  // The reply for one request's message, in Run's steps: a request started too often or past
+  // its deadline is refused; the program and its blobs are made ready (fetched from the entry
+  // node, else any node); it runs on a seat, saying "in progress" while it waits and runs.
   HttpReply Run(const cluster::WorkMessage& work, cluster::WorkItem& item, RunUsage& used);
+  // `left_ms`: what is left of the request's time, read once as Run starts.
+  std::optional<HttpReply> TooLateOrTooOften(const cluster::WorkMessage& work,
+                                             cluster::WorkItem& item, int64_t left_ms);
+  StatusOr<store::BlobPtr> FetchBlob(const cluster::WorkMessage& work, const std::string& sha);
+  StatusOr<AdmittedRequest> Admit(const cluster::WorkMessage& work, int64_t left_ms);
+  // nullopt: the seats are full.
+  std::optional<pool::JobResult> RunOnSeat(const cluster::WorkMessage& work,
+                                           const AdmittedRequest& admitted,
+                                           cluster::WorkItem& item);
   // Keeps the reply where the entry node answers from it, stores the outcome, acknowledges.
   // True when this node's outcome is the request's answer. `run_ms` is what Run took.
   bool Finish(const cluster::WorkMessage& work, const HttpReply& reply, double run_ms,
