@@ -24,6 +24,7 @@
 #include "base/clock.h"
 #include "cluster/cluster_node.h"
 #include "cluster/peer_client.h"
+#include "cluster/work_message.h"
 #include "pool/worker_pool.h"
 #include "server/access_control.h"
 #include "server/admitted_request.h"
@@ -123,11 +124,23 @@ class App {
                                     std::string request_id,
                                     std::shared_ptr<pool::CancelFlag> cancel);
   // In a cluster: queues it for the pool that can run it and answers with the first stored
-  // outcome (cluster_entry.cc).
+  // outcome (cluster_entry.cc), in steps: queue (retried while NATS is away), claim a client's
+  // key beside the message, await the outcome, answer from its record.
   net::awaitable<HttpReply> RouteThroughCluster(std::shared_ptr<AdmittedRequest> admitted,
                                                 std::string request_id,
                                                 std::optional<std::string> idempotency_key,
                                                 std::shared_ptr<pool::CancelFlag> cancel);
+  struct ClusterRoute;
+  struct ClusterQueued;
+  struct ClusterClaim;
+  net::awaitable<ClusterQueued> QueueInCluster(std::shared_ptr<ClusterRoute> route);
+  net::awaitable<StatusOr<ClusterClaim>> ClaimAndQueue(ClusterRoute& route,
+                                                       cluster::WorkMessage& work,
+                                                       const std::string& pool,
+                                                       const std::string& tenant);
+  net::awaitable<std::optional<HttpReply>> AwaitClusterOutcome(
+      std::shared_ptr<ClusterRoute> route, std::shared_ptr<pool::CancelFlag> cancel);
+  net::awaitable<HttpReply> AnswerFromOutcome(std::string record_text, std::string request_id);
   // Everything before the queue, on the parse pool: the 400, 403 or CACHE_MISS to answer, or
   // the request admitted (execute_route.cc).
   std::variant<HttpReply, AdmittedRequest> Screen(StatusOr<std::unique_ptr<ExecuteIngest>> body,

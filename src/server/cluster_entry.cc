@@ -4,6 +4,8 @@
 // client's Idempotency-Key under its tenant (so a retry on any node finds the run) or a random
 // one.
 #include <chrono>
+#include <mutex>
+#include <utility>
 
 #include <boost/asio.hpp>
 #include <boost/asio/experimental/parallel_group.hpp>
@@ -69,232 +71,303 @@ std::string ClusterKey(const std::string& tenant,
 
 }  // namespace
 
+// One request's way through the cluster: what names it, and the outcome when it is announced,
+// which may come on a NATS thread at any time once the route listens for it.
+struct App::ClusterRoute {
+  std::shared_ptr<AdmittedRequest> admitted;
+  std::string request_id;
+  std::optional<std::string> idempotency_key;
+  std::string key;
+  std::string nonce;  // names this request's run under the key's claim (cluster_types.h Claim)
+  std::chrono::steady_clock::time_point deadline;
+  std::shared_ptr<net::steady_timer> wake;  // fired when the outcome comes
+  std::mutex mu;
+  std::optional<std::string> record;  // mu
+
+  // The first announced outcome wins; the waiter wakes on the event loop.
+  void Deliver(std::string announced, net::io_context& io) {
+    {
+      std::lock_guard lock(mu);
+      if (record) return;
+      record = std::move(announced);
+    }
+    net::post(io, [timer = wake] { timer->expires_at(net::steady_timer::time_point::min()); });
+  }
+  std::optional<std::string> Taken() {
+    std::lock_guard lock(mu);
+    return record;
+  }
+};
+
+// How claiming a client's key and queueing beside it went: the 409 to answer, or the nonce of
+// the run queued under the key's claim and how queueing went (`answered`: a retry whose first
+// run's outcome was already stored, delivered to the route).
+struct App::ClusterClaim {
+  std::optional<HttpReply> conflict;
+  std::string nonce;
+  Status queued;
+  bool answered = false;
+};
+
+// One try at queueing: the refusal to answer (retryable when NATS is away for now), or the
+// subscription that hears the outcome.
+struct App::ClusterQueued {
+  std::optional<HttpReply> refusal;
+  bool retryable = false;
+  std::unique_ptr<cluster::Listening> listening;
+};
+
+namespace {
+
+// The work message of an admitted request; a program too large to travel inline goes into
+// this node's blob store, where the executing node fetches it.
+StatusOr<cluster::WorkMessage> WorkMessageOf(const AdmittedRequest& admitted,
+                                             const std::string& key, const std::string& request_id,
+                                             const std::string& node_id, const std::string& url,
+                                             store::BlobStore& blobs) {
+  cluster::WorkMessage work{
+      .key = key,
+      .request_id = request_id,
+      .entry_node = node_id,
+      .entry_url = url,
+      .deadline_unix_ms =
+          UnixMillisecondsNow() + static_cast<int64_t>(admitted.timeout_seconds * 1000),
+      .timeout_seconds = admitted.timeout_seconds,
+      .output_limit_bytes = admitted.output_limit_bytes,
+      .tenant = admitted.share.tenant,
+      .weight = admitted.share.weight};
+  work.queued_unix_us = UnixMicrosecondsNow();  // the executing node times the queue
+  const std::string& program_json = admitted.request.program_json;
+  if (program_json.size() <= cluster::kInlineProgramBytes) {
+    work.program = program_json;
+  } else {
+    const std::string program_hash = Sha256Hex(program_json);
+    KC_ASSIGN_OR_RETURN(store::BlobPtr blob, store::Blob::FromBytes(program_hash, program_json));
+    blobs.Add(blob);
+    work.program_sha256 = program_hash;
+  }
+  return work;
+}
+
+}  // namespace
+
+net::awaitable<App::ClusterQueued> App::QueueInCluster(std::shared_ptr<ClusterRoute> route) {
+  ClusterQueued out;
+  const auto started = Clock::now();
+  auto fail = [&](const Status& status) {
+    out.refusal = EndingReply(EndingForStatus(status), status.message(), route->request_id);
+    out.retryable = status.code() == StatusCode::kUnavailable;
+    return std::move(out);
+  };
+  const AdmittedRequest& admitted = *route->admitted;
+  auto pool = cluster_->ChoosePool(NeedsGpu(admitted.request.program),
+                                   pool_->describe().value("versions", nlohmann::json::object()),
+                                   GpuNeedOf(admitted));
+  if (!pool.ok()) co_return fail(pool.status());
+  auto listening = cluster_->Await(
+      route->key, [this, route](std::string record) { route->Deliver(std::move(record), io_); });
+  if (!listening.ok()) co_return fail(listening.status());
+  out.listening = std::move(*listening);
+  auto work = WorkMessageOf(admitted, route->key, route->request_id, cluster_->node_id(), node_url_,
+                            blobs_);
+  if (!work.ok()) co_return fail(work.status());
+  if (route->idempotency_key) work->claim = route->nonce;
+  const std::string tenant = cluster::TenantSubjectToken(work->tenant);
+  std::string claim_nonce;  // the nonce of the run queued under the key's claim
+  Status queued;
+  if (!route->idempotency_key) {
+    queued = cluster_->Queue(*pool, tenant, route->key, "", work->Encode());
+  } else {
+    auto claimed = co_await ClaimAndQueue(*route, *work, *pool, tenant);
+    if (!claimed.ok()) co_return fail(claimed.status());
+    if (claimed->conflict) {
+      out.refusal = std::move(claimed->conflict);
+      co_return out;
+    }
+    if (claimed->answered) co_return out;
+    claim_nonce = claimed->nonce;
+    queued = claimed->queued;
+  }
+  if (!queued.ok()) co_return fail(queued);
+  // Sent only now that the claim holds, so the node it wakes need not read the claim.
+  cluster_->Wake(*pool, tenant, claim_nonce);
+  events_.Emit(EventLevel::kInfo, "cluster_request_queued",
+               {{"request_id", route->request_id},
+                {"key", route->key},
+                {"pool", *pool},
+                {"ms", Rounded(MillisecondsSince(started))}});
+  co_return out;
+}
+
+// A key a client may come back with is claimed (a random one is new by making). The claim is
+// written beside the message, not before it (two replicated writes at once instead of in a
+// row): the executing node runs a message only under a claim that carries its nonce
+// (cluster_executor.cc), so the message of a request whose claim another holds is dropped unrun.
+net::awaitable<StatusOr<App::ClusterClaim>> App::ClaimAndQueue(ClusterRoute& route,
+                                                               cluster::WorkMessage& work,
+                                                               const std::string& pool,
+                                                               const std::string& tenant) {
+  const std::string program_hash = Sha256Hex(route.admitted->request.program_json);
+  Status queued;
+  // Each begins with a post: spawned from a thread of the pool, it would otherwise run at
+  // once, inline, and the other would start only after its blocking call.
+  std::optional<StatusOr<cluster::Claim>> claim;
+  auto [order, claim_threw, queue_threw] =
+      co_await net::experimental::make_parallel_group(
+          net::co_spawn(
+              *cluster_calls_,
+              [&]() -> net::awaitable<void> {
+                co_await net::post(*cluster_calls_, net::use_awaitable);
+                claim = cluster_->Claim(route.key, program_hash, route.nonce);
+              },
+              net::deferred),
+          net::co_spawn(
+              *cluster_calls_,
+              [&]() -> net::awaitable<void> {
+                co_await net::post(*cluster_calls_, net::use_awaitable);
+                queued = cluster_->Queue(pool, tenant, route.key, route.nonce, work.Encode());
+              },
+              net::deferred))
+          .async_wait(net::experimental::wait_for_all(), net::use_awaitable);
+  for (const std::exception_ptr& threw : {claim_threw, queue_threw})
+    if (threw) std::rethrow_exception(threw);  // as it would have without the group
+  if (!claim->ok()) co_return claim->status();
+  ClusterClaim out;
+  if ((*claim)->result == cluster::ClaimResult::kOtherProgram) {
+    out.conflict = EndingReply(RequestEnding::kConflict,
+                               "Idempotency-Key is already bound to another program (or other "
+                               "options): a retry must send the same program",
+                               route.request_id);
+    co_return out;
+  }
+  out.nonce = (*claim)->nonce;
+  if (out.nonce != route.nonce) {
+    // A retry: the run queued under the first claim is the answer, wherever it runs.
+    cluster_->Tell("attach", route.key);  // the first entry node must not cancel it
+    auto stored = cluster_->Outcome(route.key);
+    if (stored.ok() && stored->has_value()) {
+      route.Deliver(std::move(**stored), io_);
+      out.answered = true;
+      co_return out;
+    }
+    // Its message once more (JetStream drops it as a duplicate), in case the first entry node
+    // died before queueing it.
+    work.claim = out.nonce;
+    queued = cluster_->Queue(pool, tenant, route.key, out.nonce, work.Encode());
+  }
+  out.queued = queued;
+  co_return out;
+}
+
+// Waits for the outcome: nullopt once it is taken, else the reply for a deadline passed or a
+// client gone (with a key, a retry elsewhere may attach within kCancelGrace).
+net::awaitable<std::optional<HttpReply>> App::AwaitClusterOutcome(
+    std::shared_ptr<ClusterRoute> route, std::shared_ptr<pool::CancelFlag> cancel) {
+  auto last_check = std::chrono::steady_clock::now();
+  std::optional<std::chrono::steady_clock::time_point> hung_up;
+  const std::string& key = route->key;
+  while (!route->Taken()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now > route->deadline) {
+      co_return EndingReply(RequestEnding::kTimedOut,
+                            "no node of the cluster answered within the request's timeout (" +
+                                std::to_string(route->admitted->timeout_seconds) + " s)",
+                            route->request_id);
+    }
+    if (cancel->raised()) {
+      // Without a key nobody can come back for it; with one, a retry elsewhere may attach.
+      if (!route->idempotency_key) {
+        cluster_->Tell("cancel", key);
+        co_return EndingReply(RequestEnding::kCancelled, "the client hung up", route->request_id);
+      }
+      if (!hung_up) hung_up = now;
+      if (now - *hung_up > kCancelGrace) {
+        if (!AttachedSince(key, *hung_up)) cluster_->Tell("cancel", key);
+        co_return EndingReply(RequestEnding::kCancelled, "the client hung up", route->request_id);
+      }
+    }
+    if (now - last_check > kStoreCheck) {  // makes up for an announcement lost to a reconnect
+      last_check = now;
+      auto checking = ClusterCall([this, route] {
+        auto stored = cluster_->Outcome(route->key);
+        if (stored.ok() && stored->has_value()) route->Deliver(std::move(**stored), io_);
+      });
+      co_await std::move(checking);
+      continue;
+    }
+    route->wake->expires_after(kPoll);
+    co_await route->wake->async_wait(net::as_tuple(net::use_awaitable));
+  }
+  co_return std::nullopt;
+}
+
+// The answer from the outcome record: inline, or a body the executing node pushed here (else
+// fetched from a holder). On the parse pool.
+net::awaitable<HttpReply> App::AnswerFromOutcome(std::string record_text, std::string request_id) {
+  auto unreadable = [&](const Status& status) {
+    return EndingReply(RequestEnding::kInternal,
+                       "the cluster's outcome could not be read: " + status.message(), request_id);
+  };
+  auto record = cluster::OutcomeRecord::Decode(record_text);
+  if (!record.ok()) co_return unreadable(record.status());
+  store::BlobPtr body;
+  if (const auto& blob = record->body_blob) {
+    body = blobs_.memory().Get(blob->sha256);
+    if (body == nullptr) {
+      auto fetching = ClusterCall([&]() -> store::BlobPtr {
+        for (const auto& holder : blob->holders) {
+          auto fetched = peers_->Fetch(holder, blob->sha256);
+          if (fetched.ok()) return *fetched;
+        }
+        return nullptr;
+      });
+      body = co_await std::move(fetching);
+    }
+  }
+  auto reply = ReplyOf(std::move(*record), body, request_id);
+  if (!reply.ok()) co_return unreadable(reply.status());
+  co_return std::move(*reply);
+}
+
 net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedRequest> admitted,
                                                    std::string request_id,
                                                    std::optional<std::string> idempotency_key,
                                                    std::shared_ptr<pool::CancelFlag> cancel) {
-  const std::string key = ClusterKey(admitted->share.tenant, idempotency_key);
-  // Names this request's run under the key's claim (cluster_types.h Claim).
-  const std::string nonce = NewUuid();
-  const auto deadline =
+  auto route = std::make_shared<ClusterRoute>();
+  route->key = ClusterKey(admitted->share.tenant, idempotency_key);
+  route->nonce = NewUuid();
+  route->deadline =
       std::chrono::steady_clock::now() +
       std::chrono::milliseconds(static_cast<int64_t>(admitted->timeout_seconds * 1000)) +
       kDeadlineGrace;
+  route->admitted = std::move(admitted);
+  route->request_id = request_id;
+  route->idempotency_key = std::move(idempotency_key);
+  route->wake = std::make_shared<net::steady_timer>(io_, net::steady_timer::time_point::max());
 
-  // The announcement may come on a NATS thread at any time from here on.
-  struct Waiting {
-    std::mutex mu;
-    std::optional<std::string> record;  // mu
-  };
-  auto waiting = std::make_shared<Waiting>();
-  auto wake = std::make_shared<net::steady_timer>(io_, net::steady_timer::time_point::max());
-  auto on_outcome = [this, waiting, wake](std::string record) {
-    {
-      std::lock_guard lock(waiting->mu);
-      if (waiting->record) return;
-      waiting->record = std::move(record);
-    }
-    net::post(io_, [wake] { wake->expires_at(net::steady_timer::time_point::min()); });
-  };
-
-  // Blocking NATS calls: on the cluster-calls threads (App::ClusterCall).
-  struct Queued {
-    std::optional<HttpReply> refusal;
-    bool retryable = false;  // the refusal is NATS being away for now
-    std::unique_ptr<cluster::Listening> listening;
-  };
-  auto queue = [this, admitted, request_id, key, nonce, idempotency_key,
-                on_outcome]() -> net::awaitable<Queued> {
-    Queued out;
-    const auto started = Clock::now();
-    auto fail = [&](const Status& status) {
-      out.refusal = EndingReply(EndingForStatus(status), status.message(), request_id);
-      out.retryable = status.code() == StatusCode::kUnavailable;
-      return std::move(out);
-    };
-    const auto& program = admitted->request.program;
-    auto pool = cluster_->ChoosePool(NeedsGpu(program),
-                                     pool_->describe().value("versions", nlohmann::json::object()),
-                                     GpuNeedOf(*admitted));
-    if (!pool.ok()) co_return fail(pool.status());
-    const std::string program_hash = Sha256Hex(admitted->request.program_json);
-    auto listening = cluster_->Await(key, on_outcome);
-    if (!listening.ok()) co_return fail(listening.status());
-    out.listening = std::move(*listening);
-    cluster::WorkMessage work{
-        .key = key,
-        .request_id = request_id,
-        .entry_node = cluster_->node_id(),
-        .entry_url = node_url_,
-        .deadline_unix_ms =
-            UnixMillisecondsNow() + static_cast<int64_t>(admitted->timeout_seconds * 1000),
-        .timeout_seconds = admitted->timeout_seconds,
-        .output_limit_bytes = admitted->output_limit_bytes,
-        .tenant = admitted->share.tenant,
-        .weight = admitted->share.weight};
-    if (idempotency_key) work.claim = nonce;
-    work.queued_unix_us = UnixMicrosecondsNow();  // the executing node times the queue
-    const std::string& program_json = admitted->request.program_json;
-    if (program_json.size() <= cluster::kInlineProgramBytes) {
-      work.program = program_json;
-    } else {
-      auto blob = store::Blob::FromBytes(program_hash, program_json);
-      if (!blob.ok()) co_return fail(blob.status());
-      blobs_.Add(*blob);
-      work.program_sha256 = program_hash;
-    }
-    const std::string tenant = cluster::TenantSubjectToken(work.tenant);
-    // A key a client may come back with is claimed (a random one is new by making). The claim
-    // is written beside the message, not before it (two replicated writes at once instead of
-    // in a row): the executing node runs a message only under a claim that carries its nonce
-    // (cluster_executor.cc), so the message of a request whose claim another holds is dropped
-    // unrun.
-    Status queued;
-    std::string claim_nonce;  // the nonce of the run queued under the key's claim
-    if (!idempotency_key) {
-      queued = cluster_->Queue(*pool, tenant, key, "", work.Encode());
-    } else {
-      // Each begins with a post: spawned from a thread of the pool, it would otherwise run at
-      // once, inline, and the other would start only after its blocking call.
-      std::optional<StatusOr<cluster::Claim>> claim;
-      auto [order, claim_threw, queue_threw] =
-          co_await net::experimental::make_parallel_group(
-              net::co_spawn(
-                  *cluster_calls_,
-                  [&]() -> net::awaitable<void> {
-                    co_await net::post(*cluster_calls_, net::use_awaitable);
-                    claim = cluster_->Claim(key, program_hash, nonce);
-                  },
-                  net::deferred),
-              net::co_spawn(
-                  *cluster_calls_,
-                  [&]() -> net::awaitable<void> {
-                    co_await net::post(*cluster_calls_, net::use_awaitable);
-                    queued = cluster_->Queue(*pool, tenant, key, nonce, work.Encode());
-                  },
-                  net::deferred))
-              .async_wait(net::experimental::wait_for_all(), net::use_awaitable);
-      for (const std::exception_ptr& threw : {claim_threw, queue_threw})
-        if (threw) std::rethrow_exception(threw);  // as it would have without the group
-      if (!claim->ok()) co_return fail(claim->status());
-      if ((*claim)->result == cluster::ClaimResult::kOtherProgram) {
-        out.refusal = EndingReply(RequestEnding::kConflict,
-                                  "Idempotency-Key is already bound to another program (or "
-                                  "other options): a retry must send the same program",
-                                  request_id);
-        co_return out;
-      }
-      claim_nonce = (*claim)->nonce;
-      if (claim_nonce != nonce) {
-        // A retry: the run queued under the first claim is the answer, wherever it runs.
-        cluster_->Tell("attach", key);  // the first entry node must not cancel it
-        auto stored = cluster_->Outcome(key);
-        if (stored.ok() && stored->has_value()) {
-          on_outcome(std::move(**stored));
-          co_return out;
-        }
-        // Its message once more (JetStream drops it as a duplicate), in case the first entry
-        // node died before queueing it.
-        work.claim = claim_nonce;
-        queued = cluster_->Queue(*pool, tenant, key, claim_nonce, work.Encode());
-      }
-    }
-    if (!queued.ok()) co_return fail(queued);
-    // Sent only now that the claim holds, so the node it wakes need not read the claim.
-    cluster_->Wake(*pool, tenant, claim_nonce);
-    events_.Emit(EventLevel::kInfo, "cluster_request_queued",
-                 {{"request_id", request_id},
-                  {"key", key},
-                  {"pool", *pool},
-                  {"ms", Rounded(MillisecondsSince(started))}});
-    co_return out;
-  };
   // Each try is whole (a second claim with our own nonce is ours: it re-subscribes and
   // re-publishes the same message id, which JetStream drops as a duplicate).
-  Queued queued;
+  ClusterQueued queued;
   const auto give_up = std::chrono::steady_clock::now() + cluster::kQueueRetryFor;
   for (auto pause = std::chrono::milliseconds(100);;
        pause = std::min(2 * pause, std::chrono::milliseconds(2000))) {
-    auto queueing = net::co_spawn(*cluster_calls_, queue, net::use_awaitable);
+    auto queueing = net::co_spawn(*cluster_calls_, QueueInCluster(route), net::use_awaitable);
     queued = co_await std::move(queueing);
     if (!queued.refusal || !queued.retryable || std::chrono::steady_clock::now() > give_up ||
         cancel->raised()) {
       break;
     }
-    wake->expires_after(pause);
-    co_await wake->async_wait(net::as_tuple(net::use_awaitable));
+    route->wake->expires_after(pause);
+    co_await route->wake->async_wait(net::as_tuple(net::use_awaitable));
   }
   if (queued.refusal) co_return std::move(*queued.refusal);
-
-  auto taken = [&]() -> std::optional<std::string> {
-    std::lock_guard lock(waiting->mu);
-    return waiting->record;
-  };
-  auto last_check = std::chrono::steady_clock::now();
-  std::optional<std::chrono::steady_clock::time_point> hung_up;
-  while (!taken()) {
-    const auto now = std::chrono::steady_clock::now();
-    if (now > deadline) {
-      co_return EndingReply(RequestEnding::kTimedOut,
-                            "no node of the cluster answered within the request's timeout (" +
-                                std::to_string(admitted->timeout_seconds) + " s)",
-                            request_id);
-    }
-    if (cancel->raised()) {
-      // Without a key nobody can come back for it; with one, a retry elsewhere may attach.
-      if (!idempotency_key) {
-        cluster_->Tell("cancel", key);
-        co_return EndingReply(RequestEnding::kCancelled, "the client hung up", request_id);
-      }
-      if (!hung_up) hung_up = now;
-      if (now - *hung_up > kCancelGrace) {
-        if (!AttachedSince(key, *hung_up)) cluster_->Tell("cancel", key);
-        co_return EndingReply(RequestEnding::kCancelled, "the client hung up", request_id);
-      }
-    }
-    if (now - last_check > kStoreCheck) {
-      last_check = now;
-      auto checking = ClusterCall([this, key, on_outcome] {
-        auto stored = cluster_->Outcome(key);
-        if (stored.ok() && stored->has_value()) on_outcome(std::move(**stored));
-      });
-      co_await std::move(checking);
-      continue;
-    }
-    wake->expires_after(kPoll);
-    co_await wake->async_wait(net::as_tuple(net::use_awaitable));
+  if (std::optional<HttpReply> ended = co_await AwaitClusterOutcome(route, cancel)) {
+    co_return std::move(*ended);
   }
-
   // Draining the subscription waits a round trip to NATS: not on the answer's way.
   net::post(*cluster_calls_, [done = std::move(queued.listening)] {});
-  // The answer: inline, or a body the executing node pushed here (else fetched from a holder).
-  auto answer = [this, record_text = *taken(), request_id]() -> net::awaitable<HttpReply> {
-    auto unreadable = [&](const Status& status) {
-      return EndingReply(RequestEnding::kInternal,
-                         "the cluster's outcome could not be read: " + status.message(),
-                         request_id);
-    };
-    auto record = cluster::OutcomeRecord::Decode(record_text);
-    if (!record.ok()) co_return unreadable(record.status());
-    store::BlobPtr body;
-    if (const auto& blob = record->body_blob) {
-      body = blobs_.memory().Get(blob->sha256);
-      if (body == nullptr) {
-        auto fetching = ClusterCall([&]() -> store::BlobPtr {
-          for (const auto& holder : blob->holders) {
-            auto fetched = peers_->Fetch(holder, blob->sha256);
-            if (fetched.ok()) return *fetched;
-          }
-          return nullptr;
-        });
-        body = co_await std::move(fetching);
-      }
-    }
-    auto reply = ReplyOf(std::move(*record), body, request_id);
-    if (!reply.ok()) co_return unreadable(reply.status());
-    co_return std::move(*reply);
-  };
-  auto answering = net::co_spawn(cpu_pool_, std::move(answer), net::use_awaitable);
+  auto answering =
+      net::co_spawn(cpu_pool_, AnswerFromOutcome(*route->Taken(), request_id), net::use_awaitable);
   co_return co_await std::move(answering);
 }
 
