@@ -247,7 +247,8 @@ Status App::JoinCluster(int port) {
   hear_attach_ = std::move(*attach);
   if (!config_.cluster.entry_only) {
     const std::string pool = cluster::PoolIdOf(DescribePool());
-    auto executor = ClusterExecutor::Start(*this, *cluster_, pool, pool_->Load().request_capacity);
+    auto executor =
+        ClusterExecutor::Start(*services_, *cluster_, pool, pool_->Load().request_capacity);
     if (!executor.ok()) return executor.status().WithContext("--cluster");
     executor_ = std::move(*executor);
   }
@@ -317,6 +318,8 @@ std::optional<App::StartFailure> App::StartWorkers() {
   }
   gpu_telemetry_ = std::make_unique<GpuTelemetry>(std::move(telemetry));
   pool_ = std::make_unique<pool::WorkerPool>(std::move(*options), metrics_);
+  services_.emplace(
+      Services{config_, events_, metrics_, blobs_, *pool_, quotas_, node_url_, peers_.get()});
   if (Status started = pool_->Start(); !started.ok()) {
     std::string error = started.message();
     if (config_.sandbox != SandboxMode::kNone) {

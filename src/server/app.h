@@ -37,6 +37,7 @@
 #include "server/on_pool.h"
 #include "server/request_ring.h"
 #include "server/server_config.h"
+#include "server/services.h"
 #include "server/status_board.h"
 #include "server/status_history.h"
 #include "server/status_streams.h"
@@ -117,7 +118,6 @@ class App {
   net::thread_pool& cpu_pool() { return cpu_pool_; }
 
  private:
-  friend class ClusterExecutor;
   net::awaitable<void> Listen(net::ip::tcp::acceptor acceptor);
   // Runs an admitted request on one of this server's seats.
   net::awaitable<HttpReply> RunHere(std::shared_ptr<AdmittedRequest> admitted,
@@ -155,9 +155,6 @@ class App {
   // The request_finished event and the counts of an /execute reply; returns it with its time.
   HttpReply FinishExecute(HttpReply reply, const std::string& request_id, const std::string& tenant,
                           Clock::time_point received);
-  // A run's queue wait and lease time for /metrics; returns what it used, for its tenant's
-  // quotas (tenant_quotas.h).
-  RunUsage RecordRun(const pool::JobResult& ran);
   // Whether a client retried request `key` on some node after `since` (an "attach" message).
   bool AttachedSince(const std::string& key, std::chrono::steady_clock::time_point since);
   // With --cluster: joins as node `<host>-<port>`, announcing this node's pool (docs/cluster.md).
@@ -226,6 +223,7 @@ class App {
   std::unique_ptr<cluster::Listening> hear_attach_;
   std::mutex attached_mu_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> attached_;  // attached_mu_
+  std::optional<Services> services_;           // made once the workers start (StartWorkers)
   std::unique_ptr<ClusterExecutor> executor_;  // runs the cluster's requests for this node's pool
   net::io_context io_{1};
   net::thread_pool cpu_pool_;

@@ -9,7 +9,6 @@
 #include "cluster/outcome_record.h"
 #include "cluster/peer_client.h"
 #include "server/admitted_request.h"
-#include "server/app.h"
 #include "server/outcome_record.h"
 #include "server/outcome_reply.h"
 
@@ -26,10 +25,11 @@ constexpr auto kConfirmWait = std::chrono::microseconds(500);
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ClusterExecutor>> ClusterExecutor::Start(App& app,
+StatusOr<std::unique_ptr<ClusterExecutor>> ClusterExecutor::Start(Services& services,
                                                                   cluster::ClusterNode& node,
                                                                   std::string pool, int seats) {
-  std::unique_ptr<ClusterExecutor> executor(new ClusterExecutor(app, node, std::max(1, seats)));
+  std::unique_ptr<ClusterExecutor> executor(
+      new ClusterExecutor(services, node, std::max(1, seats)));
   KC_RETURN_IF_ERROR(node.Serve(pool));
   auto raw = executor.get();
   KC_ASSIGN_OR_RETURN(executor->hear_cancel_, node.Hear("cancel", [raw](std::string key) {
@@ -93,8 +93,8 @@ void ClusterExecutor::PullLoop() {
 double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
   StatusOr<cluster::WorkMessage> decoded = cluster::WorkMessage::Decode(item->data());
   if (!decoded.ok()) {
-    app_.events_.Emit(EventLevel::kError, "cluster_request_dropped",
-                      {{"reason", decoded.status().message()}});
+    services_.events.Emit(EventLevel::kError, "cluster_request_dropped",
+                          {{"reason", decoded.status().message()}});
     (void)item->Ack();
     return 1;
   }
@@ -121,8 +121,8 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
         item->GiveBack();
         return weight;
       }
-      app_.events_.Emit(EventLevel::kInfo, "cluster_request_dropped",
-                        {{"request_id", request_id}, {"key", key}, {"reason", why}});
+      services_.events.Emit(EventLevel::kInfo, "cluster_request_dropped",
+                            {{"request_id", request_id}, {"key", key}, {"reason", why}});
       (void)item->Ack();
       return weight;
     }
@@ -137,14 +137,14 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
     started["claim_read"] = claim_read;
     started["claim_ms"] = Rounded(MillisecondsSince(checking));
   }
-  app_.events_.Emit(EventLevel::kInfo, "cluster_request_started", std::move(started));
+  services_.events.Emit(EventLevel::kInfo, "cluster_request_started", std::move(started));
   RunUsage used;
   const auto running = Clock::now();
   HttpReply reply = Run(work, *item, used);
   const double run_ms = MillisecondsSince(running);
   // Charged once per request: only by the node whose outcome is the answer, so a redelivered
   // run is never charged twice.
-  if (Finish(work, reply, run_ms, *item)) app_.quotas_.Charge(work.tenant, used);
+  if (Finish(work, reply, run_ms, *item)) services_.quotas.Charge(work.tenant, used);
   return weight;
 }
 
@@ -206,18 +206,18 @@ StatusOr<store::BlobPtr> ClusterExecutor::FetchBlob(const cluster::WorkMessage& 
   // hidden behind the other nodes' "not here".
   std::string reasons;
   for (const auto& url : sources) {
-    if (url.empty() || url == app_.node_url_) continue;
+    if (url.empty() || url == services_.node_url) continue;
     const auto started = std::chrono::steady_clock::now();
-    auto blob = app_.peers_->Fetch(url, sha);
+    auto blob = services_.peers->Fetch(url, sha);
     if (blob.ok()) {
       const std::chrono::duration<double, std::milli> took =
           std::chrono::steady_clock::now() - started;
-      app_.events_.Emit(EventLevel::kInfo, "cluster_blob_fetched",
-                        {{"request_id", work.request_id},
-                         {"sha256", sha},
-                         {"from", url},
-                         {"bytes", (*blob)->size()},
-                         {"ms", Rounded(took.count(), 0.01)}});  // with the hash pass
+      services_.events.Emit(EventLevel::kInfo, "cluster_blob_fetched",
+                            {{"request_id", work.request_id},
+                             {"sha256", sha},
+                             {"from", url},
+                             {"bytes", (*blob)->size()},
+                             {"ms", Rounded(took.count(), 0.01)}});  // with the hash pass
       return blob;
     }
     if (reasons.size() < 2000) reasons += (reasons.empty() ? "" : "; ") + blob.status().message();
@@ -232,7 +232,7 @@ StatusOr<AdmittedRequest> ClusterExecutor::Admit(const cluster::WorkMessage& wor
   AdmittedRequest admitted;
   admitted.request.program_json = work.program.value_or("");
   if (work.program_sha256) {
-    store::BlobPtr blob = app_.blobs_.memory().Get(*work.program_sha256);
+    store::BlobPtr blob = services_.blobs.memory().Get(*work.program_sha256);
     if (blob == nullptr) {
       KC_ASSIGN_OR_RETURN(blob, FetchBlob(work, *work.program_sha256));
     }
@@ -240,7 +240,7 @@ StatusOr<AdmittedRequest> ClusterExecutor::Admit(const cluster::WorkMessage& wor
   }
   KC_ASSIGN_OR_RETURN(admitted.request.program,
                       protocol::ParseProgram(admitted.request.program_json));
-  auto resolution = app_.blobs_.Resolve(admitted.request.program, {});
+  auto resolution = services_.blobs.Resolve(admitted.request.program, {});
   if (!resolution.ok()) return resolution.status();
   if (!resolution->missing.empty()) {  // the blobs it lacks, from the entry node or any other
     std::unordered_map<std::string, store::BlobPtr> fetched;
@@ -248,7 +248,7 @@ StatusOr<AdmittedRequest> ClusterExecutor::Admit(const cluster::WorkMessage& wor
       KC_ASSIGN_OR_RETURN(store::BlobPtr blob, FetchBlob(work, sha));
       fetched.emplace(sha, std::move(blob));
     }
-    resolution = app_.blobs_.Resolve(admitted.request.program, fetched);
+    resolution = services_.blobs.Resolve(admitted.request.program, fetched);
     if (!resolution.ok()) return resolution.status();
   }
   admitted.resolution = std::move(*resolution);
@@ -267,11 +267,11 @@ std::optional<pool::JobResult> ClusterExecutor::RunOnSeat(const cluster::WorkMes
     std::lock_guard lock(mu_);
     cancels_[work.key] = cancel;
   }
-  auto job = JobFor(admitted, work.request_id, cancel, app_.config_.max_response_bytes);
+  auto job = JobFor(admitted, work.request_id, cancel, services_.config.max_response_bytes);
   std::promise<pool::JobResult> done;
   auto result = done.get_future();
   job->done = [&done](pool::JobResult r) { done.set_value(std::move(r)); };
-  const bool submitted = app_.pool_->Submit(job);
+  const bool submitted = services_.pool.Submit(job);
   if (submitted) {
     const auto tick =
         std::chrono::duration_cast<std::chrono::milliseconds>(node_.options().ack_wait) / 3;
@@ -296,15 +296,15 @@ HttpReply ClusterExecutor::Run(const cluster::WorkMessage& work, cluster::WorkIt
                        work.request_id);
   }
   if (work.tenant != cluster::kAnonymousTenant) {
-    app_.events_.NameTenant(work.request_id, work.tenant);
+    services_.events.NameTenant(work.request_id, work.tenant);
   }
   std::optional<pool::JobResult> ran = RunOnSeat(work, *admitted, item);
   if (!ran) {
     return EndingReply(RequestEnding::kSaturated, "the node's seats are full", work.request_id);
   }
-  if (ran->ran) used = app_.RecordRun(*ran);
+  if (ran->ran) used = RecordRun(services_.metrics, *ran);
   OutcomeContext context{work.request_id, &admitted->request.program,
-                         app_.config_.max_response_bytes, admitted->output_limit_bytes};
+                         services_.config.max_response_bytes, admitted->output_limit_bytes};
   return BuildOutcomeReply(context, *ran);
 }
 
@@ -315,8 +315,8 @@ bool ClusterExecutor::Finish(const cluster::WorkMessage& work, const HttpReply& 
   const std::string& request_id = work.request_id;
   auto record = RecordOf(reply, node_.node_id());
   if (!record.ok()) {
-    app_.events_.Emit(EventLevel::kError, "cluster_outcome_unstored",
-                      {{"request_id", request_id}, {"error", record.status().message()}});
+    services_.events.Emit(EventLevel::kError, "cluster_outcome_unstored",
+                          {{"request_id", request_id}, {"error", record.status().message()}});
     return false;  // not acknowledged: another node tries
   }
   // Refusals and "try again" are answered, never kept (a retry runs anew); so is a
@@ -331,23 +331,23 @@ bool ClusterExecutor::Finish(const cluster::WorkMessage& work, const HttpReply& 
   }
   if (record->body != nullptr) {
     // The entry node answers from its own copy; this node keeps one for retries elsewhere.
-    app_.blobs_.Add(record->body);
+    services_.blobs.Add(record->body);
     std::vector<std::string>& holders = record->record.body_blob->holders;
-    holders = {app_.node_url_};
-    if (!entry_url.empty() && entry_url != app_.node_url_) {
+    holders = {services_.node_url};
+    if (!entry_url.empty() && entry_url != services_.node_url) {
       // A failed push costs the entry node a fetch from this one, nothing more: logged, not
       // an error.
-      const Status pushed = app_.peers_->Push(entry_url, record->body);
+      const Status pushed = services_.peers->Push(entry_url, record->body);
       nlohmann::json fields = {{"request_id", request_id},
                                {"sha256", record->body->sha256()},
                                {"to", entry_url},
                                {"bytes", record->body->size()}};
       if (pushed.ok()) {
-        app_.events_.Emit(EventLevel::kInfo, "cluster_blob_pushed", std::move(fields));
+        services_.events.Emit(EventLevel::kInfo, "cluster_blob_pushed", std::move(fields));
         holders.insert(holders.begin(), entry_url);
       } else {
         fields["error"] = pushed.message();
-        app_.events_.Emit(EventLevel::kWarning, "cluster_blob_push_failed", std::move(fields));
+        services_.events.Emit(EventLevel::kWarning, "cluster_blob_push_failed", std::move(fields));
       }
     }
   }
@@ -359,29 +359,29 @@ bool ClusterExecutor::Finish(const cluster::WorkMessage& work, const HttpReply& 
   const auto storing = Clock::now();
   auto stored = node_.StoreOutcome(key, text);
   while (!stored.ok() && UnixMillisecondsNow() < give_up_ms && !stopping_) {
-    app_.events_.Emit(EventLevel::kWarning, "cluster_outcome_store_retry",
-                      {{"request_id", request_id}, {"error", stored.status().message()}});
+    services_.events.Emit(EventLevel::kWarning, "cluster_outcome_store_retry",
+                          {{"request_id", request_id}, {"error", stored.status().message()}});
     item.InProgress();
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(2000));
     stored = node_.StoreOutcome(key, text);
   }
   if (!stored.ok()) {
-    app_.events_.Emit(EventLevel::kError, "cluster_outcome_unstored",
-                      {{"request_id", request_id}, {"error", stored.status().message()}});
+    services_.events.Emit(EventLevel::kError, "cluster_outcome_unstored",
+                          {{"request_id", request_id}, {"error", stored.status().message()}});
     return false;  // not acknowledged: JetStream gives it to another node after ack_wait
   }
   const double store_ms = MillisecondsSince(storing);  // retries included
   const Status acked = item.Ack();
-  app_.events_.Emit(EventLevel::kInfo, "cluster_request_executed",
-                    {{"request_id", request_id},
-                     {"key", key},
-                     {"delivered", item.delivered()},
-                     {"first_outcome", *stored},
-                     {"http_status", reply.status},
-                     {"acknowledged", acked.ok()},
-                     {"run_ms", Rounded(run_ms)},
-                     {"store_ms", Rounded(store_ms)}});
+  services_.events.Emit(EventLevel::kInfo, "cluster_request_executed",
+                        {{"request_id", request_id},
+                         {"key", key},
+                         {"delivered", item.delivered()},
+                         {"first_outcome", *stored},
+                         {"http_status", reply.status},
+                         {"acknowledged", acked.ok()},
+                         {"run_ms", Rounded(run_ms)},
+                         {"store_ms", Rounded(store_ms)}});
   return *stored;
 }
 

@@ -24,17 +24,17 @@
 #include "pool/worker_pool.h"
 #include "server/admitted_request.h"
 #include "server/http_reply.h"
+#include "server/services.h"
 #include "server/tenant_quotas.h"
 #include "store/blob.h"
 
 namespace kc::server {
 
-class App;
-
 class ClusterExecutor {
  public:
   // Starts pulling `pool` for at most `seats` requests at a time.
-  static StatusOr<std::unique_ptr<ClusterExecutor>> Start(App& app, cluster::ClusterNode& node,
+  static StatusOr<std::unique_ptr<ClusterExecutor>> Start(Services& services,
+                                                          cluster::ClusterNode& node,
                                                           std::string pool, int seats);
   // Stops pulling and waits for the requests it runs.
   ~ClusterExecutor();
@@ -42,8 +42,8 @@ class ClusterExecutor {
   void Stop();
 
  private:
-  ClusterExecutor(App& app, cluster::ClusterNode& node, int seats)
-      : app_(app), node_(node), seats_(seats) {}
+  ClusterExecutor(Services& services, cluster::ClusterNode& node, int seats)
+      : services_(services), node_(node), seats_(seats) {}
   void PullLoop();
   // Runs one request; returns its tenant's weight, for the seat time it is charged.
   double Execute(std::unique_ptr<cluster::WorkItem> item);
@@ -68,7 +68,7 @@ class ClusterExecutor {
   bool Finish(const cluster::WorkMessage& work, const HttpReply& reply, double run_ms,
               cluster::WorkItem& item);
 
-  App& app_;
+  Services& services_;
   cluster::ClusterNode& node_;
   const int seats_;
   std::atomic<bool> stopping_{false};

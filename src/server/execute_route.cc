@@ -11,6 +11,7 @@
 #include "server/app.h"
 #include "server/outcome_reply.h"
 #include "server/request_id.h"
+#include "server/services.h"
 
 namespace kc::server {
 
@@ -258,7 +259,7 @@ net::awaitable<HttpReply> App::RunHere(std::shared_ptr<AdmittedRequest> admitted
   while (!result->has_value())
     co_await wake->async_wait(net::as_tuple(net::use_awaitable));
   if ((*result)->ran) {
-    quotas_.Charge(admitted->share.tenant, RecordRun(**result));
+    quotas_.Charge(admitted->share.tenant, RecordRun(metrics_, **result));
     requests_.NoteRun(request_id, NoteOf(**result, admitted->request.program));
   }
 
@@ -271,9 +272,8 @@ net::awaitable<HttpReply> App::RunHere(std::shared_ptr<AdmittedRequest> admitted
   co_return co_await std::move(building);
 }
 
-RunUsage App::RecordRun(const pool::JobResult& ran) {
-  metrics_.RecordRun(ran);
-  // GPU use off the lease (off_lease_meter.h) is the tenant's too.
+RunUsage RecordRun(Metrics& metrics, const pool::JobResult& ran) {
+  metrics.RecordRun(ran);
   const double gpu_seconds = (ran.run.lease_held_ms + ran.run.off_lease_gpu_ms) / 1000;
   return {gpu_seconds, std::max(ran.elapsed_ms / 1000 - ran.run.lease_held_ms / 1000, 0.0)};
 }
