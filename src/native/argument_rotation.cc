@@ -561,7 +561,6 @@ Status ArgumentRotation::BeginTimed(int64_t timed_calls) {
 
 Status ArgumentRotation::AfterTimedCall(int fn, int64_t call, int64_t slot) {
   const int set = SetOf(call);
-  last_call_set_ = set;
   for (const Argument& a : tensors_) {
     if (!a.checked_for(fn)) continue;
     KC_RETURN_IF_ERROR(EnqueueCountMismatches(
@@ -578,15 +577,15 @@ Status ArgumentRotation::Finish(CheckFindings& findings) {
   for (const std::string& flag : first_call_flags_)
     findings.flags.push_back(flag);
   if (counters_.empty()) return Status::Ok();
-  // Each input as its set holds it (in place: the values the last call was given).
-  const int last_set = in_place_ ? static_cast<int>(last_call_set_) : 0;
+  // Each input as its set holds it. In place every set is the caller's one tensor, holding the
+  // values the last call was given (Loaded), so it is checked once.
   KC_ASSIGN_OR_RETURN(DeviceCounters inputs,
                       DeviceCounters::Create<unsigned long long>(sets_.size() * tensors_.size()));
   for (size_t t = 0; t < tensors_.size(); ++t) {
     const Argument& a = tensors_[t];
     if (a.mode != OutputMode::kInput || a.pristine == nullptr) continue;
     for (int s = 0; s < sets(); ++s) {
-      if (in_place_ && s != last_set) continue;
+      if (in_place_ && s != 0) continue;
       KC_RETURN_IF_ERROR(
           EnqueueCountMismatches(DataOf(a, s), ValuesOf(a, Loaded(s)), a.bytes(), kByte, kExact,
                                  inputs.at<unsigned long long>(s * tensors_.size() + t), kStream));

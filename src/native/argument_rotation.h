@@ -213,7 +213,6 @@ class ArgumentRotation {
   std::vector<int> loaded_;  // per set: the variant its inputs hold
   // The variant set `set`'s inputs hold; in place every set is the caller's one tensor.
   int& Loaded(int set) { return loaded_[in_place_ ? 0 : set]; }
-  int64_t last_call_set_ = 0;
   std::optional<std::vector<int>> declared_outputs_;
   std::optional<OutputTolerance> declared_tolerance_;
   std::vector<Argument> tensors_;  // rotated tensor arguments, in argument order
