@@ -114,7 +114,10 @@ def test_a_node_survives_losing_one_nats_server(tmp_path_factory, nats):
         # Its watch of the nodes' bucket goes on (or is made again): it hears its own beats
         # again, past the bucket's leader election if the dead server led it.
         time.sleep(4)
-        until(lambda: [n["age_s"] < 1.5 for n in cluster_view(a)["nodes"]] == [True], 20, "its own fresh beat")
+        try:
+            until(lambda: [n["age_s"] < 1.5 for n in cluster_view(a)["nodes"]] == [True], 20, "its own fresh beat")
+        except AssertionError as missed:  # which nodes it saw, and how stale: for the next reader
+            raise AssertionError(f"{missed}; the last view: {cluster_view(a)}") from None
     finally:
         a.stop()
 
