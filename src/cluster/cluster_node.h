@@ -18,46 +18,40 @@
 #include "base/status.h"
 #include "cluster/cluster_options.h"
 #include "cluster/cluster_types.h"
+#include "cluster/entry_side.h"
 #include "cluster/pool_view.h"
 
 namespace kc::cluster {
 
-class ClusterNode {
+class ClusterNode : public EntrySide {
  public:
   // `describe` gives this node's record (url, pools, load), called at every heartbeat from a
   // thread of the node's own: it must be thread-safe.
   static StatusOr<std::unique_ptr<ClusterNode>> Join(const ClusterOptions& options,
                                                      std::string node_id,
                                                      std::function<nlohmann::json()> describe);
-  ~ClusterNode();  // leaves: its record is deleted, the connection closed
+  ~ClusterNode() override;  // leaves: its record is deleted, the connection closed
 
   // For /health: {"servers", "connected_url", "connected", "node_id", "pools": [PoolsOf],
   // "nodes": [records]}, as of the last heartbeat.
   nlohmann::json Describe() const;
   // The nodes' records and pools as of the last heartbeat.
   std::shared_ptr<const ClusterView> View() const;
-  const std::string& node_id() const;
+  const std::string& node_id() const override;
   const ClusterOptions& options() const;
 
-  // --- as an entry node
-  // The pool a program goes to (pool_view.h ChoosePool).
+  // --- as an entry node (entry_side.h)
   StatusOr<std::string> ChoosePool(bool needs_gpu, const nlohmann::json& own_versions,
-                                   const GpuNeed& need) const;
-  // Binds `key` to the program and to `nonce`, the run this entry node queues under it
-  // (outcome_store.h), unless the key is bound already.
+                                   const GpuNeed& need) const override;
   StatusOr<cluster::Claim> Claim(const std::string& key, const std::string& program_hash,
-                                 const std::string& nonce);
-  // Queues the run of `key` under `nonce` (empty: a key without a claim); queueing one nonce
-  // again (a retry) queues nothing. Nobody is woken for it before Wake.
+                                 const std::string& nonce) override;
   Status Queue(const std::string& pool, const std::string& tenant, const std::string& key,
-               const std::string& nonce, std::string_view payload);
-  // Wakes an idle node of `pool` for a request of `tenant` just queued; `claim_nonce` (or
-  // empty) says its claim is written and holds that nonce.
-  void Wake(const std::string& pool, const std::string& tenant, const std::string& claim_nonce);
-  StatusOr<std::optional<std::string>> Outcome(const std::string& key);
-  // Calls `on_outcome` (on a NATS thread) when `key`'s outcome is announced.
+               const std::string& nonce, std::string_view payload) override;
+  void Wake(const std::string& pool, const std::string& tenant,
+            const std::string& claim_nonce) override;
+  StatusOr<std::optional<std::string>> Outcome(const std::string& key) override;
   StatusOr<std::unique_ptr<Listening>> Await(const std::string& key,
-                                             std::function<void(std::string)> on_outcome);
+                                             std::function<void(std::string)> on_outcome) override;
 
   // --- as an executing node
   // Starts pulling requests of `pool`.
@@ -83,10 +77,10 @@ class ClusterNode {
   Status AddUsage(const std::string& tenant, int64_t window, const UsageSums& used);
   StatusOr<UsageSums> Usage(const std::string& tenant, int64_t window) const;
 
-  // --- control messages: "cancel" (the client hung up), "attach" (a client retried elsewhere)
-  void Tell(const std::string& what, const std::string& key);
+  // --- control messages (entry_side.h); an executing node hears "cancel" too
+  void Tell(const std::string& what, const std::string& key) override;
   StatusOr<std::unique_ptr<Listening>> Hear(const std::string& what,
-                                            std::function<void(std::string)> on_key);
+                                            std::function<void(std::string)> on_key) override;
 
  private:
   struct Parts;

@@ -16,6 +16,7 @@
 #include "server/cluster_usage.h"
 #include "server/connection.h"
 #include "server/gpu_inventory.h"
+#include "server/request_accounting.h"
 #include "server/request_id.h"
 #include "tls/server_context.h"
 
@@ -138,39 +139,17 @@ App::App(ServerConfig config)
       // Only sandboxed workers need it: unsandboxed ones share the server's HOME.
       build_cache_(config_.sandbox == SandboxMode::kNone ? "" : config_.build_cache_dir,
                    config_.build_cache_capacity_mbytes << 20),
-      cpu_pool_(config_.parse_threads),
-      instance_id_(NewUuid()),
-      started_at_(FormatUtcNow("%Y-%m-%dT%H:%M:%S", 6)) {}
+      cpu_pool_(config_.parse_threads) {
+  state_.instance_id = NewUuid();
+  state_.started_at = FormatUtcNow("%Y-%m-%dT%H:%M:%S", 6);
+  state_.tls = config_.tls.has_value();
+}
 
 App::~App() {
-  status_streams_.reset();
+  status_.reset();
   if (pool_) pool_->Join();
   if (cluster_calls_) cluster_calls_->join();  // first: what it finishes resumes on the parse pool
   cpu_pool_.join();
-}
-
-App::Admission App::Admit(Access needed, std::string_view authorization, std::string_view client) {
-  AccessDecision decision = access_->Check(needed, authorization, client);
-  if (decision.status == 200) return {std::move(decision.caller), std::nullopt};
-  const RequestEnding ending = decision.status == 401   ? RequestEnding::kUnauthorized
-                               : decision.status == 403 ? RequestEnding::kForbidden
-                                                        : RequestEnding::kTooManyFailures;
-  events_.Emit(
-      EventLevel::kWarning, "access_refused",
-      {{"client", client}, {"http_status", decision.status}, {"reason", decision.message}});
-  HttpReply reply = EndingReply(ending, decision.message, "");
-  CountFinished(reply, 0, nullptr);
-  return {std::nullopt, std::move(reply)};
-}
-
-HttpReply App::RequestTooLarge(const std::string& request_id, uint64_t declared) {
-  HttpReply reply = EndingReply(RequestEnding::kRequestTooLarge,
-                                "request body of " + std::to_string(declared) +
-                                    " bytes exceeds max_request_bytes " +
-                                    std::to_string(config_.max_request_bytes),
-                                request_id);
-  CountFinished(reply, 0, nullptr);  // never reaches HandleExecute
-  return reply;
 }
 
 net::awaitable<void> App::Listen(tcp::acceptor acceptor) {
@@ -180,7 +159,7 @@ net::awaitable<void> App::Listen(tcp::acceptor acceptor) {
       if (ec == net::error::operation_aborted) co_return;
       continue;
     }
-    net::co_spawn(io_, ServeConnection(*this, std::move(socket), tls_ ? &*tls_ : nullptr),
+    net::co_spawn(io_, ServeConnection(*routes_, std::move(socket), tls_ ? &*tls_ : nullptr),
                   net::detached);
   }
 }
@@ -205,9 +184,9 @@ nlohmann::json App::DescribeNode(const std::string& url) const {
   nlohmann::json pools = nlohmann::json::array();
   if (!config_.cluster.entry_only) pools.push_back(DescribePool());
   return {{"url", url},
-          {"instance_id", instance_id_},
-          {"started_at", started_at_},
-          {"shutting_down", shutting_down_.load()},
+          {"instance_id", state_.instance_id},
+          {"started_at", state_.started_at},
+          {"shutting_down", state_.shutting_down.load()},
           {"entry_only", config_.cluster.entry_only},
           {"pools", std::move(pools)}};
 }
@@ -234,17 +213,12 @@ Status App::JoinCluster(int port) {
   cluster_calls_.emplace(kClusterCallThreads);
   cluster_usage_ = std::make_unique<ClusterUsage>(*cluster_, events_);
   quotas_.Share(cluster_usage_.get());
-  auto attach = cluster_->Hear("attach", [this](std::string key) {
-    std::lock_guard lock(attached_mu_);
-    const auto now = std::chrono::steady_clock::now();
-    if (attached_.size() > 10000)
-      std::erase_if(attached_, [&](const auto& entry) {
-        return now - entry.second > std::chrono::minutes(1);
-      });
-    attached_[key] = now;
-  });
-  if (!attach.ok()) return attach.status().WithContext("--cluster");
-  hear_attach_ = std::move(*attach);
+  services_->cluster = cluster_.get();
+  services_->peers = peers_.get();
+  services_->cluster_calls = &*cluster_calls_;
+  auto entry = ClusterEntry::Start(*services_, *cluster_);
+  if (!entry.ok()) return entry.status().WithContext("--cluster");
+  cluster_entry_ = std::move(*entry);
   if (!config_.cluster.entry_only) {
     const std::string pool = cluster::PoolIdOf(DescribePool());
     auto executor =
@@ -261,10 +235,10 @@ Status App::JoinCluster(int port) {
 }
 
 void App::BeginShutdown() {
-  if (shutting_down_.exchange(true)) return;
-  events_.Emit(EventLevel::kInfo, "shutdown_started", {{"remaining", in_flight_.load()}});
+  if (state_.shutting_down.exchange(true)) return;
+  events_.Emit(EventLevel::kInfo, "shutdown_started", {{"remaining", state_.in_flight.load()}});
   if (executor_) executor_->Stop();  // pulls nothing more; what it runs finishes
-  if (status_streams_) status_streams_->CloseAll();
+  if (status_) status_->CloseStreams();
   if (pool_) pool_->BeginShutdown();
 }
 
@@ -278,6 +252,10 @@ int App::FailStart(const StartFailure& failure) {
 // unchecked for a CA that cannot be read (issue 26 item 7), never an open server for a keys
 // file that does not parse.
 std::optional<App::StartFailure> App::LoadSecurity() {
+  if (config_.sandbox == SandboxMode::kNone) {
+    events_.Emit(EventLevel::kWarning, "sandbox_disabled",
+                 {{"reason", "--sandbox none: workers run with the server's rights"}});
+  }
   if (config_.tls) {
     auto context = tls::MakeServerContext(*config_.tls);
     if (!context.ok()) return StartFailure{2, context.status().message()};
@@ -318,8 +296,19 @@ std::optional<App::StartFailure> App::StartWorkers() {
   }
   gpu_telemetry_ = std::make_unique<GpuTelemetry>(std::move(telemetry));
   pool_ = std::make_unique<pool::WorkerPool>(std::move(*options), metrics_);
-  services_.emplace(
-      Services{config_, events_, metrics_, blobs_, *pool_, quotas_, node_url_, peers_.get()});
+  services_.emplace(Services{.config = config_,
+                             .state = state_,
+                             .events = events_,
+                             .metrics = metrics_,
+                             .blobs = blobs_,
+                             .pool = *pool_,
+                             .quotas = quotas_,
+                             .access = *access_,
+                             .requests = requests_,
+                             .history = history_,
+                             .io = io_,
+                             .cpu_pool = cpu_pool_,
+                             .node_url = node_url_});
   if (Status started = pool_->Start(); !started.ok()) {
     std::string error = started.message();
     if (config_.sandbox != SandboxMode::kNone) {
@@ -352,8 +341,18 @@ std::variant<tcp::acceptor, App::StartFailure> App::OpenListener() {
   return acceptor;
 }
 
+void App::BuildRoutes() {
+  status_ = std::make_unique<StatusRoutes>(*services_, gpu_telemetry_.get());
+  execute_.emplace(*services_, cluster_entry_.get());
+  blob_routes_.emplace(*services_);
+  peer_routes_.emplace(*services_);
+  routes_.emplace(Routes{*services_, *execute_, *blob_routes_, *peer_routes_, *status_});
+}
+
 void App::AnnounceStarted(int port) {
-  if (config_.device == Device::kGpu) SampleGpuTime(pool_->Load(), UnixMillisecondsNow());  // zero
+  if (config_.device == Device::kGpu) {
+    SampleGpuTime(history_, pool_->Load(), UnixMillisecondsNow());  // zero
+  }
   events_.Emit(EventLevel::kInfo, "pool_ready",
                {{"mode", FlagText(config_.device)},
                 {"workers", pool_->Load().request_capacity},
@@ -364,7 +363,7 @@ void App::AnnounceStarted(int port) {
                {{"url", std::string(Scheme()) + "://" + config_.host + ":" + std::to_string(port)},
                 {"tls", tls_.has_value()},
                 {"run_dir", events_.run_dir().string()},
-                {"instance_id", instance_id_}});
+                {"instance_id", state_.instance_id}});
 }
 
 int App::Run() {
@@ -378,6 +377,7 @@ int App::Run() {
   if (Status joined = JoinCluster(port); !joined.ok()) {
     return FailStart({1, joined.message()});
   }
+  BuildRoutes();
   AnnounceStarted(port);
   return Serve(std::move(acceptor));
 }
@@ -394,7 +394,7 @@ void App::ReloadKeys() {
   });
   events_.Emit(EventLevel::kInfo, "auth_keys_reloaded",
                {{"keys", access_->key_count()}, {"revoked_waiting_requests", revoked}});
-  status_streams_->CloseAll();  // its viewers come back with their keys, checked anew
+  status_->CloseStreams();  // its viewers come back with their keys, checked anew
 }
 
 int App::Serve(tcp::acceptor acceptor) {
@@ -416,14 +416,13 @@ int App::Serve(tcp::acceptor acceptor) {
     reload.async_wait(on_reload);
   };
   reload.async_wait(on_reload);
-  status_streams_ = std::make_unique<StatusStreams>(status_board_);
   net::co_spawn(io_, Listen(std::move(acceptor)), net::detached);
 
   // Serve until shutdown has begun and nothing is in flight.
   net::steady_timer poll(io_);
   std::function<void(const boost::system::error_code&)> check;
   check = [&](const boost::system::error_code&) {
-    if (shutting_down_ && in_flight_ == 0) {
+    if (state_.shutting_down && state_.in_flight == 0) {
       signals.cancel();
       reload.cancel();
       io_.stop();
@@ -436,10 +435,13 @@ int App::Serve(tcp::acceptor acceptor) {
   poll.async_wait(check);
   io_.run();
 
-  status_streams_.reset();  // its builds read the pool and the cluster
-  executor_.reset();        // waits for the cluster's requests it runs
+  status_.reset();    // its streams' builds read the pool and the cluster
+  executor_.reset();  // waits for the cluster's requests it runs
   pool_->Join();
-  hear_attach_.reset();
+  routes_.reset();
+  execute_.reset();
+  cluster_entry_.reset();  // stops hearing the cluster
+  services_->cluster = nullptr;
   cluster_.reset();  // leaves the cluster: its record goes at once
   events_.Emit(EventLevel::kInfo, "shutdown_complete", {});
   events_.Emit(EventLevel::kInfo, "server_stopped", {});

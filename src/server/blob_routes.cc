@@ -1,9 +1,6 @@
-// POST /blobs and HEAD /blobs/<sha256> (docs/data-path.md "Blob endpoints"):
-// a client that asks first which blobs the server lacks, and sends the ones
-// it lacks on their own, never pays a CACHE_MISS round trip; the reference
-// client ignores both and keeps the three-attempt negotiation (spec §3.3).
+#include "server/blob_routes.h"
+
 #include "base/sha256.h"
-#include "server/app.h"
 
 namespace kc::server {
 
@@ -18,25 +15,25 @@ HttpReply Marked(HttpReply reply, std::string_view what) {
 
 }  // namespace
 
-HttpReply App::HandleBlobUpload(StatusOr<store::BlobPtr> blob, const std::string& request_id,
-                                const std::string& client, Clock::time_point received) {
+HttpReply BlobRoutes::Upload(StatusOr<store::BlobPtr> blob, const std::string& request_id,
+                             const std::string& client, Clock::time_point received) {
   const double ms = MillisecondsSince(received);
   if (!blob.ok()) {
-    events_.Emit(EventLevel::kWarning, "blob_refused",
-                 {{"request_id", request_id},
-                  {"client", client},
-                  {"error_message", blob.status().message()}});
+    services_.events.Emit(EventLevel::kWarning, "blob_refused",
+                          {{"request_id", request_id},
+                           {"client", client},
+                           {"error_message", blob.status().message()}});
     return Marked(EndingReply(EndingForStatus(blob.status()), blob.status().message(), request_id),
                   "refused");
   }
-  const bool cached = blobs_.Add(*blob);
-  events_.Emit(EventLevel::kInfo, "blob_received",
-               {{"request_id", request_id},
-                {"client", client},
-                {"sha256", (*blob)->sha256()},
-                {"bytes", (*blob)->size()},
-                {"cached", cached},
-                {"total_ms", ms}});
+  const bool cached = services_.blobs.Add(*blob);
+  services_.events.Emit(EventLevel::kInfo, "blob_received",
+                        {{"request_id", request_id},
+                         {"client", client},
+                         {"sha256", (*blob)->sha256()},
+                         {"bytes", (*blob)->size()},
+                         {"cached", cached},
+                         {"total_ms", ms}});
   // Not cached (larger than a quarter of the memory tier): the client sends it inline.
   nlohmann::ordered_json body = {
       {"sha256", (*blob)->sha256()}, {"size", (*blob)->size()}, {"cached", cached}};
@@ -45,10 +42,10 @@ HttpReply App::HandleBlobUpload(StatusOr<store::BlobPtr> blob, const std::string
   return Marked(std::move(reply), "stored");
 }
 
-HttpReply App::HandleBlobLookup(std::string_view sha256) {
+HttpReply BlobRoutes::Lookup(std::string_view sha256) {
   // HEAD: the status is the answer, the body is never sent.
   if (!IsSha256Hex(sha256)) return Marked({400, "application/json", "", ""}, "malformed");
-  const bool present = blobs_.Contains(std::string(sha256));
+  const bool present = services_.blobs.Contains(std::string(sha256));
   return Marked({present ? 200 : 404, "application/json", "", ""}, present ? "present" : "missing");
 }
 

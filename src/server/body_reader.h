@@ -22,6 +22,8 @@
 
 namespace kc::server {
 
+namespace http = boost::beast::http;
+
 class BodyConsumer {
  public:
   // Chunks in flight at most; a chunk's pieces are kept by its slot.

@@ -1,8 +1,7 @@
-// POST /execute on a node of a cluster (docs/cluster.md "Routing work"): the request, already
-// parsed and its blobs in this node's store, is queued for the pool that can run it, and this
-// node answers with the first stored outcome. The key names the request across nodes: the
-// client's Idempotency-Key under its tenant (so a retry on any node finds the run) or a random
-// one.
+// The key names the request across nodes: the client's Idempotency-Key under its tenant (so a
+// retry on any node finds the run) or a random one.
+#include "server/cluster_entry.h"
+
 #include <chrono>
 #include <mutex>
 #include <utility>
@@ -21,7 +20,6 @@
 #include "cluster/work_message.h"
 #include "protocol/cuda_code.h"
 #include "server/admitted_request.h"
-#include "server/app.h"
 #include "server/outcome_record.h"
 #include "server/request_id.h"
 
@@ -73,7 +71,7 @@ std::string ClusterKey(const std::string& tenant,
 
 // One request's way through the cluster: what names it, and the outcome when it is announced,
 // which may come on a NATS thread at any time once the route listens for it.
-struct App::ClusterRoute {
+struct ClusterEntry::Request {
   std::shared_ptr<AdmittedRequest> admitted;
   std::string request_id;
   std::optional<std::string> idempotency_key;
@@ -102,7 +100,7 @@ struct App::ClusterRoute {
 // How claiming a client's key and queueing beside it went: the 409 to answer, or the nonce of
 // the run queued under the key's claim and how queueing went (`answered`: a retry whose first
 // run's outcome was already stored, delivered to the route).
-struct App::ClusterClaim {
+struct ClusterEntry::Claimed {
   std::optional<HttpReply> conflict;
   std::string nonce;
   Status queued;
@@ -111,7 +109,7 @@ struct App::ClusterClaim {
 
 // One try at queueing: the refusal to answer (retryable when NATS is away for now), or the
 // subscription that hears the outcome.
-struct App::ClusterQueued {
+struct ClusterEntry::Queued {
   std::optional<HttpReply> refusal;
   bool retryable = false;
   std::unique_ptr<cluster::Listening> listening;
@@ -151,8 +149,8 @@ StatusOr<cluster::WorkMessage> WorkMessageOf(const AdmittedRequest& admitted,
 
 }  // namespace
 
-net::awaitable<App::ClusterQueued> App::QueueInCluster(std::shared_ptr<ClusterRoute> route) {
-  ClusterQueued out;
+net::awaitable<ClusterEntry::Queued> ClusterEntry::Queue(std::shared_ptr<Request> route) {
+  Queued out;
   const auto started = Clock::now();
   auto fail = [&](const Status& status) {
     out.refusal = EndingReply(EndingForStatus(status), status.message(), route->request_id);
@@ -160,23 +158,24 @@ net::awaitable<App::ClusterQueued> App::QueueInCluster(std::shared_ptr<ClusterRo
     return std::move(out);
   };
   const AdmittedRequest& admitted = *route->admitted;
-  auto pool = cluster_->ChoosePool(NeedsGpu(admitted.request.program),
-                                   pool_->describe().value("versions", nlohmann::json::object()),
-                                   GpuNeedOf(admitted));
+  auto pool = cluster_.ChoosePool(
+      NeedsGpu(admitted.request.program),
+      services_.pool.describe().value("versions", nlohmann::json::object()), GpuNeedOf(admitted));
   if (!pool.ok()) co_return fail(pool.status());
-  auto listening = cluster_->Await(
-      route->key, [this, route](std::string record) { route->Deliver(std::move(record), io_); });
+  auto listening = cluster_.Await(route->key, [this, route](std::string record) {
+    route->Deliver(std::move(record), services_.io);
+  });
   if (!listening.ok()) co_return fail(listening.status());
   out.listening = std::move(*listening);
-  auto work = WorkMessageOf(admitted, route->key, route->request_id, cluster_->node_id(), node_url_,
-                            blobs_);
+  auto work = WorkMessageOf(admitted, route->key, route->request_id, cluster_.node_id(),
+                            services_.node_url, services_.blobs);
   if (!work.ok()) co_return fail(work.status());
   if (route->idempotency_key) work->claim = route->nonce;
   const std::string tenant = cluster::TenantSubjectToken(work->tenant);
   std::string claim_nonce;  // the nonce of the run queued under the key's claim
   Status queued;
   if (!route->idempotency_key) {
-    queued = cluster_->Queue(*pool, tenant, route->key, "", work->Encode());
+    queued = cluster_.Queue(*pool, tenant, route->key, "", work->Encode());
   } else {
     auto claimed = co_await ClaimAndQueue(*route, *work, *pool, tenant);
     if (!claimed.ok()) co_return fail(claimed.status());
@@ -190,12 +189,12 @@ net::awaitable<App::ClusterQueued> App::QueueInCluster(std::shared_ptr<ClusterRo
   }
   if (!queued.ok()) co_return fail(queued);
   // Sent only now that the claim holds, so the node it wakes need not read the claim.
-  cluster_->Wake(*pool, tenant, claim_nonce);
-  events_.Emit(EventLevel::kInfo, "cluster_request_queued",
-               {{"request_id", route->request_id},
-                {"key", route->key},
-                {"pool", *pool},
-                {"ms", Rounded(MillisecondsSince(started))}});
+  cluster_.Wake(*pool, tenant, claim_nonce);
+  services_.events.Emit(EventLevel::kInfo, "cluster_request_queued",
+                        {{"request_id", route->request_id},
+                         {"key", route->key},
+                         {"pool", *pool},
+                         {"ms", Rounded(MillisecondsSince(started))}});
   co_return out;
 }
 
@@ -203,10 +202,9 @@ net::awaitable<App::ClusterQueued> App::QueueInCluster(std::shared_ptr<ClusterRo
 // written beside the message, not before it (two replicated writes at once instead of in a
 // row): the executing node runs a message only under a claim that carries its nonce
 // (cluster_executor.cc), so the message of a request whose claim another holds is dropped unrun.
-net::awaitable<StatusOr<App::ClusterClaim>> App::ClaimAndQueue(ClusterRoute& route,
-                                                               cluster::WorkMessage& work,
-                                                               const std::string& pool,
-                                                               const std::string& tenant) {
+net::awaitable<StatusOr<ClusterEntry::Claimed>> ClusterEntry::ClaimAndQueue(
+    Request& route, cluster::WorkMessage& work, const std::string& pool,
+    const std::string& tenant) {
   const std::string program_hash = Sha256Hex(route.admitted->request.program_json);
   Status queued;
   // Each begins with a post: spawned from a thread of the pool, it would otherwise run at
@@ -215,24 +213,24 @@ net::awaitable<StatusOr<App::ClusterClaim>> App::ClaimAndQueue(ClusterRoute& rou
   auto [order, claim_threw, queue_threw] =
       co_await net::experimental::make_parallel_group(
           net::co_spawn(
-              *cluster_calls_,
+              *services_.cluster_calls,
               [&]() -> net::awaitable<void> {
-                co_await net::post(*cluster_calls_, net::use_awaitable);
-                claim = cluster_->Claim(route.key, program_hash, route.nonce);
+                co_await net::post(*services_.cluster_calls, net::use_awaitable);
+                claim = cluster_.Claim(route.key, program_hash, route.nonce);
               },
               net::deferred),
           net::co_spawn(
-              *cluster_calls_,
+              *services_.cluster_calls,
               [&]() -> net::awaitable<void> {
-                co_await net::post(*cluster_calls_, net::use_awaitable);
-                queued = cluster_->Queue(pool, tenant, route.key, route.nonce, work.Encode());
+                co_await net::post(*services_.cluster_calls, net::use_awaitable);
+                queued = cluster_.Queue(pool, tenant, route.key, route.nonce, work.Encode());
               },
               net::deferred))
           .async_wait(net::experimental::wait_for_all(), net::use_awaitable);
   for (const std::exception_ptr& threw : {claim_threw, queue_threw})
     if (threw) std::rethrow_exception(threw);  // as it would have without the group
   if (!claim->ok()) co_return claim->status();
-  ClusterClaim out;
+  Claimed out;
   if ((*claim)->result == cluster::ClaimResult::kOtherProgram) {
     out.conflict = EndingReply(RequestEnding::kConflict,
                                "Idempotency-Key is already bound to another program (or other "
@@ -243,17 +241,17 @@ net::awaitable<StatusOr<App::ClusterClaim>> App::ClaimAndQueue(ClusterRoute& rou
   out.nonce = (*claim)->nonce;
   if (out.nonce != route.nonce) {
     // A retry: the run queued under the first claim is the answer, wherever it runs.
-    cluster_->Tell("attach", route.key);  // the first entry node must not cancel it
-    auto stored = cluster_->Outcome(route.key);
+    cluster_.Tell("attach", route.key);  // the first entry node must not cancel it
+    auto stored = cluster_.Outcome(route.key);
     if (stored.ok() && stored->has_value()) {
-      route.Deliver(std::move(**stored), io_);
+      route.Deliver(std::move(**stored), services_.io);
       out.answered = true;
       co_return out;
     }
     // Its message once more (JetStream drops it as a duplicate), in case the first entry node
     // died before queueing it.
     work.claim = out.nonce;
-    queued = cluster_->Queue(pool, tenant, route.key, out.nonce, work.Encode());
+    queued = cluster_.Queue(pool, tenant, route.key, out.nonce, work.Encode());
   }
   out.queued = queued;
   co_return out;
@@ -261,8 +259,8 @@ net::awaitable<StatusOr<App::ClusterClaim>> App::ClaimAndQueue(ClusterRoute& rou
 
 // Waits for the outcome: nullopt once it is taken, else the reply for a deadline passed or a
 // client gone (with a key, a retry elsewhere may attach within kCancelGrace).
-net::awaitable<std::optional<HttpReply>> App::AwaitClusterOutcome(
-    std::shared_ptr<ClusterRoute> route, std::shared_ptr<pool::CancelFlag> cancel) {
+net::awaitable<std::optional<HttpReply>> ClusterEntry::AwaitOutcome(
+    std::shared_ptr<Request> route, std::shared_ptr<pool::CancelFlag> cancel) {
   auto last_check = std::chrono::steady_clock::now();
   std::optional<std::chrono::steady_clock::time_point> hung_up;
   const std::string& key = route->key;
@@ -277,20 +275,20 @@ net::awaitable<std::optional<HttpReply>> App::AwaitClusterOutcome(
     if (cancel->raised()) {
       // Without a key nobody can come back for it; with one, a retry elsewhere may attach.
       if (!route->idempotency_key) {
-        cluster_->Tell("cancel", key);
+        cluster_.Tell("cancel", key);
         co_return EndingReply(RequestEnding::kCancelled, "the client hung up", route->request_id);
       }
       if (!hung_up) hung_up = now;
       if (now - *hung_up > kCancelGrace) {
-        if (!AttachedSince(key, *hung_up)) cluster_->Tell("cancel", key);
+        if (!AttachedSince(key, *hung_up)) cluster_.Tell("cancel", key);
         co_return EndingReply(RequestEnding::kCancelled, "the client hung up", route->request_id);
       }
     }
     if (now - last_check > kStoreCheck) {  // makes up for an announcement lost to a reconnect
       last_check = now;
-      auto checking = ClusterCall([this, route] {
-        auto stored = cluster_->Outcome(route->key);
-        if (stored.ok() && stored->has_value()) route->Deliver(std::move(**stored), io_);
+      auto checking = ClusterCall(services_, [this, route] {
+        auto stored = cluster_.Outcome(route->key);
+        if (stored.ok() && stored->has_value()) route->Deliver(std::move(**stored), services_.io);
       });
       co_await std::move(checking);
       continue;
@@ -303,7 +301,8 @@ net::awaitable<std::optional<HttpReply>> App::AwaitClusterOutcome(
 
 // The answer from the outcome record: inline, or a body the executing node pushed here (else
 // fetched from a holder). On the parse pool.
-net::awaitable<HttpReply> App::AnswerFromOutcome(std::string record_text, std::string request_id) {
+net::awaitable<HttpReply> ClusterEntry::AnswerFromOutcome(std::string record_text,
+                                                          std::string request_id) {
   auto unreadable = [&](const Status& status) {
     return EndingReply(RequestEnding::kInternal,
                        "the cluster's outcome could not be read: " + status.message(), request_id);
@@ -312,11 +311,11 @@ net::awaitable<HttpReply> App::AnswerFromOutcome(std::string record_text, std::s
   if (!record.ok()) co_return unreadable(record.status());
   store::BlobPtr body;
   if (const auto& blob = record->body_blob) {
-    body = blobs_.memory().Get(blob->sha256);
+    body = services_.blobs.memory().Get(blob->sha256);
     if (body == nullptr) {
-      auto fetching = ClusterCall([&]() -> store::BlobPtr {
+      auto fetching = ClusterCall(services_, [&]() -> store::BlobPtr {
         for (const auto& holder : blob->holders) {
-          auto fetched = peers_->Fetch(holder, blob->sha256);
+          auto fetched = services_.peers->Fetch(holder, blob->sha256);
           if (fetched.ok()) return *fetched;
         }
         return nullptr;
@@ -329,11 +328,11 @@ net::awaitable<HttpReply> App::AnswerFromOutcome(std::string record_text, std::s
   co_return std::move(*reply);
 }
 
-net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedRequest> admitted,
-                                                   std::string request_id,
-                                                   std::optional<std::string> idempotency_key,
-                                                   std::shared_ptr<pool::CancelFlag> cancel) {
-  auto route = std::make_shared<ClusterRoute>();
+net::awaitable<HttpReply> ClusterEntry::Route(std::shared_ptr<AdmittedRequest> admitted,
+                                              std::string request_id,
+                                              std::optional<std::string> idempotency_key,
+                                              std::shared_ptr<pool::CancelFlag> cancel) {
+  auto route = std::make_shared<Request>();
   route->key = ClusterKey(admitted->share.tenant, idempotency_key);
   route->nonce = NewUuid();
   route->deadline =
@@ -343,15 +342,16 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
   route->admitted = std::move(admitted);
   route->request_id = request_id;
   route->idempotency_key = std::move(idempotency_key);
-  route->wake = std::make_shared<net::steady_timer>(io_, net::steady_timer::time_point::max());
+  route->wake =
+      std::make_shared<net::steady_timer>(services_.io, net::steady_timer::time_point::max());
 
   // Each try is whole (a second claim with our own nonce is ours: it re-subscribes and
   // re-publishes the same message id, which JetStream drops as a duplicate).
-  ClusterQueued queued;
+  Queued queued;
   const auto give_up = std::chrono::steady_clock::now() + cluster::kQueueRetryFor;
   for (auto pause = std::chrono::milliseconds(100);;
        pause = std::min(2 * pause, std::chrono::milliseconds(2000))) {
-    auto queueing = net::co_spawn(*cluster_calls_, QueueInCluster(route), net::use_awaitable);
+    auto queueing = net::co_spawn(*services_.cluster_calls, Queue(route), net::use_awaitable);
     queued = co_await std::move(queueing);
     if (!queued.refusal || !queued.retryable || std::chrono::steady_clock::now() > give_up ||
         cancel->raised()) {
@@ -361,14 +361,42 @@ net::awaitable<HttpReply> App::RouteThroughCluster(std::shared_ptr<AdmittedReque
     co_await route->wake->async_wait(net::as_tuple(net::use_awaitable));
   }
   if (queued.refusal) co_return std::move(*queued.refusal);
-  if (std::optional<HttpReply> ended = co_await AwaitClusterOutcome(route, cancel)) {
+  if (std::optional<HttpReply> ended = co_await AwaitOutcome(route, cancel)) {
     co_return std::move(*ended);
   }
   // Draining the subscription waits a round trip to NATS: not on the answer's way.
-  net::post(*cluster_calls_, [done = std::move(queued.listening)] {});
-  auto answering =
-      net::co_spawn(cpu_pool_, AnswerFromOutcome(*route->Taken(), request_id), net::use_awaitable);
+  net::post(*services_.cluster_calls, [done = std::move(queued.listening)] {});
+  auto answering = net::co_spawn(services_.cpu_pool, AnswerFromOutcome(*route->Taken(), request_id),
+                                 net::use_awaitable);
   co_return co_await std::move(answering);
+}
+
+StatusOr<std::unique_ptr<ClusterEntry>> ClusterEntry::Start(Services& services,
+                                                            cluster::EntrySide& cluster) {
+  if (services.cluster_calls == nullptr)
+    return InternalError("the cluster's entry needs its threads");
+  std::unique_ptr<ClusterEntry> entry(new ClusterEntry(services, cluster));
+  auto attach = cluster.Hear(
+      "attach", [raw = entry.get()](std::string key) { raw->NoteAttached(std::move(key)); });
+  if (!attach.ok()) return attach.status();
+  entry->hear_attach_ = std::move(*attach);
+  return entry;
+}
+
+void ClusterEntry::NoteAttached(std::string key) {
+  std::lock_guard lock(attached_mu_);
+  const auto now = std::chrono::steady_clock::now();
+  if (attached_.size() > 10000)
+    std::erase_if(attached_,
+                  [&](const auto& entry) { return now - entry.second > std::chrono::minutes(1); });
+  attached_[std::move(key)] = now;
+}
+
+bool ClusterEntry::AttachedSince(const std::string& key,
+                                 std::chrono::steady_clock::time_point since) {
+  std::lock_guard lock(attached_mu_);
+  auto it = attached_.find(key);
+  return it != attached_.end() && it->second >= since;
 }
 
 }  // namespace kc::server

@@ -14,6 +14,7 @@
 namespace kc::server {
 
 namespace beast = boost::beast;
+namespace http = boost::beast::http;
 using tcp = net::ip::tcp;
 
 namespace {
@@ -47,11 +48,11 @@ net::awaitable<void> RefusePlainHttp(PlainStream& stream, beast::flat_buffer& bu
   stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
 }
 
-net::awaitable<void> ServeTls(App& app, PlainStream plain, net::ssl::context& tls,
+net::awaitable<void> ServeTls(Routes& routes, PlainStream plain, net::ssl::context& tls,
                               std::string client) {
   auto handshake_failed = [&](const std::string& error) {
-    app.events().Emit(EventLevel::kWarning, "tls_handshake_failed",
-                      {{"client", client}, {"error", error}});
+    routes.services.events.Emit(EventLevel::kWarning, "tls_handshake_failed",
+                                {{"client", client}, {"error", error}});
   };
   beast::flat_buffer buffer;
   plain.expires_after(kHandshakeTimeout);
@@ -76,7 +77,7 @@ net::awaitable<void> ServeTls(App& app, PlainStream plain, net::ssl::context& tl
     co_return;
   }
   buffer.consume(used);
-  auto serving = ServeRequests(app, stream, buffer, client);  // named: see on_pool.h
+  auto serving = ServeRequests(routes, stream, buffer, client);  // named: see on_pool.h
   co_await std::move(serving);
   // close_notify tells the client the replies ended where they did (no truncation).
   TcpOf(stream).expires_after(kCloseTimeout);
@@ -85,16 +86,16 @@ net::awaitable<void> ServeTls(App& app, PlainStream plain, net::ssl::context& tl
 
 }  // namespace
 
-net::awaitable<void> ServeConnection(App& app, tcp::socket socket, net::ssl::context* tls) {
+net::awaitable<void> ServeConnection(Routes& routes, tcp::socket socket, net::ssl::context* tls) {
   std::string client = PeerOf(socket);
   PlainStream stream(std::move(socket));
   if (tls != nullptr) {
-    auto serving = ServeTls(app, std::move(stream), *tls, std::move(client));
+    auto serving = ServeTls(routes, std::move(stream), *tls, std::move(client));
     co_await std::move(serving);
     co_return;
   }
   beast::flat_buffer buffer;
-  auto serving = ServeRequests(app, stream, buffer, std::move(client));
+  auto serving = ServeRequests(routes, stream, buffer, std::move(client));
   co_await std::move(serving);
   boost::system::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_send, ignored);

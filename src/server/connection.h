@@ -12,10 +12,11 @@
 #include <boost/asio.hpp>
 #include <boost/asio/ssl/context.hpp>
 
-#include "server/app.h"
+#include "server/routes.h"
 
 namespace kc::server {
 
-net::awaitable<void> ServeConnection(App& app, net::ip::tcp::socket socket, net::ssl::context* tls);
+net::awaitable<void> ServeConnection(Routes& routes, net::ip::tcp::socket socket,
+                                     net::ssl::context* tls);
 
 }  // namespace kc::server

@@ -1,6 +1,5 @@
-// POST /execute (spec/server.md §2.2): parse and resolve blobs off the event
-// loop, answer CACHE_MISS or 400 early, queue the program for a seat, then
-// build the outcome reply off the event loop too.
+#include "server/execute_route.h"
+
 #include <chrono>
 #include <unordered_map>
 #include <variant>
@@ -8,10 +7,9 @@
 #include "protocol/cuda_code.h"
 #include "protocol/execute_request.h"
 #include "server/admitted_request.h"
-#include "server/app.h"
 #include "server/outcome_reply.h"
+#include "server/request_accounting.h"
 #include "server/request_id.h"
-#include "server/services.h"
 
 namespace kc::server {
 
@@ -59,29 +57,29 @@ std::vector<std::string_view> SuppliedRequestIds(const http::fields& fields) {
   return ids;
 }
 
-net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
-                                             StatusOr<std::unique_ptr<ExecuteIngest>> body,
-                                             std::shared_ptr<pool::CancelFlag> cancel) {
+net::awaitable<HttpReply> ExecuteRoute::Handle(ExecuteArrival arrival,
+                                               StatusOr<std::unique_ptr<ExecuteIngest>> body,
+                                               std::shared_ptr<pool::CancelFlag> cancel) {
   const std::string& request_id = arrival.request_id;
   // Whose request (none without keys), and what that tenant may use (tenant_limits.h).
   const std::string tenant = arrival.caller ? arrival.caller->tenant : "";
-  const TenantLimits limits = access_->LimitsOf(tenant);
-  if (arrival.caller) events_.NameTenant(request_id, tenant);
-  ++in_flight_;
+  const TenantLimits limits = services_.access.LimitsOf(tenant);
+  if (arrival.caller) services_.events.NameTenant(request_id, tenant);
+  ++services_.state.in_flight;
   struct InFlight {
     std::atomic<int>& count;
     ~InFlight() { --count; }
-  } in_flight{in_flight_};
-  events_.Emit(EventLevel::kInfo, "request_received",
-               {{"request_id", request_id},
-                {"client", arrival.client},
-                {"content_length", arrival.body_bytes}});
-  requests_.Begin(tenant);
+  } in_flight{services_.state.in_flight};
+  services_.events.Emit(EventLevel::kInfo, "request_received",
+                        {{"request_id", request_id},
+                         {"client", arrival.client},
+                         {"content_length", arrival.body_bytes}});
+  services_.requests.Begin(tenant);
   auto finish = [&](HttpReply reply) {
-    return FinishExecute(std::move(reply), request_id, tenant, arrival.received);
+    return Finish(std::move(reply), request_id, tenant, arrival.received);
   };
 
-  if (shutting_down_) {
+  if (services_.state.shutting_down) {
     co_return finish(
         EndingReply(RequestEnding::kShuttingDown, "server is shutting down", request_id));
   }
@@ -97,10 +95,10 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
   // The checks that need the whole body, validation and cache look-ups: on
   // the parse pool (the body itself was hashed and stored as it arrived).
   // Copies: the screening must not outlive what it reads.
-  auto screening =
-      OnPool(cpu_pool_, [this, body = std::move(body), request_id, tenant, limits]() mutable {
-        return Screen(std::move(body), request_id, tenant, limits);
-      });
+  auto screening = OnPool(services_.cpu_pool,
+                          [this, body = std::move(body), request_id, tenant, limits]() mutable {
+                            return Screen(std::move(body), request_id, tenant, limits);
+                          });
   std::variant<HttpReply, AdmittedRequest> screened = co_await std::move(screening);
   if (auto* reply = std::get_if<HttpReply>(&screened)) co_return finish(std::move(*reply));
 
@@ -108,11 +106,12 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
   // The seat queue is scanned only for a tenant with a `queued` limit: off every other request.
   int queued = 0;
   if (limits.queued) {
-    const auto waiting = pool_->WaitingByTenant();
+    const auto waiting = services_.pool.WaitingByTenant();
     if (auto it = waiting.find(tenant); it != waiting.end()) queued = it->second;
   }
   // In a cluster a seconds budget is read from the cluster's ledger (a NATS round trip).
-  auto entering = ClusterCall([&] { return quotas_.Enter(tenant, limits, queued); });
+  auto entering =
+      ClusterCall(services_, [&] { return services_.quotas.Enter(tenant, limits, queued); });
   if (auto refusal = co_await std::move(entering)) {
     HttpReply reply = EndingReply(RequestEnding::kQuotaExceeded, refusal->message, request_id);
     reply.headers.emplace_back("Retry-After", std::to_string(refusal->retry_after_seconds));
@@ -122,26 +121,25 @@ net::awaitable<HttpReply> App::HandleExecute(ExecuteArrival arrival,
     TenantQuotas& quotas;
     const std::string& tenant;
     ~Admitted() { quotas.Leave(tenant); }
-  } counted{quotas_, tenant};
+  } counted{services_.quotas, tenant};
   admitted->share = {tenant, limits.weight};
   if (arrival.caller) admitted->key_id = arrival.caller->key_id;
   nlohmann::json accepted = ProgramShape(admitted->request.program);
   accepted["request_id"] = request_id;
   accepted["timeout_seconds"] = admitted->timeout_seconds;
-  events_.Emit(EventLevel::kInfo, "request_accepted", accepted);
+  services_.events.Emit(EventLevel::kInfo, "request_accepted", accepted);
 
-  if (cluster_) {
-    auto routing = RouteThroughCluster(admitted, request_id, arrival.idempotency_key, cancel);
+  if (cluster_ != nullptr) {
+    auto routing = cluster_->Route(admitted, request_id, arrival.idempotency_key, cancel);
     co_return finish(co_await std::move(routing));
   }
   auto running = RunHere(admitted, request_id, std::move(cancel));
   co_return finish(co_await std::move(running));
 }
 
-std::variant<HttpReply, AdmittedRequest> App::Screen(StatusOr<std::unique_ptr<ExecuteIngest>> body,
-                                                     const std::string& request_id,
-                                                     const std::string& tenant,
-                                                     const TenantLimits& limits) {
+std::variant<HttpReply, AdmittedRequest> ExecuteRoute::Screen(
+    StatusOr<std::unique_ptr<ExecuteIngest>> body, const std::string& request_id,
+    const std::string& tenant, const TenantLimits& limits) {
   auto fail = [&](const Status& status) {
     return EndingReply(EndingForStatus(status), status.message(), request_id);
   };
@@ -154,7 +152,7 @@ std::variant<HttpReply, AdmittedRequest> App::Screen(StatusOr<std::unique_ptr<Ex
   }
   // A tensor of the wrong length is the client's 400; a memfd that cannot
   // be made is ours, a 500 (EndingForStatus).
-  auto resolution = blobs_.Resolve(parsed->request.program, parsed->supplied);
+  auto resolution = services_.blobs.Resolve(parsed->request.program, parsed->supplied);
   if (!resolution.ok()) return fail(resolution.status());
   if (!resolution->missing.empty()) {
     nlohmann::ordered_json miss = {{"status", "CACHE_MISS"},
@@ -164,19 +162,19 @@ std::variant<HttpReply, AdmittedRequest> App::Screen(StatusOr<std::unique_ptr<Ex
   }
   AdmittedRequest admitted{std::move(parsed->request), std::move(*resolution)};
   admitted.timeout_seconds =
-      std::min(options.timeout_seconds.value_or(config_.default_timeout_seconds),
-               config_.max_timeout_seconds);
+      std::min(options.timeout_seconds.value_or(services_.config.default_timeout_seconds),
+               services_.config.max_timeout_seconds);
   admitted.output_limit_bytes =
-      std::min(options.output_limit_bytes.value_or(config_.output_limit_bytes),
-               config_.max_output_limit_bytes);
-  events_.SaveProgram(request_id, admitted.request.program_json);
+      std::min(options.output_limit_bytes.value_or(services_.config.output_limit_bytes),
+               services_.config.max_output_limit_bytes);
+  services_.events.SaveProgram(request_id, admitted.request.program_json);
   return admitted;
 }
 
-std::optional<HttpReply> App::RefuseOptions(const protocol::ProgramOptions& options,
-                                            const std::string& tenant,
-                                            std::optional<int64_t> allowed_gpus,
-                                            const std::string& request_id) const {
+std::optional<HttpReply> ExecuteRoute::RefuseOptions(const protocol::ProgramOptions& options,
+                                                     const std::string& tenant,
+                                                     std::optional<int64_t> allowed_gpus,
+                                                     const std::string& request_id) const {
   auto reject = [&](const std::string& message) {
     return EndingReply(RequestEnding::kRejected, message, request_id);
   };
@@ -187,21 +185,21 @@ std::optional<HttpReply> App::RefuseOptions(const protocol::ProgramOptions& opti
                            std::to_string(*options.gpu_count),
                        request_id);
   }
-  if (options.gpu_count && config_.device == Device::kCpu) {
+  if (options.gpu_count && services_.config.device == Device::kCpu) {
     return reject(
         "options.gpu_count: this is a CPU server; gpu_count exceeds its GPU capacity (0)");
   }
-  if (options.gpu_count && *options.gpu_count > pool_->reservable_gpus()) {
+  if (options.gpu_count && *options.gpu_count > services_.pool.reservable_gpus()) {
     return reject("options.gpu_count: " + std::to_string(*options.gpu_count) +
                   " exceeds this GPU server's configured capacity (" +
-                  std::to_string(pool_->reservable_gpus()) + " GPUs)");
+                  std::to_string(services_.pool.reservable_gpus()) + " GPUs)");
   }
   if (options.gpu_arch && cluster_ == nullptr) {
     // A cluster's entry node sends it to that architecture's pool (cluster_entry.cc); a
     // server runs it only on its own.
     const std::string own =
-        pool_->describe().value("target", nlohmann::json::object()).value("arch", "");
-    if (config_.device == Device::kCpu) {
+        services_.pool.describe().value("target", nlohmann::json::object()).value("arch", "");
+    if (services_.config.device == Device::kCpu) {
       return reject("options.gpu_arch: this is a CPU server; it has no " + *options.gpu_arch +
                     " GPU");
     }
@@ -213,8 +211,8 @@ std::optional<HttpReply> App::RefuseOptions(const protocol::ProgramOptions& opti
   return std::nullopt;
 }
 
-HttpReply App::FinishExecute(HttpReply reply, const std::string& request_id,
-                             const std::string& tenant, Clock::time_point received) {
+HttpReply ExecuteRoute::Finish(HttpReply reply, const std::string& request_id,
+                               const std::string& tenant, Clock::time_point received) {
   const double ms = MillisecondsSince(received);
   // Every reply built here carries its ending (request_ending.h).
   const auto level = reply.ending ? TraitsOf(*reply.ending).level : EventLevel::kError;
@@ -225,7 +223,7 @@ HttpReply App::FinishExecute(HttpReply reply, const std::string& request_id,
                            {"response_bytes", reply.body_size()}};
   if (!reply.error_kind.empty()) fields["error_kind"] = reply.error_kind;
   if (!reply.error_message.empty()) fields["error_message"] = reply.error_message.substr(0, 2048);
-  events_.Emit(level, "request_finished", fields);
+  services_.events.Emit(level, "request_finished", fields);
   RequestRecord record{.request_id = request_id,
                        .tenant = tenant,
                        .http_status = reply.status,
@@ -234,39 +232,40 @@ HttpReply App::FinishExecute(HttpReply reply, const std::string& request_id,
                        .error_message = reply.error_message,
                        .integrity = reply.integrity,
                        .total_ms = ms};
-  CountFinished(reply, ms, &record);
+  CountFinished(services_, reply, ms, &record);
   reply.server_ms = ms;
   return reply;
 }
 
-net::awaitable<HttpReply> App::RunHere(std::shared_ptr<AdmittedRequest> admitted,
-                                       std::string request_id,
-                                       std::shared_ptr<pool::CancelFlag> cancel) {
-  auto job = JobFor(*admitted, request_id, std::move(cancel), config_.max_response_bytes);
+net::awaitable<HttpReply> ExecuteRoute::RunHere(std::shared_ptr<AdmittedRequest> admitted,
+                                                std::string request_id,
+                                                std::shared_ptr<pool::CancelFlag> cancel) {
+  auto job = JobFor(*admitted, request_id, std::move(cancel), services_.config.max_response_bytes);
   // The pool calls back from a seat thread; hop onto the event loop and wake us.
   auto result = std::make_shared<std::optional<pool::JobResult>>();
-  auto wake = std::make_shared<net::steady_timer>(io_, net::steady_timer::time_point::max());
+  auto wake =
+      std::make_shared<net::steady_timer>(services_.io, net::steady_timer::time_point::max());
   job->done = [this, result, wake](pool::JobResult r) {
-    net::post(io_, [result, wake, r = std::move(r)]() mutable {
+    net::post(services_.io, [result, wake, r = std::move(r)]() mutable {
       *result = std::move(r);
       wake->expires_at(
           net::steady_timer::time_point::min());  // cancels the wait, or makes it immediate
     });
   };
-  if (!pool_->Submit(job)) {
+  if (!services_.pool.Submit(job)) {
     co_return EndingReply(RequestEnding::kSaturated, "server saturated", request_id);
   }
   while (!result->has_value())
     co_await wake->async_wait(net::as_tuple(net::use_awaitable));
   if ((*result)->ran) {
-    quotas_.Charge(admitted->share.tenant, RecordRun(metrics_, **result));
-    requests_.NoteRun(request_id, NoteOf(**result, admitted->request.program));
+    services_.quotas.Charge(admitted->share.tenant, RecordRun(services_.metrics, **result));
+    services_.requests.NoteRun(request_id, NoteOf(**result, admitted->request.program));
   }
 
   // Value checks, SHA-256 of results and multipart framing: on the parse pool.
-  auto building = OnPool(cpu_pool_, [this, admitted, result, request_id] {
-    OutcomeContext context{request_id, &admitted->request.program, config_.max_response_bytes,
-                           admitted->output_limit_bytes};
+  auto building = OnPool(services_.cpu_pool, [this, admitted, result, request_id] {
+    OutcomeContext context{request_id, &admitted->request.program,
+                           services_.config.max_response_bytes, admitted->output_limit_bytes};
     return BuildOutcomeReply(context, **result);
   });
   co_return co_await std::move(building);

@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/sha256.h"
 #include "cluster/peer_auth.h"
+#include "server/access_gate.h"
 #include "server/blob_upload.h"
 #include "server/execute_ingest.h"
 #include "server/hang_up_watch.h"
@@ -118,14 +119,14 @@ std::string_view PeerHeader(const http::fields& head) {
   return it == head.end() ? std::string_view() : std::string_view(it->value());
 }
 
-void PlanIntake(const App& app, Route route, const http::fields& head, BodyIntake& intake) {
+void PlanIntake(const Routes& routes, Route route, const http::fields& head, BodyIntake& intake) {
   if (route == Route::kExecute) {
     intake.ingest = ExecuteIngest::Start(head[http::field::content_type]);
     if (intake.ingest.ok()) intake.consumer = intake.ingest->get();
   } else if (route == Route::kUploadBlob || route == Route::kPeerBlobPush) {
     // A push from outside the cluster is refused before its body is read.
     if (route == Route::kPeerBlobPush)
-      intake.refused = app.CheckPeer(PeerHeader(head), "POST", "/cluster/blobs");
+      intake.refused = routes.peers.CheckPeer(PeerHeader(head), "POST", "/cluster/blobs");
     if (intake.refused.ok()) intake.refused = CheckBlobUpload(head);
     if (intake.refused.ok()) intake.consumer = &intake.blob_upload.emplace(ClaimedBlobHash(head));
   }
@@ -140,7 +141,7 @@ StatusOr<store::BlobPtr> UploadedBlob(BodyIntake& intake, const BodyResult& body
 
 // The route's reply, once the body is in. `tcp` is the connection's socket,
 // watched for a hang-up while the program runs.
-net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_header<>& head,
+net::awaitable<HttpReply> Dispatch(Routes& routes, Route route, const http::request_header<>& head,
                                    BodyIntake& intake, const BodyResult& body,
                                    ExecuteArrival arrival, PlainStream& tcp) {
   switch (route) {
@@ -148,34 +149,34 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
       if (intake.ingest.ok() && !body.consumer.ok()) intake.ingest = body.consumer;
       auto cancel = std::make_shared<pool::CancelFlag>();
       HangUpWatch watch(tcp.get_executor(), tcp.socket().native_handle(), cancel);
-      auto handling = app.HandleExecute(std::move(arrival), std::move(intake.ingest),
-                                        cancel);  // named: see on_pool.h
+      auto handling = routes.execute.Handle(std::move(arrival), std::move(intake.ingest),
+                                            cancel);  // named: see on_pool.h
       co_return co_await std::move(handling);
     }
     case Route::kUploadBlob:
-      co_return app.HandleBlobUpload(UploadedBlob(intake, body), arrival.request_id, arrival.client,
-                                     arrival.received);
+      co_return routes.blobs.Upload(UploadedBlob(intake, body), arrival.request_id, arrival.client,
+                                    arrival.received);
     case Route::kPeerBlobPush:
-      co_return app.HandlePeerBlobPush(PeerHeader(head), UploadedBlob(intake, body));
+      co_return routes.peers.Push(PeerHeader(head), UploadedBlob(intake, body));
     case Route::kPeerBlobFetch: {
-      auto fetch = app.HandlePeerBlobFetch(std::string(PeerHeader(head)),
-                                           std::string(head.target()));  // named: see on_pool.h
+      auto fetch = routes.peers.Fetch(std::string(PeerHeader(head)),
+                                      std::string(head.target()));  // named: see on_pool.h
       co_return co_await std::move(fetch);
     }
     case Route::kLookUpBlob:
-      co_return app.HandleBlobLookup(head.target().substr(kBlobsPrefix.size()));
+      co_return routes.blobs.Lookup(head.target().substr(kBlobsPrefix.size()));
     case Route::kHealth:
-      co_return app.HandleHealth();
+      co_return routes.status.Health();
     case Route::kMetrics:
-      co_return app.HandleMetrics();
+      co_return routes.status.MetricsPage();
     case Route::kUsage: {
-      auto usage = app.HandleUsage(std::move(arrival.caller));  // named: see on_pool.h
+      auto usage = routes.status.Usage(std::move(arrival.caller));  // named: see on_pool.h
       co_return co_await std::move(usage);
     }
     case Route::kDashboard:
-      co_return app.HandleDashboard(head.target());
+      co_return routes.status.Dashboard(head.target());
     case Route::kStatus: {
-      auto status = app.HandleStatus(std::move(arrival.caller));  // named: see on_pool.h
+      auto status = routes.status.StatusJson(std::move(arrival.caller));  // named: see on_pool.h
       co_return co_await std::move(status);
     }
     case Route::kWrongMethod:
@@ -189,11 +190,11 @@ net::awaitable<HttpReply> Dispatch(App& app, Route route, const http::request_he
 
 // GET /api/status/stream: a plain connection goes to the status streams' thread. A TLS one
 // stays here and is refused: its session cannot move threads, and the page polls instead.
-std::optional<HttpReply> HandOver(App& app, PlainStream& stream, std::optional<Caller> caller,
+std::optional<HttpReply> HandOver(Routes& routes, PlainStream& stream, std::optional<Caller> caller,
                                   bool gzip) {
-  return app.StreamStatus(stream.socket(), std::move(caller), gzip);
+  return routes.status.Stream(stream.socket(), std::move(caller), gzip);
 }
-std::optional<HttpReply> HandOver(App&, TlsStream&, std::optional<Caller>, bool) {
+std::optional<HttpReply> HandOver(Routes&, TlsStream&, std::optional<Caller>, bool) {
   return HttpReply{501, "application/json",
                    R"({"detail":"GET /api/status/stream is served over plain HTTP only; poll )"
                    R"(GET /api/status over HTTPS"})",
@@ -203,7 +204,7 @@ std::optional<HttpReply> HandOver(App&, TlsStream&, std::optional<Caller>, bool)
 }  // namespace
 
 template <class Stream>
-net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer& buffer,
+net::awaitable<void> ServeRequests(Routes& routes, Stream& stream, beast::flat_buffer& buffer,
                                    std::string client) {
   PlainStream& tcp = TcpOf(stream);
   for (;;) {
@@ -223,7 +224,8 @@ net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer&
     const unsigned version = head.version();
     bool keep_alive = head.keep_alive();
     // Keys (access_control.h), before a body is read; the unread body ends the connection.
-    App::Admission admission = app.Admit(AccessOf(route), head[http::field::authorization], client);
+    Admission admission =
+        AdmitCaller(routes.services, AccessOf(route), head[http::field::authorization], client);
     if (admission.refusal) {
       auto writing = WriteReply(stream, std::move(*admission.refusal), version, false);
       co_await std::move(writing);
@@ -232,19 +234,20 @@ net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer&
     if (route == Route::kStatusStream) {
       // The connection leaves this loop: from now on it only receives the status.
       const bool gzip = head[http::field::accept_encoding].find("gzip") != std::string_view::npos;
-      std::optional<HttpReply> refusal = HandOver(app, stream, std::move(admission.caller), gzip);
+      std::optional<HttpReply> refusal =
+          HandOver(routes, stream, std::move(admission.caller), gzip);
       if (!refusal) co_return;
       auto writing = WriteReply(stream, std::move(*refusal), version, false);
       co_await std::move(writing);
       break;
     }
-    const uint64_t limit = app.config().max_request_bytes;
+    const uint64_t limit = routes.services.config.max_request_bytes;
     const bool upload =
         route == Route::kExecute || route == Route::kUploadBlob || route == Route::kPeerBlobPush;
     if (upload && parser.content_length() && *parser.content_length() > limit) {
       // 413 without reading the body (spec §1.5); the connection cannot be reused.
-      HttpReply reply =
-          app.RequestTooLarge(ChooseRequestId(SuppliedRequestIds(head)), *parser.content_length());
+      HttpReply reply = RequestTooLarge(routes.services, ChooseRequestId(SuppliedRequestIds(head)),
+                                        *parser.content_length());
       auto writing = WriteReply(stream, std::move(reply), version, false);
       co_await std::move(writing);
       break;
@@ -255,12 +258,13 @@ net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer&
     std::string request_id;
     if (upload) request_id = ChooseRequestId(SuppliedRequestIds(head));
     BodyIntake intake;
-    PlanIntake(app, route, head, intake);
-    auto reading = ReadBody(stream, buffer, parser, intake.consumer, app.cpu_pool());
+    PlanIntake(routes, route, head, intake);
+    auto reading = ReadBody(stream, buffer, parser, intake.consumer, routes.services.cpu_pool);
     BodyResult body = co_await std::move(reading);
     if (body.end == BodyEnd::kBroken) break;  // nobody to answer
     if (body.end == BodyEnd::kTooLarge) {
-      HttpReply reply = app.RequestTooLarge(request_id.empty() ? NewUuid() : request_id, limit + 1);
+      HttpReply reply =
+          RequestTooLarge(routes.services, request_id.empty() ? NewUuid() : request_id, limit + 1);
       auto writing = WriteReply(stream, std::move(reply), version, false);
       co_await std::move(writing);
       break;
@@ -272,7 +276,7 @@ net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer&
     if (auto key = parser.get().find("Idempotency-Key"); key != parser.get().end()) {
       arrival.idempotency_key = std::string(key->value());
     }
-    auto dispatching = Dispatch(app, route, parser.get(), intake, body, std::move(arrival), tcp);
+    auto dispatching = Dispatch(routes, route, parser.get(), intake, body, std::move(arrival), tcp);
     HttpReply reply = co_await std::move(dispatching);
     tcp.expires_after(kBodyTimeout);
     auto writing = WriteReply(stream, std::move(reply), version, keep_alive);
@@ -280,7 +284,8 @@ net::awaitable<void> ServeRequests(App& app, Stream& stream, beast::flat_buffer&
   }
 }
 
-template net::awaitable<void> ServeRequests(App&, PlainStream&, beast::flat_buffer&, std::string);
-template net::awaitable<void> ServeRequests(App&, TlsStream&, beast::flat_buffer&, std::string);
+template net::awaitable<void> ServeRequests(Routes&, PlainStream&, beast::flat_buffer&,
+                                            std::string);
+template net::awaitable<void> ServeRequests(Routes&, TlsStream&, beast::flat_buffer&, std::string);
 
 }  // namespace kc::server

@@ -1,7 +1,7 @@
 // The requests of one connection, in sequence, as Beast's awaitable examples
 // do. The session reads headers, streams the bodies of uploads into their
 // consumers (body_reader.h), routes, and writes the replies; the routes
-// themselves (App::Handle*) never touch the socket. How the connection
+// themselves (routes.h) never touch the socket. How the connection
 // starts and ends (TLS handshake, close) is connection.h's.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 
-#include "server/app.h"
+#include "server/routes.h"
 
 namespace kc::server {
 
@@ -19,7 +19,7 @@ namespace kc::server {
 // start of the first request. `client` is the peer's "address:port", for the
 // log. Stream: PlainStream or TlsStream (stream_types.h).
 template <class Stream>
-net::awaitable<void> ServeRequests(App& app, Stream& stream, boost::beast::flat_buffer& buffer,
-                                   std::string client);
+net::awaitable<void> ServeRequests(Routes& routes, Stream& stream,
+                                   boost::beast::flat_buffer& buffer, std::string client);
 
 }  // namespace kc::server

@@ -19,9 +19,5 @@ int main(int argc, char** argv) {
       kc::server::ParseServerFlags(argc, argv, std::getenv, std::cout, std::cerr);
   if (!flags.config) return flags.exit_code;
   kc::server::App app(*flags.config);
-  if (flags.config->sandbox == kc::server::SandboxMode::kNone) {
-    app.events().Emit(kc::EventLevel::kWarning, "sandbox_disabled",
-                      {{"reason", "--sandbox none: workers run with the server's rights"}});
-  }
   return app.Run();
 }
