@@ -80,7 +80,7 @@ def program_of(i: int, seconds: float, token: int, big_bytes: int) -> Program:
 
 
 def cluster_key(idempotency_key: str) -> str:
-    """The key a node files a request under (src/server/cluster_entry.cc ClusterKey)."""
+    """The key a node files a request under (src/server/clustering/cluster_entry.cc ClusterKey)."""
     return "k-" + hashlib.sha256(f"\n{idempotency_key}".encode()).hexdigest()[:48]  # no tenant
 
 

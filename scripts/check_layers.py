@@ -7,6 +7,10 @@
    that is not in the table is a problem too: a new layer gets its row before its first include.
    Single known upward includes are listed, with their reason, in KNOWN_UPWARD_INCLUDES and
    printed as notes on every run.
+   Inside src/server/, every file lives in one of the rooms of SERVER_ROOMS (docs/server-wing.md)
+   and includes only its own room's headers and those of the rooms listed before it, so the
+   composition root (`root/`) is included by nobody and a route never reaches up into the
+   transport that calls it.
 2. Python: no module of the `kcoral` package (python/kcoral/**) is in an import cycle. Imports
    are read with `ast`: `import kcoral.x`, `from kcoral.x import y`, `from kcoral import x` (an
    edge to the module kcoral.x when it exists, else to the package) and relative imports. Lazy
@@ -49,6 +53,14 @@ LAYERS: dict[str, frozenset[str]] = {
     "worker": frozenset({"base", "ipc"}),
 }
 
+# The server's rooms (issue 41), lowest first: a file of a room may include the headers of its own
+# room and of the rooms before it. core: the words every room speaks (replies, endings, the
+# config, Services, which only names the parts); tenancy: keys, limits and quotas; status: the
+# event log, the counts, the dashboard and its routes; execute: POST /execute and the blob
+# routes; clustering: the cluster glue (entry, executor, peer routes), which implements
+# execute's RemoteRoute; transport: connections, the session and its Routes; root: App and main.
+SERVER_ROOMS: list[str] = ["core", "tenancy", "status", "execute", "clustering", "transport", "root"]
+
 # Single includes that go up a layer and are known (issue 24), each with why it is still there.
 # Printed on every run, so they stay visible; one that is gone from the tree is a problem, so
 # the list shrinks when they are fixed. Never add a layer-wide exception here.
@@ -78,6 +90,8 @@ def check_includes(root: Path) -> tuple[list[str], list[str]]:
                 continue
             rel = path.relative_to(root).as_posix()
             text = path.read_text(encoding="utf-8", errors="replace")
+            if layer == "server":
+                problems.extend(check_server_room(rel, path.relative_to(layer_dir), text))
             for match in INCLUDE.finditer(text):
                 target = match.group(1)
                 if target not in LAYERS or target in allowed:
@@ -100,6 +114,32 @@ def check_includes(root: Path) -> tuple[list[str], list[str]]:
         if (root / rel).exists() or root == REPO:  # a planted tree need not have the file
             problems.append(f"{rel}: no longer includes {included}: remove it from KNOWN_UPWARD_INCLUDES")
     return problems, notes
+
+
+def check_server_room(rel: str, inside: Path, text: str) -> list[str]:
+    """The problems of one file of src/server/ (`inside`: its path under it) with SERVER_ROOMS."""
+    room = inside.parts[0] if len(inside.parts) > 1 else None
+    if room not in SERVER_ROOMS:
+        return [
+            f"{rel}: not in a room of src/server/ (SERVER_ROOMS in scripts/check_layers.py: "
+            f"{', '.join(SERVER_ROOMS)})"
+        ]
+    rank = SERVER_ROOMS.index(room)
+    problems = []
+    for match in INCLUDE.finditer(text):
+        if match.group(1) != "server":
+            continue
+        included = match.group(2)
+        target = included.split("/")[0] if "/" in included else None
+        if target in SERVER_ROOMS and SERVER_ROOMS.index(target) <= rank:
+            continue
+        line = text.count("\n", 0, match.start()) + 1
+        below = ", ".join(SERVER_ROOMS[:rank]) or "no other room"
+        problems.append(
+            f"{rel}:{line}: includes server/{included}, but the server's {room} room "
+            f"may use only {below} (SERVER_ROOMS in scripts/check_layers.py)"
+        )
+    return problems
 
 
 def _module_name(package_root: Path, path: Path) -> str:

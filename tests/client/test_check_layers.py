@@ -1,5 +1,6 @@
-"""scripts/check_layers.py: the real tree passes; a planted upward include, an unknown layer and a
-planted import cycle (through a lazy import, and through a relative one) each fail it."""
+"""scripts/check_layers.py: the real tree passes; a planted upward include, an unknown layer, a
+server file outside the rooms or reaching up to a later room (the composition root above all),
+and a planted import cycle (through a lazy import, and through a relative one) each fail it."""
 
 from __future__ import annotations
 
@@ -23,14 +24,18 @@ def write(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-# A small tree in order: base <- protocol, base <- ipc <- pool, both <- server, and a package
-# without cycles.
+# A small tree in order: base <- protocol, base <- ipc <- pool, both <- server (whose rooms go
+# core <- execute <- transport <- root), and a package without cycles.
 CLEAN = {
     "src/base/status.h": "#pragma once\n#include <string>\n",
     "src/protocol/program.h": '#pragma once\n#include "base/status.h"\n#include "nlohmann/json.hpp"\n',
     "src/ipc/frame.h": '#pragma once\n#include "base/status.h"\n',
     "src/pool/seat.h": '#pragma once\n#include "ipc/frame.h"\n#include "pool/other.h"\n',
-    "src/server/routes.cc": '#include "pool/seat.h"\n#include "protocol/program.h"\n',
+    "src/server/core/http_reply.h": "#pragma once\n",
+    "src/server/execute/execute_route.h": '#pragma once\n#include "server/core/http_reply.h"\n',
+    "src/server/transport/routes.cc": '#include "pool/seat.h"\n#include "protocol/program.h"\n'
+    '#include "server/execute/execute_route.h"\n',
+    "src/server/root/app.h": '#pragma once\n#include "server/transport/routes.h"\n',
     "python/kcoral/__init__.py": "",
     "python/kcoral/errors.py": "class ExecutionError(Exception):\n    pass\n",
     "python/kcoral/builtins.py": "from kcoral.errors import ExecutionError\n\n"
@@ -59,10 +64,10 @@ def test_a_clean_planted_tree_passes(tmp_path):
 
 def test_an_upward_include_fails(tmp_path):
     tree = dict(CLEAN)
-    tree["src/protocol/validate.cc"] = '#include "protocol/program.h"\n\n#include "server/routes.h"\n'
+    tree["src/protocol/validate.cc"] = '#include "protocol/program.h"\n\n#include "server/transport/routes.h"\n'
     result = run("--root", str(write(tmp_path, tree)))
     assert result.returncode == 1
-    assert "src/protocol/validate.cc:3: includes server/routes.h" in result.stdout, result.stdout
+    assert "src/protocol/validate.cc:3: includes server/transport/routes.h" in result.stdout, result.stdout
 
 
 def test_an_arrow_the_code_does_not_use_fails(tmp_path):
@@ -80,6 +85,36 @@ def test_a_layer_missing_from_the_table_fails(tmp_path):
     result = run("--root", str(write(tmp_path, tree)))
     assert result.returncode == 1
     assert "src/dashboard/" in result.stdout
+
+
+def test_a_server_file_outside_the_rooms_fails(tmp_path):
+    tree = dict(CLEAN)
+    tree["src/server/helpers.cc"] = '#include "server/core/http_reply.h"\n'
+    result = run("--root", str(write(tmp_path, tree)))
+    assert result.returncode == 1
+    assert "src/server/helpers.cc: not in a room of src/server/" in result.stdout, result.stdout
+
+
+def test_a_route_that_includes_the_composition_root_fails(tmp_path):
+    tree = dict(CLEAN)
+    tree["src/server/execute/execute_route.cc"] = (
+        '#include "server/execute/execute_route.h"\n#include "server/root/app.h"\n'
+    )
+    result = run("--root", str(write(tmp_path, tree)))
+    assert result.returncode == 1
+    assert (
+        "src/server/execute/execute_route.cc:2: includes server/root/app.h, but the server's execute room may use"
+        " only core, tenancy, status" in result.stdout
+    ), result.stdout
+
+
+def test_a_room_that_reaches_a_later_one_fails(tmp_path):
+    """The order of the rooms holds everywhere, not only at the root: status comes before execute."""
+    tree = dict(CLEAN)
+    tree["src/server/status/metrics.cc"] = '#include "server/execute/execute_route.h"\n'
+    result = run("--root", str(write(tmp_path, tree)))
+    assert result.returncode == 1
+    assert "src/server/status/metrics.cc:1: includes server/execute/execute_route.h" in result.stdout, result.stdout
 
 
 def test_an_import_cycle_through_a_lazy_import_fails(tmp_path):

@@ -1,4 +1,4 @@
-"""Issue 27, keys and roles (src/server/access_control.h): with --auth-keys, /health stays open,
+"""Issue 27, keys and roles (src/server/tenancy/access_control.h): with --auth-keys, /health stays open,
 a tenant's key runs programs and uploads blobs, an operator's key also reads /metrics; a missing
 or unknown key is 401, a role's wrong route 403, repeated failures from one address 429; no
 message echoes the key; SIGHUP reloads the file (a revoked key is refused). Our client takes

@@ -48,7 +48,7 @@ def test_grafana_dashboard_uses_only_metrics_the_server_exposes(make_server):
     used = used_metrics()
     gpu_only = {name for name in used if name.startswith("kcoral_gpu_")}
     assert not (used - gpu_only) - exposed, f"not in /metrics: {sorted((used - gpu_only) - exposed)}"
-    rendered_per_gpu = (REPO / "src" / "server" / "metrics.cc").read_text()
+    rendered_per_gpu = (REPO / "src" / "server" / "status" / "metrics.cc").read_text()
     for name in gpu_only:
         assert f'"{name}"' in rendered_per_gpu, f"{name} is not a per-GPU metric of metrics.cc"
 

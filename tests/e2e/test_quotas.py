@@ -1,4 +1,4 @@
-"""Issue 27, quotas (src/server/tenant_quotas.h, tenant_limits.h): `limits` lines in the
+"""Issue 27, quotas (src/server/tenancy/tenant_quotas.h, tenant_limits.h): `limits` lines in the
 --auth-keys file bound each tenant's requests in flight and queued (429 quota, Retry-After),
 its CPU and GPU seconds per window (429 with the seconds until the window ends), its largest
 request (413) and its gpu_count (403), neither with Retry-After. GET /usage gives a tenant its

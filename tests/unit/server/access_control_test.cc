@@ -1,4 +1,4 @@
-#include "server/access_control.h"
+#include "server/tenancy/access_control.h"
 
 #include <unistd.h>
 

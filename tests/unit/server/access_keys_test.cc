@@ -1,4 +1,4 @@
-#include "server/access_keys.h"
+#include "server/tenancy/access_keys.h"
 
 #include <gtest/gtest.h>
 

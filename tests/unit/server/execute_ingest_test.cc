@@ -1,4 +1,4 @@
-#include "server/execute_ingest.h"
+#include "server/execute/execute_ingest.h"
 
 #include <array>
 #include <string>

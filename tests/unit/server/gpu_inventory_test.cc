@@ -1,4 +1,4 @@
-#include "server/gpu_inventory.h"
+#include "server/status/gpu_inventory.h"
 
 #include <gtest/gtest.h>
 

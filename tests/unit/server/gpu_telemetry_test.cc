@@ -1,4 +1,4 @@
-#include "server/gpu_telemetry.h"
+#include "server/status/gpu_telemetry.h"
 
 #include <gtest/gtest.h>
 

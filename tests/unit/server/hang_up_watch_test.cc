@@ -1,4 +1,4 @@
-#include "server/hang_up_watch.h"
+#include "server/transport/hang_up_watch.h"
 
 #include <sys/socket.h>
 

@@ -1,4 +1,4 @@
-#include "server/metrics.h"
+#include "server/status/metrics.h"
 
 #include <string>
 #include <vector>

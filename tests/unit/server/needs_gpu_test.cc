@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "server/admitted_request.h"
+#include "server/execute/admitted_request.h"
 
 namespace kc::server {
 namespace {

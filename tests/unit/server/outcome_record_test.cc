@@ -1,4 +1,4 @@
-#include "server/outcome_record.h"
+#include "server/clustering/outcome_record.h"
 
 #include <memory>
 #include <string>

@@ -1,4 +1,4 @@
-#include "server/outcome_reply.h"
+#include "server/execute/outcome_reply.h"
 
 #include <string>
 

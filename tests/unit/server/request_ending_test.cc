@@ -1,11 +1,11 @@
-#include "server/request_ending.h"
+#include "server/core/request_ending.h"
 
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "protocol/json_reader.h"
-#include "server/http_reply.h"
+#include "server/core/http_reply.h"
 
 namespace kc::server {
 namespace {

@@ -1,4 +1,4 @@
-#include "server/request_id.h"
+#include "server/core/request_id.h"
 
 #include <string>
 #include <string_view>

@@ -1,4 +1,4 @@
-#include "server/request_ring.h"
+#include "server/status/request_ring.h"
 
 #include <string>
 

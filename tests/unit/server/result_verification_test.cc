@@ -1,4 +1,4 @@
-#include "server/result_verification.h"
+#include "server/execute/result_verification.h"
 
 #include <string>
 

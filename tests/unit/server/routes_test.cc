@@ -13,9 +13,18 @@
 #include "cluster/entry_side.h"
 #include "cluster/outcome_record.h"
 #include "cluster/work_message.h"
-#include "server/cluster_entry.h"
-#include "server/execute_route.h"
-#include "server/services.h"
+#include "pool/worker_pool.h"
+#include "server/clustering/cluster_entry.h"
+#include "server/core/server_config.h"
+#include "server/core/services.h"
+#include "server/execute/execute_route.h"
+#include "server/status/event_log.h"
+#include "server/status/metrics.h"
+#include "server/status/request_ring.h"
+#include "server/status/status_history.h"
+#include "server/tenancy/access_control.h"
+#include "server/tenancy/tenant_quotas.h"
+#include "store/blob_store.h"
 
 namespace kc::server {
 namespace {

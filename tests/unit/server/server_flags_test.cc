@@ -1,4 +1,4 @@
-#include "server/server_flags.h"
+#include "server/root/server_flags.h"
 
 #include <map>
 #include <sstream>

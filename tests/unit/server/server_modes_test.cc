@@ -1,4 +1,4 @@
-#include "server/server_modes.h"
+#include "server/core/server_modes.h"
 
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "server/status_board.h"
+#include "server/status/status_board.h"
 
 #include <gtest/gtest.h>
 

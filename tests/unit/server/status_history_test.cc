@@ -1,4 +1,4 @@
-#include "server/status_history.h"
+#include "server/status/status_history.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "server/status_streams.h"
+#include "server/status/status_streams.h"
 
 #include <sys/socket.h>
 

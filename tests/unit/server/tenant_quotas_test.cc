@@ -1,4 +1,4 @@
-#include "server/tenant_quotas.h"
+#include "server/tenancy/tenant_quotas.h"
 
 #include <map>
 #include <thread>
@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include "../contains.h"
-#include "server/access_keys.h"
-#include "server/tenant_limits.h"
+#include "server/tenancy/access_keys.h"
+#include "server/tenancy/tenant_limits.h"
 
 namespace kc::server {
 namespace {
