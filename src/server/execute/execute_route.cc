@@ -86,18 +86,7 @@ net::awaitable<HttpReply> ExecuteRoute::Handle(ExecuteArrival arrival,
     return Finish(std::move(reply), request_id, tenant, arrival.received);
   };
 
-  if (services_.state.shutting_down) {
-    co_return finish(
-        EndingReply(RequestEnding::kShuttingDown, "server is shutting down", request_id));
-  }
-  if (limits.max_request_bytes &&
-      arrival.body_bytes > static_cast<uint64_t>(*limits.max_request_bytes)) {
-    co_return finish(EndingReply(
-        RequestEnding::kRequestTooLarge,
-        "request body of " + std::to_string(arrival.body_bytes) + " bytes exceeds tenant '" +
-            tenant + "' limit max_request_bytes " + std::to_string(*limits.max_request_bytes),
-        request_id));
-  }
+  if (auto refusal = RefuseUnread(arrival, tenant, limits)) co_return finish(std::move(*refusal));
 
   // The checks that need the whole body, validation and cache look-ups: on
   // the parse pool (the body itself was hashed and stored as it arrived).
@@ -110,20 +99,8 @@ net::awaitable<HttpReply> ExecuteRoute::Handle(ExecuteArrival arrival,
   if (auto* reply = std::get_if<HttpReply>(&screened)) co_return finish(std::move(*reply));
 
   auto admitted = std::make_shared<AdmittedRequest>(std::get<AdmittedRequest>(std::move(screened)));
-  // The seat queue is scanned only for a tenant with a `queued` limit: off every other request.
-  int queued = 0;
-  if (limits.queued) {
-    const auto waiting = services_.pool.WaitingByTenant();
-    if (auto it = waiting.find(tenant); it != waiting.end()) queued = it->second;
-  }
-  // In a cluster a seconds budget is read from the cluster's ledger (a NATS round trip).
-  auto entering =
-      ClusterCall(services_, [&] { return services_.quotas.Enter(tenant, limits, queued); });
-  if (auto refusal = co_await std::move(entering)) {
-    HttpReply reply = EndingReply(RequestEnding::kQuotaExceeded, refusal->message, request_id);
-    reply.headers.emplace_back("Retry-After", std::to_string(refusal->retry_after_seconds));
-    co_return finish(std::move(reply));
-  }
+  auto entering = EnterQuotas(tenant, limits, request_id);
+  if (auto refusal = co_await std::move(entering)) co_return finish(std::move(*refusal));
   struct Admitted {  // counted in flight until answered
     TenantQuotas& quotas;
     const std::string& tenant;
@@ -142,6 +119,42 @@ net::awaitable<HttpReply> ExecuteRoute::Handle(ExecuteArrival arrival,
   }
   auto running = RunHere(admitted, request_id, std::move(cancel));
   co_return finish(co_await std::move(running));
+}
+
+std::optional<HttpReply> ExecuteRoute::RefuseUnread(const ExecuteArrival& arrival,
+                                                    const std::string& tenant,
+                                                    const TenantLimits& limits) const {
+  if (services_.state.shutting_down) {
+    return EndingReply(RequestEnding::kShuttingDown, "server is shutting down", arrival.request_id);
+  }
+  if (limits.max_request_bytes &&
+      arrival.body_bytes > static_cast<uint64_t>(*limits.max_request_bytes)) {
+    return EndingReply(RequestEnding::kRequestTooLarge,
+                       "request body of " + std::to_string(arrival.body_bytes) +
+                           " bytes exceeds tenant '" + tenant + "' limit max_request_bytes " +
+                           std::to_string(*limits.max_request_bytes),
+                       arrival.request_id);
+  }
+  return std::nullopt;
+}
+
+net::awaitable<std::optional<HttpReply>> ExecuteRoute::EnterQuotas(std::string tenant,
+                                                                   TenantLimits limits,
+                                                                   std::string request_id) {
+  // The seat queue is scanned only for a tenant with a `queued` limit: off every other request.
+  int queued = 0;
+  if (limits.queued) {
+    const auto waiting = services_.pool.WaitingByTenant();
+    if (auto it = waiting.find(tenant); it != waiting.end()) queued = it->second;
+  }
+  // In a cluster a seconds budget is read from the cluster's ledger (a NATS round trip).
+  auto entering =
+      ClusterCall(services_, [&] { return services_.quotas.Enter(tenant, limits, queued); });
+  auto refusal = co_await std::move(entering);
+  if (!refusal) co_return std::nullopt;
+  HttpReply reply = EndingReply(RequestEnding::kQuotaExceeded, refusal->message, request_id);
+  reply.headers.emplace_back("Retry-After", std::to_string(refusal->retry_after_seconds));
+  co_return reply;
 }
 
 std::variant<HttpReply, AdmittedRequest> ExecuteRoute::Screen(

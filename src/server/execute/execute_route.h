@@ -67,6 +67,14 @@ class ExecuteRoute {
                                          const std::string& request_id) const;
 
  private:
+  // What is refused before the body is looked at: a server shutting down, a body over the
+  // tenant's own limit.
+  std::optional<HttpReply> RefuseUnread(const ExecuteArrival& arrival, const std::string& tenant,
+                                        const TenantLimits& limits) const;
+  // Counts the request against its tenant's quotas, or the 429 to answer; on success the
+  // caller must Leave once it is answered.
+  net::awaitable<std::optional<HttpReply>> EnterQuotas(std::string tenant, TenantLimits limits,
+                                                       std::string request_id);
   // Runs an admitted request on one of this server's seats.
   net::awaitable<HttpReply> RunHere(std::shared_ptr<AdmittedRequest> admitted,
                                     std::string request_id,
