@@ -103,14 +103,12 @@ StatusOr<kvStore*> NatsLink::Bucket(const std::string& name, std::chrono::millis
       config.RePublish = &republish;
     }
     s = js_CreateKeyValue(&bucket, jetstream_, &config);
-    if (s == NATS_OK) {
-      if (Status led = AwaitLeader("KV_" + name, kLeaderWait); !led.ok()) return led;
-    }
     if (s != NATS_OK) {
       return UnavailableError("creating the key-value bucket " + name + " with " +
                               std::to_string(replicas_) + " replicas: " + NatsError(s) +
                               ReplicasAdvice(replicas_));
     }
+    KC_RETURN_IF_ERROR(AwaitLeader("KV_" + name));
   } else if (s != NATS_OK) {
     return Failed("opening the key-value bucket " + name, s);
   }
@@ -119,8 +117,8 @@ StatusOr<kvStore*> NatsLink::Bucket(const std::string& name, std::chrono::millis
   return bucket;
 }
 
-Status NatsLink::AwaitLeader(const std::string& stream, std::chrono::milliseconds within) const {
-  const auto deadline = std::chrono::steady_clock::now() + within;
+Status NatsLink::AwaitLeader(const std::string& stream) const {
+  const auto deadline = std::chrono::steady_clock::now() + kLeaderWait;
   for (;;) {
     jsStreamInfo* info = nullptr;
     jsErrCode code = static_cast<jsErrCode>(0);
@@ -132,7 +130,7 @@ Status NatsLink::AwaitLeader(const std::string& stream, std::chrono::millisecond
     if (led) return Status::Ok();
     if (std::chrono::steady_clock::now() > deadline) {
       return UnavailableError("the JetStream stream " + stream + " elected no leader within " +
-                              std::to_string(within.count()) + " ms" +
+                              std::to_string(kLeaderWait.count()) + " s" +
                               (s == NATS_OK ? std::string() : ": " + NatsError(s)));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -71,12 +71,12 @@ StatusOr<std::unique_ptr<WorkQueue>> WorkQueue::Open(NatsLink& link, WorkQueueOp
     }
   }
   jsStreamInfo_Destroy(info);
-  if (s == NATS_OK) KC_RETURN_IF_ERROR(link.AwaitLeader(kStream, std::chrono::seconds(10)));
   if (s != NATS_OK) {
     return UnavailableError("creating the JetStream stream " + std::string(kStream) + " with " +
                             std::to_string(link.replicas()) + " replicas: " + NatsError(s) +
                             ReplicasAdvice(link.replicas()));
   }
+  KC_RETURN_IF_ERROR(link.AwaitLeader(kStream));
   std::unique_ptr<WorkQueue> queue(new WorkQueue(link, options));
   queue->HearDeletions();
   return queue;

@@ -127,9 +127,9 @@ store::BlobStoreOptions StoreOptionsFrom(const ServerConfig& config) {
 
 }  // namespace
 
-// Threads for the calls that wait on the cluster (App::ClusterCall): enough that calls waiting
-// out one stream's leader election (5-8 s) or a dead node's connect timeout leave threads for
-// the rest.
+// Threads for the calls that wait on the cluster (ClusterCall, core/services.h): enough that calls
+// waiting out one stream's leader election (5-8 s) or a dead node's connect timeout leave threads
+// for the rest.
 constexpr int kClusterCallThreads = 16;
 
 App::App(ServerConfig config)
@@ -435,10 +435,10 @@ int App::Serve(tcp::acceptor acceptor) {
   poll.async_wait(check);
   io_.run();
 
+  routes_.reset();    // names the route objects below: gone before them
   status_.reset();    // its streams' builds read the pool and the cluster
   executor_.reset();  // waits for the cluster's requests it runs
   pool_->Join();
-  routes_.reset();
   execute_.reset();
   cluster_entry_.reset();  // stops hearing the cluster
   services_->cluster = nullptr;
