@@ -13,6 +13,7 @@ The zygote never runs user code and reaps its children.
 
 import importlib
 import os
+import select
 import signal
 import socket
 import sys
@@ -23,23 +24,22 @@ _init_of: dict[int, int] = {}  # sandboxed worker -> its PID namespace's pid 1
 _network_of: dict[int, int] = {}  # pid 1 -> the network namespace lent to its worker
 
 
-def _reap(signum, frame) -> None:
-    # Not re-entered: a nested call could reap a pid 1 that this one is
-    # about to signal (_end_namespace).
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-    try:
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            _workers.discard(pid)
-            _end_namespace(pid)
-        _kill_orphans()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+def _reap() -> None:
+    """Reaps every child that has exited. Called by the main loop only, never from a signal
+    handler: SIGCHLD may land on any thread of the zygote (the imports start some), and
+    Python then runs its handler only at the main thread's next bytecode, which a main thread
+    blocked in recvmsg may never reach. A worker's pid 1 exits only once its worker is reaped,
+    and the server waits for that exit: a missed SIGCHLD held a seat for 10 s (issue 41's CI)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        _workers.discard(pid)
+        _end_namespace(pid)
+    _kill_orphans()
 
 
 def _end_namespace(pid: int) -> None:
@@ -145,13 +145,19 @@ def main() -> None:
     import ctypes
 
     ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    signal.signal(signal.SIGCHLD, _reap)
+    # SIGCHLD wakes the loop through a pipe, whichever thread it lands on; the loop reaps.
+    woken, wake = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # the wake-up byte is the news
     control.send(_core.ready_message(os.getpid()))
     while True:
-        try:
-            message, fds, _, _ = socket.recv_fds(control, 65536, 1)
-        except InterruptedError:
+        ready, _, _ = select.select([control, woken], [], [])
+        if woken in ready:
+            _drain(woken)
+            _reap()
+        if control not in ready:
             continue
+        message, fds, _, _ = socket.recv_fds(control, 65536, 1)
         if not message or len(fds) != 1:
             return  # the server closed the socket
         try:
@@ -160,8 +166,6 @@ def main() -> None:
             spec, failure = None, error
         sandboxed = spec is not None and spec.sandboxed
         pid, init = -1, None
-        # Until the new processes are in _workers, _reap must not see them as orphans.
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
         try:
             if sandboxed:
                 _core.unshare_pid_namespace()
@@ -173,8 +177,10 @@ def main() -> None:
             if sandboxed and pid != 0:
                 _core.restore_pid_namespace()
         if pid == 0:
+            signal.set_wakeup_fd(-1)
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+            for fd in (woken, wake):
+                os.close(fd)
             control.close()
             if failure is not None:
                 sandbox.report_failure(fds[0], failure)
@@ -183,10 +189,18 @@ def main() -> None:
         if init is not None:
             _init_of[pid] = init
         _workers.add(pid)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
         os.close(fds[0])
         # The server watches and kills a sandboxed worker through its pid 1.
         control.send(_core.forked_message(pid, init))
+
+
+def _drain(fd: int) -> None:
+    """Empties the non-blocking pipe `fd`."""
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
 
 
 if __name__ == "__main__":
