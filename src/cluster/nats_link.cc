@@ -100,10 +100,9 @@ StatusOr<kvStore*> NatsLink::Bucket(const std::string& name, std::chrono::millis
     }
     s = js_CreateKeyValue(&bucket, jetstream_, &config);
     if (s != NATS_OK) {
-      return Failed(
-          "creating the key-value bucket " + name + " with " + std::to_string(replicas_) +
-              " replicas (--cluster-replicas: at most the JetStream servers of the cluster)",
-          s);
+      return UnavailableError("creating the key-value bucket " + name + " with " +
+                              std::to_string(replicas_) + " replicas: " + NatsError(s) +
+                              ReplicasAdvice(replicas_));
     }
   } else if (s != NATS_OK) {
     return Failed("opening the key-value bucket " + name, s);
@@ -133,6 +132,13 @@ std::string NatsLink::ConnectedUrl() const {
 
 bool NatsLink::connected() const {
   return natsConnection_Status(connection_) == NATS_CONN_STATUS_CONNECTED;
+}
+
+std::string ReplicasAdvice(int replicas) {
+  if (replicas <= 1) return "";
+  return " (--cluster-replicas " + std::to_string(replicas) +
+         " needs a JetStream cluster of at least " + std::to_string(replicas) +
+         " nats-servers; with one nats-server, start every node with --cluster-replicas 1)";
 }
 
 }  // namespace kc::cluster

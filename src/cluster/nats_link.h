@@ -60,4 +60,8 @@ class NatsLink {
 // cnats's words for `status`, with its last error's detail where it has one.
 std::string NatsError(natsStatus status);
 
+// What to do when a stream or bucket of `replicas` replicas cannot be made: a JetStream cluster
+// holds at most one replica per server, and a lone nats-server none beyond the first.
+std::string ReplicasAdvice(int replicas);
+
 }  // namespace kc::cluster

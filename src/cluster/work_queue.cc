@@ -73,7 +73,8 @@ StatusOr<std::unique_ptr<WorkQueue>> WorkQueue::Open(NatsLink& link, WorkQueueOp
   jsStreamInfo_Destroy(info);
   if (s != NATS_OK) {
     return UnavailableError("creating the JetStream stream " + std::string(kStream) + " with " +
-                            std::to_string(link.replicas()) + " replicas: " + NatsError(s));
+                            std::to_string(link.replicas()) + " replicas: " + NatsError(s) +
+                            ReplicasAdvice(link.replicas()));
   }
   std::unique_ptr<WorkQueue> queue(new WorkQueue(link, options));
   queue->HearDeletions();

@@ -133,6 +133,21 @@ def test_without_nats_the_server_refuses_to_start(tmp_path):
     assert "--cluster" in done.stderr and "NATS" in done.stderr, done.stderr
 
 
+def test_one_nats_server_without_cluster_replicas_1_is_refused_naming_the_flag(tmp_path_factory):
+    """A new user's first try (issue 44): one nats-server, and the default three replicas."""
+    one = NatsCluster(tmp_path_factory.mktemp("nats-one"), size=1)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--port", str(free_port()), "--log-dir", "",
+             "--cluster", one.flag],
+            capture_output=True, text=True, timeout=60, env={**os.environ, **SECRET},
+        )  # fmt: skip
+        assert done.returncode != 0
+        assert "3 replicas" in done.stderr and "--cluster-replicas 1" in done.stderr, done.stderr
+    finally:
+        one.stop()
+
+
 def test_a_cluster_without_a_secret_is_refused(tmp_path, nats):
     env = {k: v for k, v in os.environ.items() if k != "KCORAL_CLUSTER_SECRET"}
     done = subprocess.run(
