@@ -2,10 +2,14 @@
 
 #include <array>
 #include <string_view>
+#include <thread>
 
 namespace kc::cluster {
 
 namespace {
+
+// How long a stream just made may take to elect its leader (a Raft election: a second or two).
+constexpr auto kLeaderWait = std::chrono::seconds(10);
 
 // cnats's options, freed on every path.
 struct OptionsHolder {
@@ -99,6 +103,9 @@ StatusOr<kvStore*> NatsLink::Bucket(const std::string& name, std::chrono::millis
       config.RePublish = &republish;
     }
     s = js_CreateKeyValue(&bucket, jetstream_, &config);
+    if (s == NATS_OK) {
+      if (Status led = AwaitLeader("KV_" + name, kLeaderWait); !led.ok()) return led;
+    }
     if (s != NATS_OK) {
       return UnavailableError("creating the key-value bucket " + name + " with " +
                               std::to_string(replicas_) + " replicas: " + NatsError(s) +
@@ -110,6 +117,26 @@ StatusOr<kvStore*> NatsLink::Bucket(const std::string& name, std::chrono::millis
   std::lock_guard lock(mu_);
   buckets_.push_back(bucket);
   return bucket;
+}
+
+Status NatsLink::AwaitLeader(const std::string& stream, std::chrono::milliseconds within) const {
+  const auto deadline = std::chrono::steady_clock::now() + within;
+  for (;;) {
+    jsStreamInfo* info = nullptr;
+    jsErrCode code = static_cast<jsErrCode>(0);
+    const natsStatus s = js_GetStreamInfo(&info, jetstream_, stream.c_str(), nullptr, &code);
+    const bool led =
+        s == NATS_OK && (info->Cluster == nullptr ||
+                         (info->Cluster->Leader != nullptr && *info->Cluster->Leader != '\0'));
+    jsStreamInfo_Destroy(info);
+    if (led) return Status::Ok();
+    if (std::chrono::steady_clock::now() > deadline) {
+      return UnavailableError("the JetStream stream " + stream + " elected no leader within " +
+                              std::to_string(within.count()) + " ms" +
+                              (s == NATS_OK ? std::string() : ": " + NatsError(s)));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
 }
 
 bool NatsLink::Republishes(const std::string& name, const std::string& republish_to) const {

@@ -39,6 +39,11 @@ class NatsLink {
   // before it did, or by another version, does not: NATS 2.9 cannot add it later).
   bool Republishes(const std::string& name, const std::string& republish_to) const;
 
+  // Waits until the stream `name` has a leader (its Raft group elected one), up to `within`:
+  // NATS 2.10 and later answer a stream's creation before its group has elected one, and a
+  // write meanwhile finds no responders.
+  Status AwaitLeader(const std::string& stream, std::chrono::milliseconds within) const;
+
   // The server the connection is on now ("nats://127.0.0.1:4222"), empty while reconnecting.
   std::string ConnectedUrl() const;
   bool connected() const;

@@ -71,6 +71,7 @@ StatusOr<std::unique_ptr<WorkQueue>> WorkQueue::Open(NatsLink& link, WorkQueueOp
     }
   }
   jsStreamInfo_Destroy(info);
+  if (s == NATS_OK) KC_RETURN_IF_ERROR(link.AwaitLeader(kStream, std::chrono::seconds(10)));
   if (s != NATS_OK) {
     return UnavailableError("creating the JetStream stream " + std::string(kStream) + " with " +
                             std::to_string(link.replicas()) + " replicas: " + NatsError(s) +
@@ -295,7 +296,10 @@ std::unique_ptr<Delivery> WorkQueue::AskInOrder(const Rank& rank) {
   // longer hold takes a request queued just after as soon as it is stored.
   for (size_t i = 0; i < order.size(); ++i) {
     const std::string& tenant = order[i].second;
-    const auto hold = i + 1 < order.size() ? kAskHold : kLastAskHold;
+    // A queue just woken holds a request stored a moment ago, which its consumer's replica
+    // may not have applied yet (a broker that syncs each write lags by a sync or two).
+    const bool fresh = just_woken_.erase(tenant) > 0;
+    const auto hold = i + 1 < order.size() && !fresh ? kAskHold : kLastAskHold;
     // A consumer idle past its threshold is gone, and a fetch from it would only time out:
     // made again first, the binding serves again.
     if (!EnsureConsumer(pool_, tenant).ok()) continue;  // NATS away: asked again later
@@ -316,6 +320,7 @@ StatusOr<std::unique_ptr<Delivery>> WorkQueue::Next(std::chrono::milliseconds wa
     std::unique_lock lock(wakes_mu_);
     heard_.wait_for(lock, up_to, [&] { return !woken_.empty(); });
     woken.swap(woken_);
+    just_woken_.insert(woken.begin(), woken.end());
     return woken;
   };
   KC_RETURN_IF_ERROR(ToAsk(take_woken(std::chrono::milliseconds(0))));

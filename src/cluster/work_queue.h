@@ -160,7 +160,8 @@ class WorkQueue {
   // Only these are asked, so an idle tenant costs nothing.
   std::set<std::string> to_ask_;
   std::chrono::steady_clock::time_point last_sweep_;
-  std::string last_found_;  // the tenant whose queue gave the last request
+  std::string last_found_;            // the tenant whose queue gave the last request
+  std::set<std::string> just_woken_;  // woken and not asked since: asked with the longer hold
   // What the wakes said: the tenants woken since the puller last looked, and the claim nonces
   // confirmed, the newest kConfirmedKept (most are fetched by other nodes).
   static constexpr size_t kConfirmedKept = 16384;

@@ -19,7 +19,13 @@ nlohmann::json ApplyPhysicalFloor(const FloorInputs& in, SpanFindings& found) {
                                                              in.peak_bytes_per_second * 1e3
                                                        : 0.0;
   const std::string bytes = std::to_string(in.bytes_changed) + " bytes";
-  if (in.median_ms < floor_ms) {
+  if (in.peak_bytes_per_second <= 0 && in.bytes_changed > 0) {
+    // Fail closed: a floor that cannot be set is not a floor that was met.
+    found.flags.push_back(
+        "the GPU's peak memory bandwidth could not be read, so the physical "
+        "floor of the " +
+        bytes + " the call changed could not be checked");
+  } else if (in.median_ms < floor_ms) {
     char bandwidth[32];
     std::snprintf(bandwidth, sizeof(bandwidth), "%.0f GB/s", in.peak_bytes_per_second / 1e9);
     found.flags.push_back("the median, " + Us(in.median_ms) + ", is below the physical floor of " +

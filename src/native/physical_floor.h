@@ -22,7 +22,7 @@ namespace kc::native {
 struct FloorInputs {
   uint64_t bytes_changed = 0;        // by the reference call, in its checked outputs
   uint64_t checked_bytes = 0;        // the checked outputs' size
-  double peak_bytes_per_second = 0;  // 0: unknown (no floor)
+  double peak_bytes_per_second = 0;  // 0: unknown (flagged when the call changed bytes)
   double median_ms = 0;
   int64_t empty_windows = 0;  // timed calls with no device activity
 };

@@ -56,10 +56,16 @@ TEST(PhysicalFloorTest, CallsWithoutGpuActivityThatWriteTheirOutputsAreFlagged) 
   EXPECT_NE(found.flags[0].find("3 timed calls showed no GPU activity"), std::string::npos);
 }
 
-TEST(PhysicalFloorTest, AnUnknownBandwidthSetsNoFloor) {
+TEST(PhysicalFloorTest, AnUnknownBandwidthIsFlaggedNotPassed) {
   nlohmann::json floor;
-  EXPECT_TRUE(Judge({k256MiB, k256MiB, 0, 0.001, 0}, &floor).flags.empty());
+  SpanFindings found = Judge({k256MiB, k256MiB, 0, 0.001, 0}, &floor);
+  ASSERT_EQ(found.flags.size(), 1u);
+  EXPECT_NE(found.flags[0].find("peak memory bandwidth could not be read"), std::string::npos);
   EXPECT_EQ(floor["floor_ms"].get<double>(), 0.0);
+}
+
+TEST(PhysicalFloorTest, AnUnknownBandwidthIsNoMatterWhenNothingChanged) {
+  EXPECT_TRUE(Judge({0, 0, 0, 0.001, 0}).flags.empty());
 }
 
 }  // namespace
