@@ -165,13 +165,13 @@ def main() -> None:
     report: dict = {"cores": os.cpu_count(), "args": {k: str(v) for k, v in vars(args).items()}}
     nats, direct, nodes = None, None, []
     try:
-        nats = NatsServers(out, monitor=True, lazy_fsync=args.nats_lazy_fsync)
+        nats = NatsServers(out, lazy_fsync=args.nats_lazy_fsync)
         broker = Broker(nats)
         direct = Node(out / "direct", common)
         direct.start()
 
         def add_node() -> None:
-            flags = ["--cluster", nats.flag, *common]
+            flags = ["--cluster", nats.flag, "--cluster-nats-monitor", nats.monitor_flag, *common]
             nodes.append(Node(out / f"node{len(nodes)}", flags, env={"KCORAL_CLUSTER_SECRET": SECRET}))
             nodes[-1].start()
             wait_for_view(nodes)

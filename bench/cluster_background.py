@@ -60,13 +60,22 @@ def main() -> None:
     nats = None
     nodes: list[Node] = []
     try:
-        nats = NatsServers(out, monitor=True)
+        nats = NatsServers(out)
         broker = Broker(nats)
         for count in counts:
             while len(nodes) < count:
                 node = Node(
                     out / f"node{len(nodes)}",
-                    ["--cluster", nats.flag, "--num-workers", "1", "--cluster-heartbeat-seconds", str(args.heartbeat)],
+                    [
+                        "--cluster",
+                        nats.flag,
+                        "--cluster-nats-monitor",
+                        nats.monitor_flag,
+                        "--num-workers",
+                        "1",
+                        "--cluster-heartbeat-seconds",
+                        str(args.heartbeat),
+                    ],
                     env={"KCORAL_CLUSTER_SECRET": SECRET},
                 )
                 nodes.append(node)

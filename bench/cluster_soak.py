@@ -284,7 +284,7 @@ def main() -> int:
     nats, nodes, killer = None, [], None
     try:
         nats = NatsServers(out)
-        flags = ["--cluster", nats.flag, "--cluster-heartbeat-seconds", "1",
+        flags = ["--cluster", nats.flag, "--cluster-nats-monitor", nats.monitor_flag, "--cluster-heartbeat-seconds", "1",
                  "--cluster-ack-wait-seconds", str(args.ack_wait), "--num-workers", str(args.workers_per_node)]  # fmt: skip
         for k in range(args.nodes):
             nodes.append(Node(out / f"node{k}", flags, env={"KCORAL_CLUSTER_SECRET": SECRET}))

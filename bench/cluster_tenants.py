@@ -81,11 +81,11 @@ def main() -> None:
                       "--cluster-ack-wait-seconds", str(min(30, args.idle_tenant_seconds // 2))]  # fmt: skip
     nats = node = wire = busy = None
     try:
-        nats = NatsServers(out, monitor=True)
+        nats = NatsServers(out)
         broker = Broker(nats)
         node = Node(
             out / "node",
-            ["--cluster", nats.flag, "--num-workers", "1", "--max-requests-per-worker", "0",
+            ["--cluster", nats.flag, "--cluster-nats-monitor", nats.monitor_flag, "--num-workers", "1", "--max-requests-per-worker", "0",
              "--auth-keys", str(keys_file), *idle_flags],
             env={"KCORAL_CLUSTER_SECRET": SECRET},
         )  # fmt: skip

@@ -164,7 +164,14 @@ def main() -> None:
     nats, nodes = None, []
     try:
         nats = NatsServers(out, size=args.nats)
-        cluster_flags = ["--cluster", nats.flag, "--cluster-replicas", str(args.nats)]
+        cluster_flags = [
+            "--cluster",
+            nats.flag,
+            "--cluster-nats-monitor",
+            nats.monitor_flag,
+            "--cluster-replicas",
+            str(args.nats),
+        ]
         direct = Node(out / "direct", NODE_FLAGS)
         entry = Node(out / "entry", [*cluster_flags, *NODE_FLAGS], env={"KCORAL_CLUSTER_SECRET": SECRET})
         other = Node(out / "other", [*cluster_flags, *NODE_FLAGS], env={"KCORAL_CLUSTER_SECRET": SECRET})

@@ -1,5 +1,7 @@
 #include "cluster/cluster_node.h"
 
+#include "cluster/broker_sync.h"
+
 #if KCORAL_WITH_CLUSTER
 #include "cluster/nats_link.h"
 #include "cluster/node_registry.h"
@@ -21,11 +23,18 @@ struct ClusterNode::Parts {
   std::unique_ptr<WorkQueue> work;
   std::unique_ptr<OutcomeStore> outcomes;
   std::unique_ptr<UsageLedger> usage;
+  std::unique_ptr<BrokerSync> broker_sync;
 };
+
+namespace {
+// Brokers change settings only on a restart: a minute's lag in noticing one is enough.
+constexpr auto kBrokerSyncEvery = std::chrono::seconds(60);
+}  // namespace
 
 StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Join(const ClusterOptions& options,
                                                          std::string node_id,
-                                                         std::function<nlohmann::json()> describe) {
+                                                         std::function<nlohmann::json()> describe,
+                                                         BrokerWarning on_broker_warning) {
   if (options.secret.empty()) {
     return FailedPreconditionError(
         "a cluster needs a shared secret for its nodes' requests to each other: set "
@@ -41,6 +50,8 @@ StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Join(const ClusterOptions& o
   KC_ASSIGN_OR_RETURN(parts->usage, UsageLedger::Open(*parts->link, options.usage_ttl));
   KC_ASSIGN_OR_RETURN(parts->registry, NodeRegistry::Join(*parts->link, std::move(node_id),
                                                           options.heartbeat, std::move(describe)));
+  parts->broker_sync = std::make_unique<BrokerSync>(options.nats_monitors, options.allow_lazy_fsync,
+                                                    kBrokerSyncEvery, std::move(on_broker_warning));
   return std::unique_ptr<ClusterNode>(new ClusterNode(std::move(parts)));
 }
 
@@ -50,6 +61,7 @@ nlohmann::json ClusterNode::Describe() const {
           {"connected_url", parts_->link->ConnectedUrl()},
           {"connected", parts_->link->connected()},
           {"node_id", parts_->registry->node_id()},
+          {"broker_sync", parts_->broker_sync->Report()},
           {"pools", view->pools},
           {"nodes", view->nodes}};
 }
@@ -150,7 +162,8 @@ struct ClusterNode::Parts {
 };
 
 StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Join(const ClusterOptions&, std::string,
-                                                         std::function<nlohmann::json()>) {
+                                                         std::function<nlohmann::json()>,
+                                                         BrokerWarning) {
   return FailedPreconditionError(
       "this kcoral-server was built without the NATS client (libnats-dev), so it cannot "
       "join a cluster: install libnats-dev and rebuild, or leave out --cluster");

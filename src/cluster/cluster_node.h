@@ -26,14 +26,17 @@ namespace kc::cluster {
 class ClusterNode : public EntrySide {
  public:
   // `describe` gives this node's record (url, pools, load), called at every heartbeat from a
-  // thread of the node's own: it must be thread-safe.
+  // thread of the node's own: it must be thread-safe. `on_broker_warning` hears, from a thread
+  // of its own, when the brokers are found not to sync before they acknowledge (broker_sync.h).
+  using BrokerWarning = std::function<void(const nlohmann::json& report)>;
   static StatusOr<std::unique_ptr<ClusterNode>> Join(const ClusterOptions& options,
                                                      std::string node_id,
-                                                     std::function<nlohmann::json()> describe);
+                                                     std::function<nlohmann::json()> describe,
+                                                     BrokerWarning on_broker_warning);
   ~ClusterNode() override;  // leaves: its record is deleted, the connection closed
 
-  // For /health: {"servers", "connected_url", "connected", "node_id", "pools": [PoolsOf],
-  // "nodes": [records]}, as of the last heartbeat.
+  // For /health: {"servers", "connected_url", "connected", "node_id", "broker_sync" (its
+  // report, broker_sync.h), "pools": [PoolsOf], "nodes": [records]}, as of the last heartbeat.
   nlohmann::json Describe() const;
   // The nodes' records and pools as of the last heartbeat.
   std::shared_ptr<const ClusterView> View() const;

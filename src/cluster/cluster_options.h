@@ -40,6 +40,10 @@ struct ClusterOptions {
   // A front door: the node takes requests and queues them, but runs none of the cluster's
   // (it announces no pool and pulls nothing).
   bool entry_only = false;
+  // The NATS servers' monitoring endpoints (http://host:8222), asked whether they sync a write
+  // before they acknowledge it (broker_sync.h); allow_lazy_fsync: not asked, no warning.
+  std::vector<std::string> nats_monitors;
+  bool allow_lazy_fsync = false;
   // How long a request key and its outcome are remembered (retries find them).
   std::chrono::seconds outcome_ttl{3600};
   // How long a quota window's summed seconds are kept (usage_ledger.h): two windows.

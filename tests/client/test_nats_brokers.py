@@ -15,7 +15,7 @@ def test_the_nats_server_in_use_is_current():
 
 
 def test_a_broker_syncs_before_it_acknowledges(tmp_path):
-    brokers = NatsBrokers(tmp_path / "nats", size=1, monitor=True)
+    brokers = NatsBrokers(tmp_path / "nats", size=1)
     try:
         config = httpx.get(f"http://127.0.0.1:{brokers.monitor_ports[0]}/varz", timeout=10).json()["jetstream"][
             "config"
@@ -27,7 +27,7 @@ def test_a_broker_syncs_before_it_acknowledges(tmp_path):
 
 
 def test_lazy_fsync_is_jetstreams_default_and_only_on_request(tmp_path):
-    brokers = NatsBrokers(tmp_path / "nats", size=1, monitor=True, lazy_fsync=True)
+    brokers = NatsBrokers(tmp_path / "nats", size=1, lazy_fsync=True)
     try:
         config = httpx.get(f"http://127.0.0.1:{brokers.monitor_ports[0]}/varz", timeout=10).json()["jetstream"][
             "config"

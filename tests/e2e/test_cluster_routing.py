@@ -36,7 +36,8 @@ def start_node(tmp_path_factory, nats, *flags):
     return Server(
         tmp_path_factory.mktemp("node"),
         "--cluster", nats.flag, "--cluster-heartbeat-seconds", "1",
-        "--cluster-ack-wait-seconds", str(ACK_WAIT_S), "--num-workers", "2", *flags,
+        "--cluster-ack-wait-seconds", str(ACK_WAIT_S), "--num-workers", "2",
+        "--cluster-nats-monitor", nats.monitor_flag, *flags,
         env=SECRET,
     )  # fmt: skip
 
@@ -103,6 +104,10 @@ def test_health_shows_the_cluster_and_its_cpu_pool(nodes):
     assert [p["pool"] for p in pools] == ["cpu"]
     assert pools[0]["pool_id"].startswith("cpu-")
     assert len(pools[0]["nodes"]) == 3
+    # Each broker's /varz said it syncs before it acknowledges (kcoral.tools.nats_brokers).
+    sync = health["cluster"]["broker_sync"]
+    assert (sync["state"], sync["warning"]) == ("synced", False), sync
+    assert [b["sync_always"] for b in sync["brokers"]] == [True] * 3, sync
 
 
 def test_a_gpu_arch_the_cluster_lacks_is_refused_naming_its_pools(nodes):

@@ -286,6 +286,9 @@ def test_any_nodes_page_shows_the_whole_cluster(tmp_path, browser):
         for node in nodes:
             assert node.url in card
         assert "cpu" in card  # the pool, with both nodes' seats
+        # Started without --cluster-nats-monitor: the node cannot tell whether the brokers sync.
+        warning = browser.find_element("id", "broker-sync").text
+        assert "brokers: unchecked" in warning and "--cluster-nats-monitor" in warning, warning
         browser.save_screenshot(str(tmp_path / "dashboard_cluster.png"))
     finally:
         for node in nodes:

@@ -91,18 +91,18 @@ def nats_request(port: int, subject: str, timeout: float = 5) -> dict | None:
 
 
 class NatsBrokers:
-    """`size` nats-servers under `root` (a store and a log each); with `monitor`, each serves
-    /varz on a port of its own. `lazy_fsync` leaves JetStream's default (acknowledge at once,
+    """`size` nats-servers under `root` (a store and a log each), each serving /varz on a
+    monitoring port of its own (`monitor_flag`: where a node asks whether they sync). `lazy_fsync` leaves JetStream's default (acknowledge at once,
     sync every two minutes): only for measuring what syncing costs."""
 
-    def __init__(self, root: Path, size: int = 3, monitor: bool = False, name: str = "kc", lazy_fsync: bool = False):
+    def __init__(self, root: Path, size: int = 3, name: str = "kc", lazy_fsync: bool = False):
         self.binary = nats_server_binary()
         self.version = nats_server_version(self.binary)
         self.name = name
         self.lazy_fsync = lazy_fsync
         root.mkdir(parents=True, exist_ok=True)
         self.client_ports = [free_port() for _ in range(size)]
-        self.monitor_ports = [free_port() for _ in range(size)] if monitor else []
+        self.monitor_ports = [free_port() for _ in range(size)]
         route_ports = [free_port() for _ in range(size)]
         self.configs = [root / f"nats-{i}.conf" for i in range(size)]
         self.log_paths = [root / f"nats-{i}.log" for i in range(size)]
@@ -123,8 +123,7 @@ class NatsBrokers:
             f"listen: 127.0.0.1:{self.client_ports[i]}",
             f"jetstream {{ store_dir: {json.dumps(str(store))}{'' if self.lazy_fsync else ', sync_interval: always'} }}",
         ]
-        if self.monitor_ports:
-            lines.append(f"http: 127.0.0.1:{self.monitor_ports[i]}")
+        lines.append(f"http: 127.0.0.1:{self.monitor_ports[i]}")
         if len(route_ports) > 1:  # one server alone runs JetStream without a cluster
             routes = ", ".join(f"nats://127.0.0.1:{p}" for p in route_ports)
             lines.append(f"cluster {{ name: {self.name}, listen: 127.0.0.1:{route_ports[i]}, routes: [{routes}] }}")
@@ -138,6 +137,11 @@ class NatsBrokers:
     def flag(self) -> str:
         """The value of a node's --cluster."""
         return ",".join(self.urls)
+
+    @property
+    def monitor_flag(self) -> str:
+        """The value of a node's --cluster-nats-monitor."""
+        return ",".join(f"http://127.0.0.1:{p}" for p in self.monitor_ports)
 
     def start(self, i: int) -> None:
         """(Re)starts server i with its config and store."""

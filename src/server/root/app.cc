@@ -206,8 +206,12 @@ Status App::JoinCluster(int port) {
   const std::string node_id = host + "-" + std::to_string(port);
   cluster::ClusterOptions options = config_.cluster;
   options.usage_ttl = 2 * std::chrono::seconds(config_.quota_window_seconds);
-  auto node =
-      cluster::ClusterNode::Join(options, node_id, [this, url] { return DescribeNode(url); });
+  auto warn = [this](const nlohmann::json& report) {
+    events_.Emit(EventLevel::kWarning, "cluster_broker_sync",
+                 {{"state", report.at("state")}, {"message", report.at("message")}});
+  };
+  auto node = cluster::ClusterNode::Join(
+      options, node_id, [this, url] { return DescribeNode(url); }, warn);
   if (!node.ok()) return node.status().WithContext("--cluster");
   cluster_ = std::move(*node);
   cluster_calls_.emplace(kClusterCallThreads);

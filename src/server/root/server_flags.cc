@@ -277,6 +277,23 @@ void AddClusterFlags(CLI::App& cli, ServerConfig& config, RawFlags& raw) {
                  "Replicas of the cluster's JetStream buckets (at most the JetStream servers)")
       ->needs(raw.cluster)
       ->check(CLI::Range(1, 5));
+  auto* monitors =
+      cli.add_option(
+             "--cluster-nats-monitor", config.cluster.nats_monitors,
+             "The NATS servers' monitoring endpoints, comma separated\n"
+             "(http://h1:8222,...: nats-server -m 8222, or http_port in its config).\n"
+             "Each is asked, at start and every minute, whether it syncs a write to disk\n"
+             "before it acknowledges it (jetstream { sync_interval: always }); one that\n"
+             "does not, or cannot be asked, is a warning in /health (cluster.broker_sync),\n"
+             "the log and the dashboard. Without it the warning says it cannot tell")
+          ->needs(raw.cluster)
+          ->delimiter(',');
+  cli.add_flag("--cluster-allow-lazy-fsync", config.cluster.allow_lazy_fsync,
+               "Accept NATS servers that acknowledge before they sync (JetStream's default):\n"
+               "no check, no warning. A power loss of the brokers then loses acknowledged\n"
+               "requests and stored outcomes, and a retry may run a program again")
+      ->needs(raw.cluster)
+      ->excludes(monitors);
   cli.add_flag("--cluster-entry-only", config.cluster.entry_only,
                "A front door: this node takes requests and queues them for the cluster's\n"
                "pools, but runs none (it announces no pool and pulls nothing)")

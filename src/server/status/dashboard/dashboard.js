@@ -212,9 +212,12 @@
       td(Array.isArray(p.nodes) ? String(p.nodes.length) : fmt(p.nodes), "num"),
       td(fmt(p.request_capacity), "num"), td(fmt(p.requests_in_progress), "num"),
       td(fmt(p.requests_waiting), "num")));
+    const sync = cluster.broker_sync || {};  // do the brokers sync before they acknowledge?
     replace("cluster",
       el("div", { class: "muted", text: (cluster.connected ? "connected to " : "NOT connected to ")
         + (cluster.connected_url || (cluster.servers || []).join(", ")) }),
+      sync.warning ? el("div", { id: "broker-sync" }, pill("brokers: " + sync.state, "warn"),
+        el("span", { class: "muted", text: " " + sync.message })) : null,
       table(["Node", "URL", "Pools", ["Seats", "num"], ["Running", "num"], ["Waiting", "num"], "State"], nodes),
       pools.length ? table(["Pool", ["Nodes", "num"], ["Seats", "num"], ["Running", "num"], ["Waiting", "num"]], pools) : null);
   }
