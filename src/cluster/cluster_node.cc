@@ -70,6 +70,10 @@ std::shared_ptr<const ClusterView> ClusterNode::View() const {
   return parts_->registry->Cached();
 }
 
+std::optional<std::chrono::steady_clock::time_point> ClusterNode::WritesFailingSince() const {
+  return parts_->registry->BeatsFailingSince();
+}
+
 const std::string& ClusterNode::node_id() const {
   return parts_->registry->node_id();
 }
@@ -180,6 +184,9 @@ nlohmann::json ClusterNode::Describe() const {
 }
 std::shared_ptr<const ClusterView> ClusterNode::View() const {
   return std::make_shared<ClusterView>();
+}
+std::optional<std::chrono::steady_clock::time_point> ClusterNode::WritesFailingSince() const {
+  return std::nullopt;
 }
 const std::string& ClusterNode::node_id() const {
   return parts_->node_id;

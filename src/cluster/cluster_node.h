@@ -53,6 +53,7 @@ class ClusterNode : public EntrySide {
   void Wake(const std::string& pool, const std::string& tenant,
             const std::string& claim_nonce) override;
   StatusOr<std::optional<std::string>> Outcome(const std::string& key) override;
+  std::optional<std::chrono::steady_clock::time_point> WritesFailingSince() const override;
   StatusOr<std::unique_ptr<Listening>> Await(const std::string& key,
                                              std::function<void(std::string)> on_outcome) override;
 

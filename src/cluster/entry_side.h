@@ -4,6 +4,7 @@
 // in memory.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -39,6 +40,9 @@ class EntrySide {
   virtual void Wake(const std::string& pool, const std::string& tenant,
                     const std::string& claim_nonce) = 0;
   virtual StatusOr<std::optional<std::string>> Outcome(const std::string& key) = 0;
+  // Since when this node's writes to the cluster (its heartbeats) have failed: NATS away, or
+  // its servers without a quorum. nullopt while they succeed.
+  virtual std::optional<std::chrono::steady_clock::time_point> WritesFailingSince() const = 0;
   // Calls `on_outcome` (on a thread of the cluster's) when `key`'s outcome is announced.
   virtual StatusOr<std::unique_ptr<Listening>> Await(
       const std::string& key, std::function<void(std::string)> on_outcome) = 0;

@@ -67,6 +67,11 @@ void NodeRegistry::BeatLoop() {
     lock.unlock();
     const auto beating = std::chrono::steady_clock::now();
     const bool beat = Beat().ok();  // a missed beat while NATS reconnects; the next catches up
+    if (beat) {
+      beats_failing_since_ = 0;
+    } else if (beats_failing_since_ == 0) {
+      beats_failing_since_ = beating.time_since_epoch().count();
+    }
     bool deaf = false;
     {
       std::lock_guard view_lock(view_mu_);
@@ -79,6 +84,12 @@ void NodeRegistry::BeatLoop() {
     lock.lock();
     if (deaf && watcher_ != nullptr) (void)kvWatcher_Stop(watcher_);  // made again at once
   }
+}
+
+std::optional<std::chrono::steady_clock::time_point> NodeRegistry::BeatsFailingSince() const {
+  const auto since = beats_failing_since_.load();
+  if (since == 0) return std::nullopt;
+  return std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(since));
 }
 
 void NodeRegistry::WatchLoop() {

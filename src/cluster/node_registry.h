@@ -11,6 +11,7 @@
 // the node's `describe` returns, plus node_id and beat_unix_ms.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -47,6 +48,8 @@ class NodeRegistry {
   // never wait on NATS.
   std::shared_ptr<const ClusterView> Cached() const;
   const std::string& node_id() const { return node_id_; }
+  // Since when this node's beats have failed to be written; nullopt while they are written.
+  std::optional<std::chrono::steady_clock::time_point> BeatsFailingSince() const;
 
  private:
   NodeRegistry(kvStore* bucket, std::string node_id, std::chrono::seconds heartbeat,
@@ -66,7 +69,9 @@ class NodeRegistry {
   const std::function<nlohmann::json()> describe_;
   std::mutex mu_;
   std::condition_variable cv_;
-  bool stopping_ = false;         // mu_
+  bool stopping_ = false;  // mu_
+  // The steady clock's count when beats began to fail; 0 while they are written.
+  std::atomic<std::chrono::steady_clock::rep> beats_failing_since_{0};
   kvWatcher* watcher_ = nullptr;  // made in Join, stopped by the destructor
   std::thread watching_;
   mutable std::mutex view_mu_;

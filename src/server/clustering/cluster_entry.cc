@@ -158,8 +158,10 @@ net::awaitable<ClusterEntry::Queued> ClusterEntry::Queue(std::shared_ptr<Request
   Queued out;
   const auto started = Clock::now();
   auto fail = [&](const Status& status) {
-    out.refusal = EndingReply(EndingForStatus(status), status.message(), route->request_id);
-    out.retryable = status.code() == StatusCode::kUnavailable;
+    out.retryable = status.code() == StatusCode::kUnavailable;  // NATS away, or no pool now
+    out.refusal =
+        EndingReply(out.retryable ? RequestEnding::kClusterUnavailable : EndingForStatus(status),
+                    status.message(), route->request_id);
     return std::move(out);
   };
   const AdmittedRequest& admitted = *route->admitted;
@@ -288,6 +290,19 @@ net::awaitable<std::optional<HttpReply>> ClusterEntry::AwaitOutcome(
         if (!AttachedSince(key, *hung_up)) cluster_.Tell("cancel", key);
         co_return EndingReply(RequestEnding::kCancelled, "the client hung up", route->request_id);
       }
+    }
+    // A quorum lost for as long as a queue is retried: nobody can store the outcome.
+    if (auto failing = cluster_.WritesFailingSince();
+        failing && now - *failing > cluster::kQueueRetryFor) {
+      co_return EndingReply(
+          RequestEnding::kClusterUnavailable,
+          "the cluster's NATS servers have taken none of this node's writes for " +
+              std::to_string(cluster::kQueueRetryFor.count()) +
+              " s (no quorum, or out of reach) while this request was queued or running: " +
+              (route->idempotency_key
+                   ? "send it again with the same Idempotency-Key to get its outcome"
+                   : "it may still run; sent again without an Idempotency-Key, it may run twice"),
+          route->request_id);
     }
     if (now - last_check > kStoreCheck) {  // makes up for an announcement lost to a reconnect
       last_check = now;

@@ -38,6 +38,8 @@ EndingTraits TraitsOf(RequestEnding ending) {
       return {503, "busy", "no_worker", EventLevel::kWarning, true};
     case RequestEnding::kSaturated:
       return {503, "busy", "no_worker", EventLevel::kWarning, true};
+    case RequestEnding::kClusterUnavailable:
+      return {503, "unavailable", "cluster_unavailable", EventLevel::kWarning, true};
     case RequestEnding::kTimedOut:
       return {504, "timeout", "timeout", EventLevel::kWarning, false};
     case RequestEnding::kCrashed:

@@ -31,6 +31,7 @@ enum class RequestEnding {
   kCancelled,              // 499 cancelled: the client hung up (nobody reads the reply)
   kShuttingDown,           // 503 busy: the server is draining
   kSaturated,              // 503 busy: no seat in time, or the queue is full
+  kClusterUnavailable,     // 503 unavailable: the cluster's NATS servers do not answer (no quorum)
   kTimedOut,               // 504 timeout: the execution budget ran out
   kCrashed,                // 500 engine: the worker died outside any instruction
   kInvalidWorkerResponse,  // 500 engine: the worker sent what it must not

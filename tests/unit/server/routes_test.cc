@@ -176,6 +176,9 @@ class FakeCluster : public cluster::EntrySide {
     }
     if (answer && deliver) deliver(*answer);
   }
+  std::optional<std::chrono::steady_clock::time_point> WritesFailingSince() const override {
+    return std::nullopt;
+  }
   StatusOr<std::optional<std::string>> Outcome(const std::string&) override {
     return std::optional<std::string>();
   }
