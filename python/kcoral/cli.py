@@ -3,6 +3,7 @@
 kcoral server [flags]   start a KCoral server (the C++ kcoral-server; see --help)
 kcoral run TOOL ...     run python, shell, ncu, compute-sanitizer or run-iket on a server's worker
 kcoral keys new TENANT  make an API key and its line for --auth-keys
+kcoral cluster up|down  a cluster on this machine, for a trial
 kcoral version          print the package version
 """
 
@@ -24,6 +25,11 @@ commands:
             `kcoral run --help` lists the tools, `kcoral run TOOL --help` shows a tool's options.
   keys      make an API key for `kcoral server --auth-keys FILE`:
               kcoral keys new alice [--role operator]
+  cluster   a KCoral cluster on this machine, for a trial (3 NATS brokers, 2 CPU nodes):
+              kcoral cluster up      starts it, sends a request through it, prints its URLs
+              kcoral cluster status  shows it
+              kcoral cluster down    stops it and removes its folder
+            `kcoral cluster --help` lists the options.
   version   print the package version
 """
 
@@ -63,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         from kcoral.keys import main as keys_main
 
         return keys_main(rest)
+    if command == "cluster":
+        from kcoral.tools.local_cluster import main as cluster_main
+
+        return cluster_main(rest)
     if command == "version":
         from kcoral import __version__
 

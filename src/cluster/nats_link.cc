@@ -87,6 +87,10 @@ StatusOr<kvStore*> NatsLink::Bucket(const std::string& name, std::chrono::millis
                                     const std::string& republish_to) {
   kvStore* bucket = nullptr;
   natsStatus s = js_KeyValue(&bucket, jetstream_, name.c_str());
+  if (Leaderless(s)) {  // another node is creating it (two nodes started at once)
+    KC_RETURN_IF_ERROR(AwaitLeader("KV_" + name));
+    s = js_KeyValue(&bucket, jetstream_, name.c_str());
+  }
   if (s == NATS_NOT_FOUND) {
     kvConfig config;
     kvConfig_Init(&config);
@@ -108,13 +112,19 @@ StatusOr<kvStore*> NatsLink::Bucket(const std::string& name, std::chrono::millis
                               std::to_string(replicas_) + " replicas: " + NatsError(s) +
                               ReplicasAdvice(replicas_));
     }
-    KC_RETURN_IF_ERROR(AwaitLeader("KV_" + name));
   } else if (s != NATS_OK) {
     return Failed("opening the key-value bucket " + name, s);
   }
+  // Made here, or a moment ago by a node that started with this one: writes find no
+  // responders until its group has a leader.
+  KC_RETURN_IF_ERROR(AwaitLeader("KV_" + name));
   std::lock_guard lock(mu_);
   buckets_.push_back(bucket);
   return bucket;
+}
+
+bool NatsLink::Leaderless(natsStatus s) {
+  return s == NATS_TIMEOUT || s == NATS_NO_RESPONDERS;
 }
 
 Status NatsLink::AwaitLeader(const std::string& stream) const {

@@ -43,6 +43,9 @@ class NatsLink {
   // NATS 2.10 and later answer a stream's creation before its group has elected one, and a
   // write meanwhile finds no responders.
   Status AwaitLeader(const std::string& stream) const;
+  // Whether a request about a stream found it without a leader (it times out, or nobody
+  // answers): one another node has just created, say.
+  static bool Leaderless(natsStatus s);
 
   // The server the connection is on now ("nats://127.0.0.1:4222"), empty while reconnecting.
   std::string ConnectedUrl() const;

@@ -53,6 +53,10 @@ StatusOr<std::unique_ptr<WorkQueue>> WorkQueue::Open(NatsLink& link, WorkQueueOp
   jsStreamInfo* info = nullptr;
   jsErrCode code = static_cast<jsErrCode>(0);
   natsStatus s = js_GetStreamInfo(&info, link.jetstream(), kStream, nullptr, &code);
+  if (NatsLink::Leaderless(s)) {  // another node is creating it (two nodes started at once)
+    KC_RETURN_IF_ERROR(link.AwaitLeader(kStream));
+    s = js_GetStreamInfo(&info, link.jetstream(), kStream, nullptr, &code);
+  }
   if (s == NATS_NOT_FOUND) {
     jsStreamConfig config;
     jsStreamConfig_Init(&config);
