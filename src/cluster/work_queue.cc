@@ -109,13 +109,6 @@ Status WorkQueue::EnsureConsumer(const std::string& pool, const std::string& ten
     const auto now = std::chrono::steady_clock::now();
     auto made = ensured_.find(durable);
     if (made != ensured_.end() && now < made->second) return Status::Ok();
-    if (auto deleted = deleted_.find(durable); deleted != deleted_.end()) {
-      if (now < deleted->second + kRemakeAfter) {  // retried by the caller, as for NATS away
-        return UnavailableError("the work queue's consumer " + durable +
-                                " was deleted a moment ago, and is made again shortly");
-      }
-      deleted_.erase(deleted);
-    }
   }
   const std::string subject = "kcoral.work." + pool + "." + tenant;
   jsConsumerConfig config;
@@ -148,12 +141,8 @@ void WorkQueue::HearDeletions() {
     const std::string_view subject = natsMsg_GetSubject(message);
     const std::string durable(subject.substr(subject.rfind('.') + 1));
     natsMsg_Destroy(message);
-    const auto now = std::chrono::steady_clock::now();
     std::lock_guard lock(queue->ensured_mu_);
     queue->ensured_.erase(durable);
-    std::erase_if(queue->deleted_,
-                  [&](const auto& heard) { return now - heard.second > kRemakeAfter; });
-    queue->deleted_[durable] = now;
   };
   const std::string subject = "$JS.EVENT.ADVISORY.CONSUMER.DELETED." + std::string(kStream) + ".*";
   // Not heard (a subject the account may not read): the half threshold still bounds it.
@@ -273,8 +262,9 @@ std::unique_ptr<Delivery> WorkQueue::TryFetch(natsSubscription* pull,
   jsFetchRequest request;
   jsFetchRequest_Init(&request);
   request.Batch = 1;
-  // NATS 2.9 keeps a no-wait request with an expiry open until a message comes or the expiry
-  // passes (without one, cnats stops waiting for the answer at once).
+  // The server keeps a no-wait request with an expiry open until a message comes or the expiry
+  // passes (without one, cnats stops waiting for the answer at once); measured on 2.9.10,
+  // 2.10.25 and 2.15.1 by bench/nats_workarounds.py.
   request.NoWait = true;
   request.Expires = std::chrono::duration_cast<std::chrono::nanoseconds>(hold).count();
   natsMsgList list{};

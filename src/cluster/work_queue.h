@@ -123,10 +123,6 @@ class WorkQueue {
   // Hears JetStream's advisories of the stream's deleted consumers (idle, or by hand), so the
   // next use makes them again; a missed one waits out half of idle_consumer.
   void HearDeletions();
-  // NATS 2.9 goes on cleaning up a deleted consumer for about a second, and takes a namesake
-  // made meanwhile with it (measured: those made within 0.7 s of the deletion were lost, none
-  // made 1 s or more after). So a heard deletion is made good only this long after.
-  static constexpr std::chrono::seconds kRemakeAfter{2};
   // The tenants' queues to ask from now on, their consumers bound where they were not yet.
   Status ToAsk(const std::set<std::string>& tenants);
   // Every tenant of the served pool with a request in the stream, to ask: what comes without a
@@ -150,7 +146,6 @@ class WorkQueue {
   // (pool, tenant) consumers this node made or found, and until when it takes them for alive;
   // ensured_mu_.
   std::map<std::string, std::chrono::steady_clock::time_point> ensured_;
-  std::map<std::string, std::chrono::steady_clock::time_point> deleted_;  // heard; ensured_mu_
   natsSubscription* deletions_ = nullptr;
   // The executing side: one thread (the executor's puller).
   std::string pool_;

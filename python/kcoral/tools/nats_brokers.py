@@ -39,14 +39,15 @@ def nats_server_binary() -> str:
     return chosen
 
 
-def nats_server_version(binary: str) -> tuple[int, int, int]:
-    """`nats-server --version` as numbers; a RuntimeError for one older than OLDEST_VERSION."""
+def nats_server_version(binary: str, refuse_older: bool = True) -> tuple[int, int, int]:
+    """`nats-server --version` as numbers; a RuntimeError for one older than OLDEST_VERSION
+    (unless `refuse_older` is False: bench/nats_workarounds.py compares old servers)."""
     text = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=30).stdout
     found = re.search(r"v(\d+)\.(\d+)\.(\d+)", text)
     if found is None:
         raise RuntimeError(f"{binary} --version said {text.strip()!r}, not a version")
     version = tuple(int(part) for part in found.groups())
-    if version < OLDEST_VERSION:
+    if refuse_older and version < OLDEST_VERSION:
         oldest = ".".join(map(str, OLDEST_VERSION))
         raise RuntimeError(
             f"{binary} is nats-server {'.'.join(map(str, version))}; KCoral needs {oldest} or later "
@@ -95,9 +96,11 @@ class NatsBrokers:
     monitoring port of its own (`monitor_flag`: where a node asks whether they sync). `lazy_fsync` leaves JetStream's default (acknowledge at once,
     sync every two minutes): only for measuring what syncing costs."""
 
-    def __init__(self, root: Path, size: int = 3, name: str = "kc", lazy_fsync: bool = False):
+    def __init__(
+        self, root: Path, size: int = 3, name: str = "kc", lazy_fsync: bool = False, refuse_older: bool = True
+    ):
         self.binary = nats_server_binary()
-        self.version = nats_server_version(self.binary)
+        self.version = nats_server_version(self.binary, refuse_older)
         self.name = name
         self.lazy_fsync = lazy_fsync
         root.mkdir(parents=True, exist_ok=True)

@@ -37,6 +37,15 @@ TEST(BrokerSyncJudge, ALazyBrokerOutranksOneThatCannotBeAsked) {
             std::string::npos);
 }
 
+TEST(BrokerSyncJudge, ABrokerOlderThan2_10_23IsAWarningNamingItsVersion) {
+  nlohmann::json old = Synced("http://b:8222", true);
+  old["version"] = "2.10.22";
+  const auto report = BrokerSync::Judge({Synced("http://a:8222", true), old}, false);
+  EXPECT_EQ(report["state"], "old");
+  EXPECT_NE(report["message"].get<std::string>().find("http://b:8222 (2.10.22)"),
+            std::string::npos);
+}
+
 TEST(BrokerSyncJudge, NoEndpointIsAWarningThatSaysHowToCheck) {
   const auto report = BrokerSync::Judge(nlohmann::json::array(), false);
   EXPECT_EQ(report["state"], "unchecked");
