@@ -16,64 +16,13 @@ throw-away R3 stream (as the cluster's), three questions, a table:
 from __future__ import annotations
 
 import argparse
-import json
-import socket
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 from kcoral.tools.nats_brokers import OLDEST_VERSION, NatsBrokers, nats_server_binary, nats_server_version
-
-
-class Wire:
-    """A bare client on NATS's text protocol: requests, and replies with their status headers."""
-
-    def __init__(self, port: int):
-        self.conn = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.buffer = b""
-        self._line()  # INFO
-        self.conn.sendall(b'CONNECT {"verbose":false,"headers":true,"no_responders":true}\r\nSUB _INBOX.w.* 1\r\n')
-        self.sequence = 0
-
-    def _line(self) -> bytes:
-        while b"\r\n" not in self.buffer:
-            chunk = self.conn.recv(65536)
-            if not chunk:
-                raise ConnectionError("the NATS server closed the connection")
-            self.buffer += chunk
-        line, self.buffer = self.buffer.split(b"\r\n", 1)
-        return line
-
-    def _take(self, size: int) -> bytes:
-        while len(self.buffer) < size + 2:
-            self.buffer += self.conn.recv(65536)
-        data, self.buffer = self.buffer[:size], self.buffer[size + 2 :]
-        return data
-
-    def request(self, subject: str, payload: dict | None = None) -> tuple[str, bytes]:
-        """(status line of the reply's headers, or "" for none; its body)."""
-        self.sequence += 1
-        inbox = f"_INBOX.w.{self.sequence}"
-        body = json.dumps(payload).encode() if payload is not None else b""
-        self.conn.sendall(f"PUB {subject} {inbox} {len(body)}\r\n".encode() + body + b"\r\n")
-        while True:
-            line = self._line()
-            if line == b"PING":
-                self.conn.sendall(b"PONG\r\n")
-                continue
-            parts = line.split()
-            if parts[0] == b"MSG" and parts[1].decode() == inbox:
-                return "", self._take(int(parts[-1]))
-            if parts[0] == b"HMSG" and parts[1].decode() == inbox:
-                data = self._take(int(parts[-1]))
-                headers, body = data[: int(parts[-2])], data[int(parts[-2]) :]
-                return headers.split(b"\r\n", 1)[0].decode(), body
-            if parts[0] in (b"MSG", b"HMSG"):
-                self._take(int(parts[-1]))  # a late reply to an earlier request
-
-    def api(self, subject: str, payload: dict | None = None) -> dict:
-        return json.loads(self.request("$JS.API." + subject, payload)[1] or b"{}")
+from kcoral.tools.nats_wire import NatsWire
 
 
 def consumer_config(name: str) -> dict:
@@ -84,7 +33,7 @@ def consumer_config(name: str) -> dict:
     }
 
 
-def remade_survivors(wire: Wire, delay: float, tries: int, idle: bool) -> int:
+def remade_survivors(wire: NatsWire, delay: float, tries: int, idle: bool) -> int:
     """Of `tries` consumers deleted (by hand, or by JetStream once idle 1 s), those made again
     `delay` s after that still alive 3 s later."""
     survived = 0
@@ -111,20 +60,19 @@ def remade_survivors(wire: Wire, delay: float, tries: int, idle: bool) -> int:
     return survived
 
 
-def empty_fetch_ms(wire: Wire, expires_ms: int, tries: int) -> tuple[float, str]:
+def empty_fetch_ms(wire: NatsWire, expires_ms: int, tries: int) -> tuple[float, str]:
     wire.api("CONSUMER.CREATE.W.fetch", consumer_config("fetch"))
     took, statuses = [], set()
     for _ in range(tries):
         started = time.monotonic()
-        status, _ = wire.request(
-            "$JS.API.CONSUMER.MSG.NEXT.W.fetch", {"batch": 1, "no_wait": True, "expires": expires_ms * 1_000_000}
-        )
+        wire.api("CONSUMER.MSG.NEXT.W.fetch", {"batch": 1, "no_wait": True, "expires": expires_ms * 1_000_000})
+        status = wire.last_status
         took.append((time.monotonic() - started) * 1e3)
         statuses.add(status)
     return statistics.median(took), ", ".join(sorted(statuses))
 
 
-def make_stream(wire: Wire, config: dict) -> None:
+def make_stream(wire: NatsWire, config: dict) -> None:
     """Created, and led: a Raft group answers nothing before it has elected a leader."""
     wire.api(f"STREAM.CREATE.{config['name']}", config)
     deadline = time.monotonic() + 20
@@ -134,7 +82,7 @@ def make_stream(wire: Wire, config: dict) -> None:
         time.sleep(0.1)
 
 
-def republish_added(wire: Wire) -> str:
+def republish_added(wire: NatsWire) -> str:
     config = {"name": "R", "subjects": ["r.>"], "storage": "file", "num_replicas": 3}
     make_stream(wire, config)
     answer = wire.api("STREAM.UPDATE.R", {**config, "republish": {"src": "r.>", "dest": "again.>"}})
@@ -150,7 +98,7 @@ def main() -> int:
         old = nats_server_version(nats_server_binary(), refuse_older=False) < OLDEST_VERSION
         brokers = NatsBrokers(Path(folder), size=3, lazy_fsync=old, refuse_older=False)
         try:
-            wire = Wire(brokers.client_ports[0])
+            wire = NatsWire(brokers.client_ports[0])
             make_stream(
                 wire, {"name": "W", "subjects": ["w.>"], "retention": "workqueue", "storage": "file", "num_replicas": 3}
             )

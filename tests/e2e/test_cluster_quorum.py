@@ -3,6 +3,7 @@ Retry-After, never a silent hang: a request it cannot queue, after retrying for 
 leader election (cluster_types.h kQueueRetryFor); a queued one whose outcome store has not
 answered that long. Once the brokers are back, the node serves again."""
 
+import contextlib
 import threading
 import time
 import uuid
@@ -16,9 +17,21 @@ from test_fair_share import BOUNDARY, sleeping
 QUEUE_RETRY_S = 15
 
 
-def node_on(tmp_path, nats: NatsCluster) -> Server:
-    return Server(tmp_path / "node", "--cluster", nats.flag, "--cluster-heartbeat-seconds", "1",
-                  "--num-workers", "1", env={"KCORAL_CLUSTER_SECRET": CLUSTER_SECRET})  # fmt: skip
+@contextlib.contextmanager
+def one_node_cluster(tmp_path):
+    """Three brokers and a node on them that has answered one request; all stopped after."""
+    (tmp_path / "node").mkdir()
+    nats = NatsCluster(tmp_path / "nats")
+    node = None
+    try:
+        node = Server(tmp_path / "node", "--cluster", nats.flag, "--cluster-heartbeat-seconds", "1",
+                      "--num-workers", "1", env={"KCORAL_CLUSTER_SECRET": CLUSTER_SECRET})  # fmt: skip
+        assert execute(node, 0)[0].status_code == 200
+        yield nats, node
+    finally:
+        if node is not None:
+            node.stop()
+        nats.stop()
 
 
 def execute(node: Server, seconds: float, key: str | None = None) -> tuple[httpx.Response, float]:
@@ -40,12 +53,7 @@ def assert_unavailable(answer: httpx.Response, took: float) -> dict:
 
 
 def test_a_request_that_cannot_be_queued_without_a_quorum_is_503_unavailable(tmp_path):
-    (tmp_path / "node").mkdir()
-    nats = NatsCluster(tmp_path / "nats")
-    node = None
-    try:
-        node = node_on(tmp_path, nats)
-        assert execute(node, 0)[0].status_code == 200
+    with one_node_cluster(tmp_path) as (nats, node):
         for i in (0, 1):  # two of three: no quorum
             nats.kill(i)
         error = assert_unavailable(*execute(node, 0))
@@ -57,19 +65,10 @@ def test_a_request_that_cannot_be_queued_without_a_quorum_is_503_unavailable(tmp
         while (answer := execute(node, 0)[0]).status_code != 200 and time.monotonic() < deadline:
             time.sleep(1)  # as a client would, after Retry-After
         assert answer.status_code == 200 and answer.json()["status"] == "COMPLETED", answer.text
-    finally:
-        if node is not None:
-            node.stop()
-        nats.stop()
 
 
 def test_a_queued_request_whose_quorum_is_lost_is_503_unavailable_naming_its_key(tmp_path):
-    (tmp_path / "node").mkdir()
-    nats = NatsCluster(tmp_path / "nats")
-    node = None
-    try:
-        node = node_on(tmp_path, nats)
-        assert execute(node, 0)[0].status_code == 200
+    with one_node_cluster(tmp_path) as (nats, node):
         answered = {}
         sending = threading.Thread(target=lambda: answered.update(zip(("answer", "took"), execute(node, 3, str(uuid.uuid4())))))  # fmt: skip
         sending.start()
@@ -79,7 +78,3 @@ def test_a_queued_request_whose_quorum_is_lost_is_503_unavailable_naming_its_key
         sending.join(QUEUE_RETRY_S + 60)
         error = assert_unavailable(answered["answer"], answered["took"])
         assert "same Idempotency-Key" in error["message"], error
-    finally:
-        if node is not None:
-            node.stop()
-        nats.stop()
