@@ -1,0 +1,121 @@
+"""Uploaded by `kcoral mcp` as the module of its compile and evaluate programs: it runs on a KCoral
+worker, never in the MCP process. Standard library, numpy and what the worker has (tvm_ffi,
+kcoral.builtins) only: its source travels as text (programs.py reads this file).
+
+A compiler's errors are data here, not a FAILED outcome: the agent gets them with line numbers
+of its own source, not of the file build_inline wrote around it."""
+
+import re
+from pathlib import Path
+
+from kcoral.builtins import benchmark, check_close  # noqa: F401 - selected by get_function
+
+# gcc/clang: "path:line:col: error: text"; nvcc: "path(line): error: text".
+_GCC = re.compile(
+    r"(?P<path>/[^\s:()]+):(?P<line>\d+):(?:(?P<column>\d+):)? (?P<severity>fatal error|error|warning): (?P<message>.*)"
+)
+_NVCC = re.compile(r"(?P<path>/[^\s:()]+)\((?P<line>\d+)\): (?P<severity>error|warning)[^:]*: (?P<message>.*)")
+_GUTTER = re.compile(r"^(\s*)(\d+)( \|)")
+_NOISE = re.compile(r"^(\[\d+/\d+\] |FAILED: |ninja|stdout:|c\+\+ |g\+\+ |nvcc |/usr/\S*(?:c\+\+|g\+\+|nvcc) )")
+_LOG_LIMIT = 6000
+
+
+def _line_offset(path: str, source: str) -> int:
+    """Lines build_inline wrote above the caller's source in the file it compiled (its includes)."""
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return 0
+    at = text.find(source.strip("\n")[:200])
+    return text[:at].count("\n") if at > 0 else 0
+
+
+def diagnostics(log: str, source: str, shown_name: str) -> dict:
+    """The compiler's errors with the lines of `source`, and its log with the paths renamed."""
+    found, offsets = [], {}
+    for pattern in (_GCC, _NVCC):
+        for match in pattern.finditer(log):
+            path = match["path"]
+            offset = offsets.setdefault(path, _line_offset(path, source))
+            line = int(match["line"]) - offset
+            lines = source.splitlines()
+            found.append(
+                {
+                    "line": line,
+                    "column": int(match["column"]) if match.groupdict().get("column") else None,
+                    "severity": match["severity"],
+                    "message": match["message"].strip(),
+                    "source_line": lines[line - 1] if 0 < line <= len(lines) else None,
+                }
+            )
+    cleaned = []
+    offset = next(iter(offsets.values()), 0)
+    for raw in log.splitlines():
+        if _NOISE.match(raw.lstrip()) and ": error" not in raw:
+            continue
+        for path, path_offset in offsets.items():
+            raw = re.sub(
+                re.escape(path) + r"([:(])(\d+)", lambda m, o=path_offset: f"{shown_name}{m[1]}{int(m[2]) - o}", raw
+            )
+            raw = raw.replace(path, shown_name)
+        raw = _GUTTER.sub(lambda m: f"{m[1]}{int(m[2]) - offset}{m[3]}", raw)
+        cleaned.append(raw)
+    text = "\n".join(cleaned).strip()
+    return {"diagnostics": found, "log": text[:_LOG_LIMIT], "log_truncated": len(text) > _LOG_LIMIT}
+
+
+def compile_library(spec: dict) -> dict:
+    """tvm_ffi.cpp.build_inline on this worker: {"ok": True, "library": bytes} or the errors."""
+    import tvm_ffi.cpp
+
+    cuda = spec["language"] == "cuda"
+    sources = {"cuda_sources" if cuda else "cpp_sources": spec["source"]}
+    try:
+        path = tvm_ffi.cpp.build_inline(
+            name=spec["name"],
+            functions=spec["functions"],
+            extra_cflags=spec.get("extra_cflags") or None,
+            extra_cuda_cflags=spec.get("extra_cuda_cflags") or None,
+            **sources,
+        )
+    except Exception as exc:  # noqa: BLE001 - a failed build is the answer, not a crash
+        shown = "kernel.cu" if cuda else "kernel.cpp"
+        return {"ok": False, "error": type(exc).__name__, **diagnostics(str(exc), spec["source"], shown)}
+    return {"ok": True, "library": Path(path).read_bytes()}
+
+
+def make_tensor(spec: dict):
+    """A numpy array from {"shape", "dtype", "fill": randn|rand|zeros|ones|arange|randint, "seed"}."""
+    import numpy as np
+
+    shape, dtype, fill = spec["shape"], spec["dtype"], spec.get("fill", "randn")
+    rng = np.random.default_rng(spec.get("seed", 0))
+    if fill == "randn":
+        return rng.standard_normal(shape).astype(dtype)
+    if fill == "rand":
+        return rng.random(shape).astype(dtype)
+    if fill == "randint":
+        return rng.integers(spec.get("low", 0), spec.get("high", 100), size=shape).astype(dtype)
+    if fill == "arange":
+        return np.arange(int(np.prod(shape))).reshape(shape).astype(dtype)
+    return (np.ones if fill == "ones" else np.zeros)(shape, dtype=dtype)
+
+
+def compare(cfg: dict, expected, *actuals) -> dict:
+    """check_close of each output against the reference's value (a tuple for several outputs)."""
+    import numpy as np
+
+    wanted = list(expected) if isinstance(expected, (tuple, list)) and len(actuals) > 1 else [expected]
+    if len(wanted) != len(actuals):
+        return {"passed": False, "reason": f"the reference returned {len(wanted)} values for {len(actuals)} outputs"}
+    checks, notes = [], []
+    for index, (actual, value) in enumerate(zip(actuals, wanted)):
+        actual = np.asarray(actual)
+        value = np.asarray(value)
+        if value.dtype != actual.dtype and value.shape == actual.shape:
+            notes.append(f"output {index}: the reference's {value.dtype} was cast to the output's {actual.dtype}")
+            value = value.astype(actual.dtype)
+        checks.append(check_close(actual, value, {"rtol": cfg["rtol"], "atol": cfg["atol"]}))
+    passed = all(check["passed"] for check in checks)
+    reasons = [f"output {i}: {c['reason']}" for i, c in enumerate(checks) if not c["passed"]]
+    return {"passed": passed, "outputs": checks, "notes": notes, "reason": "; ".join(reasons) or None}
