@@ -51,7 +51,7 @@ def keyed_server(tmp_path_factory):
     capped, capped_line = new_key("capped")
     path = tmp / "keys.txt"
     path.write_text(f"{agent_line}\n{capped_line}\nlimits capped cpu_seconds=0.3\n")
-    server = Server(tmp, "--auth-keys", str(path), "--num-workers", "2", "--quota-window-seconds", "120")
+    server = Server(tmp, "--auth-keys", str(path), "--num-workers", "2", "--quota-window-seconds", "3600")
     yield server, {"agent": agent, "capped": capped}
     server.stop()
 
@@ -138,8 +138,11 @@ async def agent_session(client) -> Session:
     bad_dtype = answer(await session.call("evaluate", {"library_sha256": library["library_sha256"], "function": "add_one", "reference": REFERENCE, "inputs": [{"shape": [4], "dtype": "float33"}]}))  # fmt: skip
     assert bad_dtype["field"] == "inputs[0].dtype" and "float32" in bad_dtype["fix"]
 
+    no_arch = answer(await session.call("compile", {"source": FIXED, "functions": ["add_one"], "language": "cuda"}))
+    assert no_arch["field"] == "arch" and "sm_90a" in no_arch["fix"]  # a CPU server has no target arch to default to
+
     usage = answer(await session.call("usage", {}))
-    assert usage["usage"]["tenant"] == "agent" and usage["usage"]["requests"] >= 3
+    assert usage["usage"]["tenant"] == "agent" and usage["usage"]["requests"] >= 1
     return session
 
 
@@ -210,11 +213,16 @@ def test_over_http_a_spent_quota_is_a_tool_error_with_retry_after(mcp_over_http)
             first = await client.call_tool("run", {"program": busy})  # overdraws the 0.3 s: never cut short
             assert not first.is_error and first.structured_content["status"] == "COMPLETED", first.content
             assert first.structured_content["results"] == {"spent": 0.5}
-            refused = await client.call_tool("run", {"program": busy})
-            assert refused.is_error
-            return answer(refused)
+            for _ in range(2):  # a window that ended between two calls frees the key once more
+                refused = await client.call_tool("run", {"program": busy})
+                if refused.is_error:
+                    return answer(refused)
+            raise AssertionError("no call was refused over quota")
 
     refusal = anyio.run(main)
+    if os.environ.get("KCORAL_MCP_TRANSCRIPT"):
+        with open(os.environ["KCORAL_MCP_TRANSCRIPT"] + ".429.json", "w") as out:
+            json.dump(refusal, out, indent=1, ensure_ascii=False)
     assert refusal["http_status"] == 429 and refusal["kind"] == "quota", refusal
-    assert 0 < refusal["retry_after_seconds"] <= 120 and "retry_after_seconds" in refusal["fix"]
+    assert 0 < refusal["retry_after_seconds"] <= 3600 and "retry_after_seconds" in refusal["fix"]
     assert "cpu_seconds" in refusal["error"]

@@ -17,6 +17,7 @@ from .tool_errors import tool_error
 
 LANGUAGES = ("cpp", "cuda")
 FILLS = ("randn", "rand", "randint", "zeros", "ones", "arange")
+_ARCH = re.compile(r"sm_[0-9]{2,3}a?")
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUMPY_DTYPES = tuple(d for d in DTYPE_ITEM_SIZES if not d.startswith(("bfloat", "float8")))
 MAX_INPUT_ELEMENTS = 1 << 26  # 64 Mi elements a tensor: made on the worker, but it must fit there
@@ -42,7 +43,9 @@ def _identifiers(value: Any, field: str) -> list[str]:
     return names
 
 
-def compile_program(source: str, language: str, functions: Any, extra_cflags: list[str] | None) -> Program:
+def compile_program(
+    source: str, language: str, functions: Any, extra_cflags: list[str] | None, arch: str | None = None
+) -> Program:
     if not isinstance(source, str) or not source.strip():
         raise tool_error("source is empty", field="source", fix="pass the C++ or CUDA source text")
     if language not in LANGUAGES:
@@ -51,8 +54,15 @@ def compile_program(source: str, language: str, functions: Any, extra_cflags: li
     flags = extra_cflags or []
     if not all(isinstance(flag, str) and flag.startswith("-") for flag in flags):
         raise tool_error("extra_cflags must be compiler flags", field="extra_cflags", fix='e.g. ["-O3"]')
+    if language == "cuda" and (not isinstance(arch, str) or not _ARCH.fullmatch(arch)):
+        raise tool_error(
+            f"arch {arch!r} is not a CUDA architecture",
+            field="arch",
+            fix="e.g. 'sm_90a'; leave it out to use the server's (the `target` tool shows it)",
+        )
     spec = {
         "name": "kcoral_mcp_" + "_".join(names)[:48],
+        "arch": arch if language == "cuda" else None,
         "source": source,
         "language": language,
         "functions": names,

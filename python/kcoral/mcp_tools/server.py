@@ -117,6 +117,10 @@ def build_server(
         functions: Annotated[list[str], Field(description="names of the functions to export, e.g. ['add_one']")],
         language: Annotated[str, Field(description="'cpp' (host code) or 'cuda' (needs nvcc on the server)")] = "cpp",
         extra_cflags: Annotated[list[str] | None, Field(description="compiler flags, e.g. ['-O3']")] = None,
+        arch: Annotated[
+            str | None,
+            Field(description="CUDA only: the architecture, e.g. 'sm_90a'; default the " "server's target arch"),
+        ] = None,  # fmt: skip
         timeout_seconds: Annotated[
             float | None, Field(description="server-side limit; default the --timeout-seconds of kcoral mcp")
         ] = None,  # fmt: skip
@@ -124,7 +128,9 @@ def build_server(
         """Compile source with tvm_ffi.cpp.build_inline on the service's CPU pool (no GPU held).
         Answers library_sha256, the handle `evaluate` and `run` take; or a tool error with the
         compiler's diagnostics at the lines of your source."""
-        program = programs.compile_program(source, language, functions, extra_cflags)
+        if language == "cuda" and arch is None:  # the CPU pool has no GPU to ask: the server's target says
+            arch = (await _call(ctx, "compile", client.health)).get("target", {}).get("arch")
+        program = programs.compile_program(source, language, functions, extra_cflags, arch)
         limit = _timeout(timeout_seconds, default_timeout)
         result = await _call(ctx, "compile", lambda: client.execute(program, timeout_seconds=limit))
         if not result.completed:
@@ -132,8 +138,9 @@ def build_server(
         compiled = result.results["compiled"]
         if not compiled.get("ok"):
             first = (compiled.get("diagnostics") or [{}])[0]
+            said = first.get("message") or next((line for line in compiled.get("log", "").splitlines() if line), None)
             raise tool_error(
-                f"compile failed: {first.get('message') or compiled.get('error')}"
+                f"compile failed: {said or compiled.get('error')}"
                 + (f" (line {first['line']})" if first.get("line") else ""),
                 field="source",
                 fix="change the source at the lines in diagnostics and compile again",

@@ -64,23 +64,41 @@ def diagnostics(log: str, source: str, shown_name: str) -> dict:
     return {"diagnostics": found, "log": text[:_LOG_LIMIT], "log_truncated": len(text) > _LOG_LIMIT}
 
 
+def _cuda_arch_list(arch: str) -> str:
+    """sm_90a -> 9.0a, the form TVM_FFI_CUDA_ARCH_LIST takes (this worker may have no GPU to ask)."""
+    digits = arch.removeprefix("sm_")
+    suffix = "a" if digits.endswith("a") else ""
+    digits = digits.removesuffix("a")
+    return f"{int(digits[:-1])}.{digits[-1]}{suffix}"
+
+
 def compile_library(spec: dict) -> dict:
     """tvm_ffi.cpp.build_inline on this worker: {"ok": True, "library": bytes} or the errors."""
+    import os
+
     import tvm_ffi.cpp
 
     cuda = spec["language"] == "cuda"
-    sources = {"cuda_sources" if cuda else "cpp_sources": spec["source"]}
+    options = {"cuda_sources": spec["source"], "backend": "cuda"} if cuda else {"cpp_sources": spec["source"]}
+    previous = os.environ.get("TVM_FFI_CUDA_ARCH_LIST")
+    if cuda and spec.get("arch"):
+        os.environ["TVM_FFI_CUDA_ARCH_LIST"] = _cuda_arch_list(spec["arch"])
     try:
         path = tvm_ffi.cpp.build_inline(
             name=spec["name"],
             functions=spec["functions"],
             extra_cflags=spec.get("extra_cflags") or None,
             extra_cuda_cflags=spec.get("extra_cuda_cflags") or None,
-            **sources,
+            **options,
         )
     except Exception as exc:  # noqa: BLE001 - a failed build is the answer, not a crash
         shown = "kernel.cu" if cuda else "kernel.cpp"
-        return {"ok": False, "error": type(exc).__name__, **diagnostics(str(exc), spec["source"], shown)}
+        return {"ok": False, "error": f"{type(exc).__name__}", **diagnostics(str(exc), spec["source"], shown)}
+    finally:
+        if previous is None:
+            os.environ.pop("TVM_FFI_CUDA_ARCH_LIST", None)
+        else:
+            os.environ["TVM_FFI_CUDA_ARCH_LIST"] = previous
     return {"ok": True, "library": Path(path).read_bytes()}
 
 
