@@ -89,6 +89,8 @@ async def agent_session(client) -> Session:
     session = Session(client)
     tools = await client.list_tools()
     assert {tool.name for tool in tools.tools} == TOOLS
+    hints = {tool.name: tool.annotations.read_only_hint for tool in tools.tools}
+    assert hints == {"target": True, "usage": True, "compile": False, "evaluate": False, "run": False}
     for tool in tools.tools:  # every argument is described for the agent
         for name, schema in tool.input_schema.get("properties", {}).items():
             assert schema.get("description"), f"{tool.name}.{name} has no description"

@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 import anyio
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from kcoral.client import Client
@@ -26,6 +27,9 @@ from .wire_program import program_from_json
 
 T = TypeVar("T")
 PROGRESS_EVERY_SECONDS = 1.0
+# Hints for an agent's confirmations: target and usage only read; the others spend the key's quota.
+READS = ToolAnnotations(read_only_hint=True, open_world_hint=True)
+SPENDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
 
 INSTRUCTIONS = """KCoral compiles and times GPU (and CPU) kernels on a remote service.
 Typical loop: `target` (what the service offers), `compile` (C++/CUDA source -> library_sha256, or
@@ -87,7 +91,7 @@ def build_server(
     server = MCPServer("kcoral", version=__version__, instructions=INSTRUCTIONS, log_level=log_level)
     libraries = libraries if libraries is not None else Libraries()
 
-    @server.tool()
+    @server.tool(annotations=READS)
     async def target(ctx: Context) -> dict[str, Any]:
         """The service's device (cpu or gpu), its GPUs and compile target (arch), toolchain
         versions (tvm_ffi, nvcc, ...), whether benchmarks time on the host, and its load."""
@@ -98,14 +102,14 @@ def build_server(
         answer["compile_languages"] = ["cpp", "cuda"] if "nvcc" in health.get("versions", {}) else ["cpp"]
         return answer
 
-    @server.tool()
+    @server.tool(annotations=READS)
     async def usage(ctx: Context) -> dict[str, Any]:
         """This API key's usage and what is left of its quota: requests, CPU and GPU seconds in
         the window and when it ends, in-flight limit, largest request, GPU count allowed."""
         return await _call(ctx, "usage", client.usage)
 
-    @server.tool()
-    async def compile(
+    @server.tool(name="compile", annotations=SPENDS)
+    async def compile_tool(
         ctx: Context,
         source: Annotated[
             str,
@@ -156,7 +160,7 @@ def build_server(
             "lease": answers.lease(result),
         }
 
-    @server.tool()
+    @server.tool(annotations=SPENDS)
     async def evaluate(
         ctx: Context,
         function: Annotated[str, Field(description="the candidate function's name in the library or module")],
@@ -232,8 +236,8 @@ def build_server(
             raise answers.evaluate_failure(result)
         return answers.evaluate_answer(result)
 
-    @server.tool()
-    async def run(
+    @server.tool(name="run", annotations=SPENDS)
+    async def run_tool(
         ctx: Context,
         program: Annotated[
             dict[str, Any],

@@ -32,6 +32,9 @@ def _retry_after_seconds(value: str | None) -> float | None:
         return None
 
 
+# The setting at fault, where a refusal is about one rather than about timing or size.
+_FIELDS = {401: "KCORAL_API_KEY", 403: "gpu_count"}
+
 # What an agent can do about each refusal of the HTTP API (docs/deploy.md, spec/protocol.md §3.3).
 _FIXES = {
     401: "set KCORAL_API_KEY (in the MCP server's environment) to a key the server accepts: `kcoral keys new TENANT`",
@@ -50,6 +53,7 @@ def from_client_error(error: Exception, what: str) -> ToolError:
             fix = "the server refused the program: the message names what is wrong; fix that argument"
         return tool_error(
             f"{what}: the KCoral server answered HTTP {error.status_code}: {error.message}",
+            field=_FIELDS.get(error.status_code),
             fix=fix or "see the server's message",
             http_status=error.status_code,
             kind=error.kind,
@@ -59,6 +63,7 @@ def from_client_error(error: Exception, what: str) -> ToolError:
     if isinstance(error, TransportError):
         return tool_error(
             f"{what}: no answer from the KCoral server: {error}",
+            field="--url",
             fix="check that the server named by `kcoral mcp --url` is up and reachable, then call again",
         )
     if isinstance(error, ProtocolError):
