@@ -39,8 +39,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--timeout-seconds",
         type=float,
-        default=300.0,
-        help="the server-side limit of a compile, evaluate or run that gives none (default 300)",
+        help="the server-side limit of a compile, evaluate or run that gives none (default: the server's "
+        "--default-timeout-seconds; the server caps either at its --max-timeout-seconds)",
     )
     parser.add_argument(
         "--ca",
@@ -67,7 +67,7 @@ def http_address(value: str) -> tuple[str, int]:
 def main(argv: list[str]) -> int:
     options = parse(argv)
     address = http_address(options.http) if options.http else None
-    if not 0 < options.timeout_seconds <= 3600:
+    if options.timeout_seconds is not None and not 0 < options.timeout_seconds <= 3600:
         raise SystemExit("kcoral mcp: --timeout-seconds must be in (0, 3600]")
     urls = options.url or [os.environ.get("KCORAL_URL", "http://127.0.0.1:8000")]
 

@@ -27,6 +27,7 @@ from .wire_program import program_from_json
 
 T = TypeVar("T")
 PROGRESS_EVERY_SECONDS = 1.0
+TIMEOUT_HELP = "server-side limit in seconds; default kcoral mcp's --timeout-seconds, else the server's"
 # Hints for an agent's confirmations: target and usage only read; the others spend the key's quota.
 READS = ToolAnnotations(read_only_hint=True, open_world_hint=True)
 SPENDS = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=True)
@@ -75,7 +76,8 @@ async def _call(ctx: Context, what: str, call: Callable[[], T]) -> T:
         raise from_client_error(error, what) from None
 
 
-def _timeout(value: float | None, default: float) -> float:
+def _timeout(value: float | None, default: float | None) -> float | None:
+    """A call's timeout_seconds, else kcoral mcp's, else None: the server's default (it caps either)."""
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 3600:
@@ -84,12 +86,17 @@ def _timeout(value: float | None, default: float) -> float:
 
 
 def build_server(
-    client: Client, *, timeout_seconds: float, log_level: str = "WARNING", libraries: Libraries | None = None
+    client: Client,
+    *,
+    timeout_seconds: float | None = None,
+    log_level: str = "WARNING",
+    libraries: Libraries | None = None,
 ) -> MCPServer:
     from kcoral import __version__
 
     server = MCPServer("kcoral", version=__version__, instructions=INSTRUCTIONS, log_level=log_level)
     libraries = libraries if libraries is not None else Libraries()
+    default_timeout = timeout_seconds
 
     @server.tool(annotations=READS)
     async def target(ctx: Context) -> dict[str, Any]:
@@ -117,17 +124,15 @@ def build_server(
                 description="C++ (or CUDA) source defining the functions, TVM-FFI style: "
                 "void add_one(tvm::ffi::TensorView x, tvm::ffi::TensorView y) {...}"
             ),
-        ],  # fmt: skip
+        ],
         functions: Annotated[list[str], Field(description="names of the functions to export, e.g. ['add_one']")],
         language: Annotated[str, Field(description="'cpp' (host code) or 'cuda' (needs nvcc on the server)")] = "cpp",
         extra_cflags: Annotated[list[str] | None, Field(description="compiler flags, e.g. ['-O3']")] = None,
         arch: Annotated[
             str | None,
-            Field(description="CUDA only: the architecture, e.g. 'sm_90a'; default the " "server's target arch"),
-        ] = None,  # fmt: skip
-        timeout_seconds: Annotated[
-            float | None, Field(description="server-side limit; default the --timeout-seconds of kcoral mcp")
-        ] = None,  # fmt: skip
+            Field(description="CUDA only: the architecture, e.g. 'sm_90a'; default the server's target arch"),
+        ] = None,
+        timeout_seconds: Annotated[float | None, Field(description=TIMEOUT_HELP)] = None,
     ) -> dict[str, Any]:
         """Compile source with tvm_ffi.cpp.build_inline on the service's CPU pool (no GPU held).
         Answers library_sha256, the handle `evaluate` and `run` take; or a tool error with the
@@ -170,7 +175,7 @@ def build_server(
                 description="Python source defining reference(*inputs) -> the expected "
                 "output (a tuple for several), with numpy arrays"
             ),
-        ],  # fmt: skip
+        ],
         inputs: Annotated[
             list[dict[str, Any]],
             Field(
@@ -178,14 +183,14 @@ def build_server(
                 "[{'shape': [1024], 'dtype': 'float32', 'fill': 'randn', 'seed': 0}]; fill: randn, rand, "
                 "randint (low, high), zeros, ones, arange"
             ),
-        ],  # fmt: skip
+        ],
         outputs: Annotated[
             list[dict[str, Any]],
             Field(
                 description="output tensors (zeroed) passed after the inputs: "
                 "the candidate is called function(*inputs, *outputs); empty: it returns its value"
             ),
-        ] = [],  # noqa: B006  # fmt: skip
+        ] = [],  # noqa: B006 - pydantic copies a default
         library_sha256: Annotated[str | None, Field(description="a library `compile` answered in this session")] = None,
         module: Annotated[
             str | None, Field(description="instead of a library: Python source defining function")
@@ -195,7 +200,7 @@ def build_server(
         atol: Annotated[float | None, Field(description="absolute tolerance (default 1e-3)")] = None,
         warmup_ms: Annotated[float | None, Field(description="benchmark warm-up budget (default 25)")] = None,
         repeat_ms: Annotated[float | None, Field(description="benchmark timing budget (default 100)")] = None,
-        timeout_seconds: Annotated[float | None, Field(description="server-side limit")] = None,
+        timeout_seconds: Annotated[float | None, Field(description=TIMEOUT_HELP)] = None,
     ) -> dict[str, Any]:
         """Check a compiled library (or a Python module) against a reference on the same inputs,
         then time it with kcoral.builtins.benchmark (CUDA events on a GPU server, the host timer
@@ -246,8 +251,8 @@ def build_server(
                 "(upload, get_function, run, return; references as {'$ref': id}); bytes and library uploads "
                 "give 'blob' (a library_sha256 of this session) or 'value_base64'"
             ),
-        ],  # fmt: skip
-        timeout_seconds: Annotated[float | None, Field(description="server-side limit")] = None,
+        ],
+        timeout_seconds: Annotated[float | None, Field(description=TIMEOUT_HELP)] = None,
         gpu_count: Annotated[int | None, Field(description="GPUs to lease (GPU servers)")] = None,
     ) -> dict[str, Any]:
         """Run any program on the service and answer its status, returned values (bytes by size
@@ -257,5 +262,4 @@ def build_server(
         result = await _call(ctx, "run", lambda: client.execute(built, timeout_seconds=limit, gpu_count=gpu_count))
         return answers.run_answer(result)
 
-    default_timeout = timeout_seconds
     return server
