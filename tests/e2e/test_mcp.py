@@ -2,7 +2,8 @@
 library, over stdio and over streamable HTTP, against a real CPU server with keys. The tools are
 listed; a C++ kernel with an error comes back with the compiler's line, the fixed one compiles
 (with progress notifications) and evaluates correct and trusted on the host timer, with no GPU
-lease; over the key's CPU-seconds quota a call is a tool error carrying the 429's Retry-After.
+lease; a candidate that sets a profile function is correct but not trusted, the defences' reason
+quoted; over the key's CPU-seconds quota a call is a tool error carrying the 429's Retry-After.
 
 KCORAL_MCP_TRANSCRIPT=FILE writes the stdio session's calls and answers there (docs/mcp.md's
 transcript is one)."""
@@ -34,6 +35,8 @@ BROKEN = """void add_one(tvm::ffi::TensorView x, tvm::ffi::TensorView y) {
 """
 FIXED = BROKEN.replace("+ one;", "+ 1.0f;")
 REFERENCE = "def reference(x):\n    return x + 1\n"
+# A Python candidate that sets a profile function at import: the benchmark's defences flag it.
+PROFILED = "import sys\nsys.setprofile(lambda *args: None)\n\ndef add_one(x):\n    return x + 1\n"
 BUSY = "import time\ndef main(seconds):\n    end = time.process_time() + seconds\n    while time.process_time() < end:\n        pass\n    return seconds\n"  # fmt: skip
 
 
@@ -142,6 +145,20 @@ async def agent_session(client) -> Session:
 
     no_arch = answer(await session.call("compile", {"source": FIXED, "functions": ["add_one"], "language": "cuda"}))
     assert no_arch["field"] == "arch" and "sm_90a" in no_arch["fix"]  # a CPU server has no target arch to default to
+
+    profiled = await session.call(
+        "evaluate",
+        {
+            "module": PROFILED,
+            "function": "add_one",
+            "reference": REFERENCE,
+            "inputs": [{"shape": [64], "dtype": "float32"}],
+            "repeat_ms": 5,
+        },
+    )
+    distrusted = profiled.structured_content
+    assert distrusted["correct"] is True and distrusted["integrity"]["trusted"] is False  # right, but not trusted
+    assert any("sys.setprofile" in reason for reason in distrusted["integrity"]["reasons"]), distrusted["integrity"]
 
     usage = answer(await session.call("usage", {}))
     assert usage["usage"]["tenant"] == "agent" and usage["usage"]["requests"] >= 1
