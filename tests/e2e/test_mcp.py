@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 
+import shutil
+
 import anyio
 import httpx
 import pytest
@@ -108,7 +110,11 @@ async def agent_session(client) -> Session:
     errors = [d for d in refused["diagnostics"] if d["severity"] == "error"]
     assert errors[0]["line"] == 4, refused  # the line in our source, not in the file build_inline wrote
     assert "'one' was not declared" in errors[0]["message"].replace("\u2018", "'").replace("\u2019", "'")
-    assert "line 4" in refused["error"] and "kernel.cpp:4:" in refused["log"] and "main.cpp" not in refused["log"]
+    assert (
+        "kernel.cpp line 4" in refused["error"]
+        and "kernel.cpp:4:" in refused["log"]
+        and "main.cpp" not in refused["log"]
+    )
 
     compiled = await session.call("compile", {"source": FIXED, "functions": ["add_one"], "extra_cflags": ["-O2"]})
     assert not compiled.is_error, compiled.content
@@ -181,6 +187,43 @@ def test_an_agent_session_over_stdio(keyed_server):
     if os.environ.get("KCORAL_MCP_TRANSCRIPT"):
         with open(os.environ["KCORAL_MCP_TRANSCRIPT"], "w") as out:
             json.dump({"transcript": session.transcript, "progress": session.progress}, out, indent=1)
+
+
+CUDA = """
+__global__ void add_one_kernel(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] + one;
+}
+
+void add_one(tvm::ffi::TensorView x, tvm::ffi::TensorView y) {
+  int n = static_cast<int>(x.numel());
+  add_one_kernel<<<(n + 255) / 256, 256>>>(static_cast<const float*>(x.data_ptr()),
+                                           static_cast<float*>(y.data_ptr()), n);
+}
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit)")
+def test_cuda_compiles_on_a_cpu_server_for_the_arch_asked(keyed_server):
+    """The CPU half of the GPU flow: nvcc on a server with no GPU, for an arch given by name."""
+    server, keys = keyed_server
+    parameters = StdioServerParameters(
+        command=sys.executable, args=["-m", "kcoral", "mcp", "--url", server.url], env=mcp_environment(keys["agent"])
+    )
+    arguments = {"functions": ["add_one"], "language": "cuda", "arch": "sm_90a"}
+
+    async def main():
+        async with mcp.Client(parameters) as client:
+            broken = await client.call_tool("compile", {**arguments, "source": CUDA})
+            fixed = await client.call_tool("compile", {**arguments, "source": CUDA.replace("+ one;", "+ 1.0f;")})
+            return answer(broken), fixed
+
+    refused, fixed = anyio.run(main)
+    error = refused["diagnostics"][0]
+    assert (error["file"], error["line"]) == ("kernel.cu", 4), refused  # nvcc's format, our source's line
+    assert error["source_line"] == "  if (i < n) y[i] = x[i] + one;" and "kernel.cu(4): error" in refused["log"]
+    assert not fixed.is_error, fixed.content
+    assert fixed.structured_content["language"] == "cuda" and fixed.structured_content["lease"]["gpu_ids"] == []
 
 
 @pytest.fixture

@@ -146,11 +146,11 @@ def build_server(
             raise answers.failed_step(result)
         compiled = result.results["compiled"]
         if not compiled.get("ok"):
-            first = (compiled.get("diagnostics") or [{}])[0]
+            first = (compiled.get("diagnostics") or [{}])[0]  # the caller's own lines come first
             said = first.get("message") or next((line for line in compiled.get("log", "").splitlines() if line), None)
+            where = f" ({first['file']} line {first['line']})" if first.get("line") else ""
             raise tool_error(
-                f"compile failed: {said or compiled.get('error')}"
-                + (f" (line {first['line']})" if first.get("line") else ""),
+                f"compile failed: {said or compiled.get('error')}{where}",
                 field="source",
                 fix="change the source at the lines in diagnostics and compile again",
                 diagnostics=compiled.get("diagnostics"),

@@ -20,45 +20,68 @@ _NOISE = re.compile(r"^(\[\d+/\d+\] |FAILED: |ninja|stdout:|c\+\+ |g\+\+ |nvcc |
 _LOG_LIMIT = 6000
 
 
-def _line_offset(path: str, source: str) -> int:
-    """Lines build_inline wrote above the caller's source in the file it compiled (its includes)."""
+_BUILD_INLINE_FILES = ("main.cpp", "cuda.cu")  # what build_inline names the file it writes the source into
+
+
+def _caller_offset(path: str, source: str) -> int | None:
+    """Lines build_inline wrote above the caller's source in `path` (its includes), or None when
+    `path` is another file (a header the error was found in)."""
     try:
         text = Path(path).read_text(errors="replace")
     except OSError:
-        return 0
-    at = text.find(source.strip("\n")[:200])
-    return text[:at].count("\n") if at > 0 else 0
+        return 0 if Path(path).name in _BUILD_INLINE_FILES else None
+    body = source.lstrip("\n")  # build_inline may drop the blank lines the source starts with
+    at = text.find(body.rstrip("\n")[:200])
+    return text[:at].count("\n") - (len(source) - len(body)) if at >= 0 else None
+
+
+def _header_name(path: str) -> str:
+    """A header's path from its include directory on (tvm/ffi/function_details.h), not the worker's."""
+    return path.rsplit("/include/", 1)[-1]
 
 
 def diagnostics(log: str, source: str, shown_name: str) -> dict:
-    """The compiler's errors with the lines of `source`, and its log with the paths renamed."""
+    """The compiler's errors at the lines of `source` (or of the header they were found in), and
+    its log with build_inline's file renamed `shown_name` and its lines mapped back."""
     found, offsets = [], {}
+    lines = source.splitlines()
     for pattern in (_GCC, _NVCC):
         for match in pattern.finditer(log):
             path = match["path"]
-            offset = offsets.setdefault(path, _line_offset(path, source))
-            line = int(match["line"]) - offset
-            lines = source.splitlines()
+            if path not in offsets:
+                offsets[path] = _caller_offset(path, source)
+            offset = offsets[path]
+            line = int(match["line"]) - (offset or 0)
             found.append(
                 {
+                    "file": shown_name if offset is not None else _header_name(path),
                     "line": line,
                     "column": int(match["column"]) if match.groupdict().get("column") else None,
                     "severity": match["severity"],
                     "message": match["message"].strip(),
-                    "source_line": lines[line - 1] if 0 < line <= len(lines) else None,
+                    "source_line": lines[line - 1] if offset is not None and 0 < line <= len(lines) else None,
                 }
             )
+    found.sort(key=lambda item: item["file"] != shown_name)  # the caller's own lines first
+    callers = {path: offset for path, offset in offsets.items() if offset is not None}
+    gutter = next(iter(callers.values()), 0)
     cleaned = []
-    offset = next(iter(offsets.values()), 0)
     for raw in log.splitlines():
         if _NOISE.match(raw.lstrip()) and ": error" not in raw:
             continue
-        for path, path_offset in offsets.items():
+        for path, offset in callers.items():
             raw = re.sub(
-                re.escape(path) + r"([:(])(\d+)", lambda m, o=path_offset: f"{shown_name}{m[1]}{int(m[2]) - o}", raw
+                re.escape(path) + r"([:(])(\d+)", lambda m, o=offset: f"{shown_name}{m[1]}{int(m[2]) - o}", raw
+            )
+            raw = re.sub(
+                r"at line (\d+) of " + re.escape(path),
+                lambda m, o=offset: f"at line {int(m[1]) - o} of {shown_name}",
+                raw,
             )
             raw = raw.replace(path, shown_name)
-        raw = _GUTTER.sub(lambda m: f"{m[1]}{int(m[2]) - offset}{m[3]}", raw)
+        for path in offsets.keys() - callers.keys():
+            raw = raw.replace(path, _header_name(path))
+        raw = _GUTTER.sub(lambda m: f"{m[1]}{int(m[2]) - gutter}{m[3]}", raw)
         cleaned.append(raw)
     text = "\n".join(cleaned).strip()
     return {"diagnostics": found, "log": text[:_LOG_LIMIT], "log_truncated": len(text) > _LOG_LIMIT}
