@@ -131,9 +131,11 @@ def evaluate_program(
     atol: float | None,
     warmup_ms: float | None,
     repeat_ms: float | None,
+    on_gpu: bool = False,
 ) -> Program:
     """Candidate(*inputs, *outputs) writes the outputs (or, without outputs, returns the value);
-    reference(*inputs) returns the expected value(s); then check_close, then the benchmark."""
+    reference(*inputs) returns the expected value(s); then check_close, then the benchmark. On a
+    GPU server (`on_gpu`) the tensors are torch CUDA tensors, else numpy arrays."""
     _identifiers(function, "function")
     _identifiers(reference_function, "reference_function")
     if not isinstance(reference, str) or f"def {reference_function}" not in reference:
@@ -148,8 +150,11 @@ def evaluate_program(
             field="inputs",
             fix='e.g. [{"shape": [1024], "dtype": "float32"}]',
         )
-    input_specs = [_tensor_spec(spec, f"inputs[{i}]") for i, spec in enumerate(inputs)]
-    output_specs = [{**_tensor_spec(spec, f"outputs[{i}]"), "fill": "zeros"} for i, spec in enumerate(outputs)]
+    device = {"device": "cuda"} if on_gpu else {}
+    input_specs = [{**_tensor_spec(spec, f"inputs[{i}]"), **device} for i, spec in enumerate(inputs)]
+    output_specs = [
+        {**_tensor_spec(spec, f"outputs[{i}]"), "fill": "zeros", **device} for i, spec in enumerate(outputs)
+    ]
     cfg = {"rtol": _number(rtol, "rtol", 1e-2), "atol": _number(atol, "atol", 1e-3)}
     timing = {"warmup_ms": _number(warmup_ms, "warmup_ms", 25), "repeat_ms": _number(repeat_ms, "repeat_ms", 100)}
 

@@ -97,6 +97,12 @@ def build_server(
     server = MCPServer("kcoral", version=__version__, instructions=INSTRUCTIONS, log_level=log_level)
     libraries = libraries if libraries is not None else Libraries()
     default_timeout = timeout_seconds
+    devices: list[str] = []  # the server's device, asked once: a server does not change it
+
+    async def device(ctx: Context) -> str:
+        if not devices:
+            devices.append((await _call(ctx, "evaluate", client.health)).get("device", "cpu"))
+        return devices[0]
 
     @server.tool(annotations=READS)
     async def target(ctx: Context) -> dict[str, Any]:
@@ -173,13 +179,13 @@ def build_server(
             str,
             Field(
                 description="Python source defining reference(*inputs) -> the expected "
-                "output (a tuple for several), with numpy arrays"
+                "output (a tuple for several); it gets numpy arrays on a CPU server, torch CUDA tensors on a GPU one"
             ),
         ],
         inputs: Annotated[
             list[dict[str, Any]],
             Field(
-                description="input tensors, made on the worker: "
+                description="input tensors, made on the worker (numpy on a CPU server, torch CUDA on a GPU one): "
                 "[{'shape': [1024], 'dtype': 'float32', 'fill': 'randn', 'seed': 0}]; fill: randn, rand, "
                 "randint (low, high), zeros, ones, arange"
             ),
@@ -234,6 +240,7 @@ def build_server(
             atol=atol,
             warmup_ms=warmup_ms,
             repeat_ms=repeat_ms,
+            on_gpu=await device(ctx) == "gpu",
         )
         limit = _timeout(timeout_seconds, default_timeout)
         result = await _call(ctx, "evaluate", lambda: client.execute(program, timeout_seconds=limit))

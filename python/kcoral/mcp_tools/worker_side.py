@@ -125,8 +125,7 @@ def compile_library(spec: dict) -> dict:
     return {"ok": True, "library": Path(path).read_bytes()}
 
 
-def make_tensor(spec: dict):
-    """A numpy array from {"shape", "dtype", "fill": randn|rand|zeros|ones|arange|randint, "seed"}."""
+def _numpy_tensor(spec: dict):
     import numpy as np
 
     shape, dtype, fill = spec["shape"], spec["dtype"], spec.get("fill", "randn")
@@ -142,20 +141,46 @@ def make_tensor(spec: dict):
     return (np.ones if fill == "ones" else np.zeros)(shape, dtype=dtype)
 
 
-def compare(cfg: dict, expected, *actuals) -> dict:
-    """check_close of each output against the reference's value (a tuple for several outputs)."""
+def make_tensor(spec: dict):
+    """A tensor from {"shape", "dtype", "fill": randn|rand|zeros|ones|arange|randint, "seed"}: a
+    numpy array, or with "device": "cuda" (a GPU server) the same values as a torch CUDA tensor,
+    which a CUDA kernel can read."""
+    array = _numpy_tensor(spec)
+    if spec.get("device") == "cuda":
+        import torch
+
+        return torch.from_numpy(array).to("cuda")
+    return array
+
+
+def _like(actual, value, index: int, notes: list):
+    """The reference's value as the output's kind of tensor (numpy, or torch on its device), cast
+    to its dtype when only the dtype differs (a float64 reference for a float32 kernel)."""
+    if hasattr(actual, "device") and hasattr(actual, "to"):  # torch
+        import torch
+
+        actual_dtype, value = actual.dtype, torch.as_tensor(value, device=actual.device)
+        if value.dtype != actual_dtype and value.shape == actual.shape:
+            notes.append(f"output {index}: the reference's {value.dtype} was cast to the output's {actual_dtype}")
+            value = value.to(actual_dtype)
+        return actual, value
     import numpy as np
 
+    actual, value = np.asarray(actual), np.asarray(value)
+    if value.dtype != actual.dtype and value.shape == actual.shape:
+        notes.append(f"output {index}: the reference's {value.dtype} was cast to the output's {actual.dtype}")
+        value = value.astype(actual.dtype)
+    return actual, value
+
+
+def compare(cfg: dict, expected, *actuals) -> dict:
+    """check_close of each output against the reference's value (a tuple for several outputs)."""
     wanted = list(expected) if isinstance(expected, (tuple, list)) and len(actuals) > 1 else [expected]
     if len(wanted) != len(actuals):
         return {"passed": False, "reason": f"the reference returned {len(wanted)} values for {len(actuals)} outputs"}
     checks, notes = [], []
     for index, (actual, value) in enumerate(zip(actuals, wanted)):
-        actual = np.asarray(actual)
-        value = np.asarray(value)
-        if value.dtype != actual.dtype and value.shape == actual.shape:
-            notes.append(f"output {index}: the reference's {value.dtype} was cast to the output's {actual.dtype}")
-            value = value.astype(actual.dtype)
+        actual, value = _like(actual, value, index, notes)
         checks.append(check_close(actual, value, {"rtol": cfg["rtol"], "atol": cfg["atol"]}))
     passed = all(check["passed"] for check in checks)
     reasons = [f"output {i}: {c['reason']}" for i, c in enumerate(checks) if not c["passed"]]
