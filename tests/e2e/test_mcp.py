@@ -227,21 +227,22 @@ def test_cuda_compiles_on_a_cpu_server_for_the_arch_asked(keyed_server):
 
 
 @pytest.fixture
-def mcp_over_http(keyed_server):
+def mcp_over_http(keyed_server, tmp_path):
     """`kcoral mcp --http` with the capped key, on a loopback port; stopped by its pid."""
     server, keys = keyed_server
     port = free_port()
+    log = open(tmp_path / "mcp.stderr", "wb")  # a file, not a pipe that nobody drains
     process = subprocess.Popen(
         [sys.executable, "-m", "kcoral", "mcp", "--url", server.url, "--http", f"127.0.0.1:{port}"],
         env={**os.environ, **mcp_environment(keys["capped"])},
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{port}/mcp"
 
     def listening():
-        assert process.poll() is None, process.stderr.read().decode()
+        assert process.poll() is None, (tmp_path / "mcp.stderr").read_text()
         try:
             httpx.get(url, timeout=0.5)
             return True
@@ -256,7 +257,7 @@ def mcp_over_http(keyed_server):
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-    process.stderr.close()
+    log.close()
 
 
 def test_over_http_a_spent_quota_is_a_tool_error_with_retry_after(mcp_over_http):
