@@ -249,14 +249,16 @@ def mcp_over_http(keyed_server, tmp_path):
         except httpx.TransportError:
             return False
 
-    wait_for(listening, 20, "kcoral mcp --http to listen", every=0.1)
-    yield url
-    process.terminate()
     try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+        wait_for(listening, 20, "kcoral mcp --http to listen", every=0.1)
+        yield url
+    finally:  # stopped by its pid, whether or not it came up
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
     log.close()
 
 
