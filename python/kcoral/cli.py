@@ -4,6 +4,7 @@ kcoral server [flags]   start a KCoral server (the C++ kcoral-server; see --help
 kcoral run TOOL ...     run python, shell, ncu, compute-sanitizer or run-iket on a server's worker
 kcoral keys new TENANT  make an API key and its line for --auth-keys
 kcoral cluster up|down  a cluster on this machine, for a trial
+kcoral mcp [--http H:P] KCoral's tools for agents over the Model Context Protocol
 kcoral version          print the package version
 """
 
@@ -30,6 +31,11 @@ commands:
               kcoral cluster status  shows it
               kcoral cluster down    stops it and removes its folder
             `kcoral cluster --help` lists the options.
+  mcp       serve KCoral's tools (target, compile, evaluate, run, usage) to an agent over MCP,
+            on stdio or streamable HTTP; the key comes from $KCORAL_API_KEY, for example
+              kcoral mcp --url http://gpu:8001
+              kcoral mcp --url http://gpu:8001 --http 127.0.0.1:8765
+            `kcoral mcp --help` lists every flag; docs/mcp.md has an agent's configuration.
   version   print the package version
 """
 
@@ -73,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         from kcoral.tools.local_cluster import main as cluster_main
 
         return cluster_main(rest)
+    if command == "mcp":
+        from kcoral.mcp_tools.command import main as mcp_main
+
+        return mcp_main(rest)
     if command == "version":
         from kcoral import __version__
 

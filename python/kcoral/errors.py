@@ -34,7 +34,9 @@ EXECUTION_ERROR_KINDS = frozenset(
 class KCoralError(Exception):
     """The server answered ``/execute`` or ``/health`` with a non-200 status.
 
-    ``kind`` and ``request_id`` come from the ``ERROR`` body when it has them.
+    ``kind`` and ``request_id`` come from the ``ERROR`` body when it has them;
+    ``retry_after`` is the response's ``Retry-After`` header as sent (seconds,
+    on a 429 quota or a 503), None without one.
     """
 
     def __init__(
@@ -44,18 +46,23 @@ class KCoralError(Exception):
         *,
         kind: str | None = None,
         request_id: str | None = None,
+        retry_after: str | None = None,
     ) -> None:
         super().__init__(status_code, message)
         self.status_code = status_code
         self.message = message
         self.kind = kind
         self.request_id = request_id
+        self.retry_after = retry_after
 
     def __str__(self) -> str:
         return f"HTTP {self.status_code}: {self.message}"
 
-    def __reduce__(self):  # keep kind and request_id when pickled
-        return (_rebuild_kcoral_error, (type(self), self.status_code, self.message, self.kind, self.request_id))
+    def __reduce__(self):  # keep kind, request_id and retry_after when pickled
+        return (
+            _rebuild_kcoral_error,
+            (type(self), self.status_code, self.message, self.kind, self.request_id, self.retry_after),
+        )
 
     def __repr__(self) -> str:
         return (
@@ -64,8 +71,8 @@ class KCoralError(Exception):
         )
 
 
-def _rebuild_kcoral_error(cls, status_code, message, kind, request_id):
-    return cls(status_code, message, kind=kind, request_id=request_id)
+def _rebuild_kcoral_error(cls, status_code, message, kind, request_id, retry_after=None):
+    return cls(status_code, message, kind=kind, request_id=request_id, retry_after=retry_after)
 
 
 class TransportError(Exception):

@@ -218,6 +218,10 @@ def _spent(error: Exception, tried: list[str]) -> Exception:
     where = f"after {len(tried)} attempts, on {', '.join(tried)}"
     if isinstance(error, KCoralError):
         return KCoralError(
-            error.status_code, f"{error.message} ({where})", kind=error.kind, request_id=error.request_id
+            error.status_code,
+            f"{error.message} ({where})",
+            kind=error.kind,
+            request_id=error.request_id,
+            retry_after=error.retry_after,
         )
     return TransportError(f"{error} ({where})")

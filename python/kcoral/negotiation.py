@@ -246,7 +246,8 @@ def _server_error(response: httpx.Response) -> KCoralError:
                 kind = error["kind"]
     if request_id is None:
         request_id = response.headers.get("X-Request-ID")
-    return KCoralError(code, message, kind=kind, request_id=request_id)
+    retry_after = response.headers.get("Retry-After")
+    return KCoralError(code, message, kind=kind, request_id=request_id, retry_after=retry_after)
 
 
 def _route(response: httpx.Response) -> str | None:
