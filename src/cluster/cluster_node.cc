@@ -111,6 +111,10 @@ StatusOr<std::optional<std::string>> ClusterNode::Outcome(const std::string& key
   return parts_->outcomes->Get(key);
 }
 
+StatusOr<std::optional<std::string>> ClusterNode::StoredOutcome(const std::string& key) {
+  return parts_->outcomes->GetFromLeader(key);
+}
+
 StatusOr<std::unique_ptr<Listening>> ClusterNode::Await(
     const std::string& key, std::function<void(std::string)> on_outcome) {
   KC_ASSIGN_OR_RETURN(auto sub, parts_->outcomes->Await(key, std::move(on_outcome)));
@@ -223,6 +227,9 @@ StatusOr<std::unique_ptr<WorkItem>> ClusterNode::NextWork(
   return NoCluster();
 }
 StatusOr<bool> ClusterNode::StoreOutcome(const std::string&, const std::string&) {
+  return NoCluster();
+}
+StatusOr<std::optional<std::string>> ClusterNode::StoredOutcome(const std::string&) {
   return NoCluster();
 }
 void ClusterNode::AnswerOnce(const std::string&, const std::string&) {}

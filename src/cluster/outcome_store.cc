@@ -122,6 +122,21 @@ StatusOr<std::optional<std::string>> OutcomeStore::Get(const std::string& key) {
   return std::optional<std::string>(std::move(text));
 }
 
+StatusOr<std::optional<std::string>> OutcomeStore::GetFromLeader(const std::string& key) {
+  // STREAM.MSG.GET, which only the stream's leader answers (kvStore_Get asks any replica).
+  const std::string stream = "KV_" + kOutcomes;
+  const std::string subject = "$KV." + kOutcomes + "." + key;
+  natsMsg* message = nullptr;
+  jsErrCode code = static_cast<jsErrCode>(0);
+  const natsStatus s =
+      js_GetLastMsg(&message, link_.jetstream(), stream.c_str(), subject.c_str(), nullptr, &code);
+  if (s == NATS_NOT_FOUND) return std::optional<std::string>();
+  if (s != NATS_OK) return UnavailableError("reading a request's outcome: " + NatsError(s));
+  std::string text(natsMsg_GetData(message), static_cast<size_t>(natsMsg_GetDataLength(message)));
+  natsMsg_Destroy(message);
+  return std::optional<std::string>(std::move(text));
+}
+
 void OutcomeStore::Announce(const std::string& key, const std::string& record) {
   const std::string subject = kAnnounced + key;
   // Best effort: a waiter that misses it finds the stored outcome when it looks again.

@@ -57,8 +57,12 @@ class OutcomeStore {
   // Stores and announces `record` unless an outcome is there already: true when this one is
   // the answer.
   StatusOr<bool> Put(const std::string& key, const std::string& record);
-  // The stored outcome, if any.
+  // The stored outcome, if any. Any replica answers (a direct get): one that lags may not
+  // have it yet.
   StatusOr<std::optional<std::string>> Get(const std::string& key);
+  // The same, asked of the bucket's leader, which has every outcome acknowledged: for deciding
+  // whether to run a redelivered request, where a lagging replica's "none" runs it twice.
+  StatusOr<std::optional<std::string>> GetFromLeader(const std::string& key);
 
   // Announces an outcome to the nodes waiting for it.
   void Announce(const std::string& key, const std::string& record);

@@ -111,7 +111,12 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
   // Delivered before? Its outcome, if one was stored, is the answer, whoever stored it. (A
   // first delivery has none: the entry node looked before queueing it.)
   if (item->delivered() > 1) {
-    if (auto stored = node_.Outcome(key); stored.ok() && stored->has_value()) {
+    auto stored = StoredBeforeRerun(work, *item);
+    if (!stored.ok()) {  // stopping: another node asks
+      item->GiveBack();
+      return weight;
+    }
+    if (stored->has_value()) {
       (void)item->Ack();
       return weight;
     }
@@ -152,6 +157,18 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
   // run is never charged twice.
   if (Finish(work, reply, run_ms, *item)) services_.quotas.Charge(work.tenant, used);
   return weight;
+}
+
+StatusOr<std::optional<std::string>> ClusterExecutor::StoredBeforeRerun(
+    const cluster::WorkMessage& work, cluster::WorkItem& item) {
+  for (auto pause = std::chrono::milliseconds(50);; pause = std::min(2 * pause, kClaimPoll)) {
+    auto stored = node_.StoredOutcome(work.key);
+    if (stored.ok()) return stored;
+    if (stopping_) return stored.status();
+    if (UnixMillisecondsNow() > work.deadline_unix_ms) return std::optional<std::string>();
+    item.InProgress();
+    std::this_thread::sleep_for(pause);
+  }
 }
 
 std::string ClusterExecutor::NotTheClaimedRun(const cluster::WorkMessage& work,

@@ -50,6 +50,12 @@ class ClusterExecutor {
   // Whether the message is the run of its key's claim (cluster_entry.cc writes the claim
   // beside the message): "" when it is, else why it is dropped unrun.
   std::string NotTheClaimedRun(const cluster::WorkMessage& work, cluster::WorkItem& item);
+  // A redelivered request's stored outcome, asked of the outcome bucket's leader until it
+  // answers (saying "in progress" meanwhile): a request is never run again on a read that
+  // failed. None once the request's deadline passed (Run then refuses it unrun); an error only
+  // when this node stops.
+  StatusOr<std::optional<std::string>> StoredBeforeRerun(const cluster::WorkMessage& work,
+                                                         cluster::WorkItem& item);
   // The reply for one request's message, in Run's steps: a request started too often or past
   // its deadline is refused; the program and its blobs are made ready (fetched from the entry
   // node, else any node); it runs on a seat, saying "in progress" while it waits and runs.
