@@ -36,8 +36,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -46,7 +48,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from cluster_harness import SECRET, NatsServers, Node, wait_for_view  # first: this checkout's kcoral on sys.path
@@ -493,7 +495,14 @@ def main() -> int:
     print(table(rows))
     wall = time.monotonic() - started
     failed = [row.schedule for row in rows if not passed(row)]
-    print(f"wall {wall:.0f} s; files under {root}")
+    (root / "cluster_faults.json").write_text(json.dumps(
+        {"wall_s": round(wall, 1), "args": {k: str(v) for k, v in vars(args).items()},
+         "rows": [{"schedule": r.schedule, "runs": r.runs, **asdict(r.verdict), "recover_s": r.recoveries} for r in rows]},
+        indent=1))  # fmt: skip
+    if not failed and args.out is None:
+        shutil.rmtree(root, ignore_errors=True)
+        root = None
+    print(f"wall {wall:.0f} s" + (f"; the brokers', nodes' and programs' files are under {root}" if root else ""))
     if failed:
         print(f"FAILED: {', '.join(failed)} (lost, changed or duplicated beyond the allowance)")
         return 1
