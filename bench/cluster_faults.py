@@ -3,8 +3,8 @@ nats-servers, each in a network namespace of its own (bench/netns_lab.py), and t
 CPU nodes in the root namespace; keyed programs under load (bench/fault_load.py) while each
 schedule of faults runs and heals, several times; then every key is checked.
 
-    sudo python3 bench/cluster_faults.py --quick          # every schedule once, short load
-    sudo python3 bench/cluster_faults.py --runs 10 --only broker-kill-leader,node-kill
+    python3 bench/cluster_faults.py --quick          # as root: every schedule once, short load
+    python3 bench/cluster_faults.py --runs 10 --only broker-kill-leader,node-kill
 
 Schedules (each heals before the next; --list names them):
   broker-kill-one         SIGKILL one broker (not the stream's leader), restart it
@@ -57,7 +57,6 @@ from lazy_store import LazyStore
 from netns_lab import NetnsLab
 
 STREAM = "KCORAL_WORK"
-ACK_WAIT_S = 5  # a killed node's work is redelivered this soon
 SEATS_PER_NODE = 2
 
 
@@ -95,8 +94,8 @@ class Cluster:
     JetStream: "disk" (a folder), "lazy" (a lazy FUSE store each) or "tmpfs" (broker 2 on a
     small tmpfs, the others on folders)."""
 
-    def __init__(self, root: Path, store: str, log: Path):
-        self.root, self.store, self.log = root, store, log
+    def __init__(self, root: Path, store: str, log: Path, ack_wait: float):
+        self.root, self.store, self.log, self.ack_wait = root, store, log, ack_wait
         self.paused: set[int] = set()  # pids under SIGSTOP, resumed whatever happens
         self.lazy: list[LazyStore] = []
         self.tmpfs: TmpfsStore | None = None
@@ -118,7 +117,7 @@ class Cluster:
         self.nats = NatsServers(root / "nats", hosts=self.lab.addresses, wrap=self.lab.wrap, stores=stores)
         flags = [
             "--cluster", self.nats.flag, "--cluster-heartbeat-seconds", "1",
-            "--cluster-ack-wait-seconds", str(ACK_WAIT_S), "--num-workers", str(SEATS_PER_NODE),
+            "--cluster-ack-wait-seconds", f"{self.ack_wait:g}", "--num-workers", str(SEATS_PER_NODE),
             "--sandbox", "none", "--max-requests-per-worker", "0",
         ]  # fmt: skip
         self.nodes = [Node(root / f"node-{i}", flags, env={"KCORAL_CLUSTER_SECRET": SECRET}) for i in range(3)]
@@ -414,35 +413,33 @@ def preflight(stores: set[str]) -> None:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=10, help="runs of each schedule (default 10; --quick: 1)")
-    parser.add_argument("--quick", action="store_true", help="one run of each schedule, short load: under 4 min")
-    parser.add_argument("--only", default="", help="comma-separated schedules to run (default: all; see --list)")
-    parser.add_argument("--list", action="store_true", help="print the schedules' names and exit")
-    parser.add_argument(
-        "--load-seconds", type=float, default=None, help="seconds each run sends new keys (default 20; --quick 7)"
-    )
-    parser.add_argument(
-        "--warmup", type=float, default=None, help="seconds of load before the fault (default 3; --quick 1.5)"
-    )
-    parser.add_argument(
-        "--hold", type=float, default=None, help="seconds each fault lasts before it heals (default 8; --quick 4)"
-    )
-    parser.add_argument("--concurrency", type=int, default=6, help="clients sending at once (default 6: one per seat)")
-    parser.add_argument(
-        "--deadline", type=float, default=45, help="seconds a client retries one key before it gives up (default 45)"
-    )
-    parser.add_argument("--seed", type=int, default=1, help="seed of the choices schedules make (default 1)")
-    parser.add_argument(
-        "--timeout", type=float, default=None, help="seconds the whole campaign may take (default 3600; --quick 600)"
-    )
-    parser.add_argument("--out", type=Path, default=None, help="folder for the brokers', nodes' and programs' files (default: a new temporary one, removed on success)")  # fmt: skip
+    flag = parser.add_argument
+    flag("--quick", action="store_true", help="every schedule once with a short load: under 4 minutes on 2 cores")
+    flag("--runs", type=int, default=None, help="runs of each schedule (default 10; --quick 1)")
+    flag("--only", default="", help="comma-separated schedules to run (default: all; --list names them)")
+    flag("--list", action="store_true", help="print the schedules' names and exit")
+    flag("--load-seconds", type=float, default=None, help="seconds each run sends new keys (default 20; --quick 7)")
+    flag("--warmup", type=float, default=None, help="seconds of load before the fault (default 3; --quick 1.5)")
+    flag("--hold", type=float, default=None, help="seconds a fault lasts before it heals (default 8; --quick 4)")
+    flag("--concurrency", type=int, default=6, help="clients sending at once (default 6: one per seat)")
+    flag("--deadline", type=float, default=45, help="seconds a client retries one key before it gives up (default 45)")
+    flag("--ack-wait", type=float, default=5,
+         help="the nodes' --cluster-ack-wait-seconds: how long JetStream waits for word from a run's node before "
+              "it hands the run to another (default 5, so a killed node's work moves on within a run; KCoral's "
+              "default is 30)")  # fmt: skip
+    flag("--seed", type=int, default=1, help="seed of the choices the schedules make (default 1)")
+    flag("--timeout", type=float, default=None,
+         help="seconds the whole campaign may take before it stops, cleans up and fails (default: 300 plus 60 a "
+              "run of a schedule)")  # fmt: skip
+    flag("--out", type=Path, default=None,
+         help="a folder for the brokers', nodes' and programs' files, kept (default: a new temporary one, removed "
+              "when the campaign passes)")  # fmt: skip
     args = parser.parse_args()
-    quick = args.quick
-    args.runs = 1 if quick and "--runs" not in sys.argv else args.runs
-    args.load_seconds = args.load_seconds or (7 if quick else 20)
-    args.warmup = args.warmup or (1.5 if quick else 3)
-    args.hold = args.hold or (4 if quick else 8)
-    args.timeout = args.timeout or (600 if quick else 3600)
+    args.runs = args.runs or (1 if args.quick else 10)
+    args.load_seconds = args.load_seconds or (7 if args.quick else 20)
+    args.warmup = args.warmup or (1.5 if args.quick else 3)
+    args.hold = args.hold or (4 if args.quick else 8)
+    args.timeout = args.timeout or 300 + 60 * args.runs * len(SCHEDULES)
     return args
 
 
@@ -476,7 +473,7 @@ def main() -> int:
         progress(f"starting 3 brokers ({store} stores) in namespaces and 3 KCoral nodes")
         cluster = None
         try:
-            cluster = Cluster(root / store, store, log)
+            cluster = Cluster(root / store, store, log, args.ack_wait)
             for name in names:
                 row = Row(name)
                 rows.append(row)
