@@ -10,9 +10,10 @@ Schedules (each heals before the next; --list names them):
   broker-kill-one         SIGKILL one broker (not the stream's leader), restart it
   broker-kill-leader      SIGKILL the KCORAL_WORK stream's leader, restart it
   broker-kill-all         SIGKILL all three brokers at once, restart them
-  broker-pause            SIGSTOP the stream's leader, then SIGCONT
+  broker-pause            SIGSTOP the stream's leader (10 s at least: past an election), then SIGCONT
   node-pause              SIGSTOP a KCoral node (and its workers), then SIGCONT
-  partition-leader        the stream's leader cut from the two other brokers (nftables)
+  partition-leader        the stream's leader cut from the two other brokers (nftables; 10 s at
+                          least: past an election)
   partition-nodes         every KCoral node cut from every broker
   node-kill               SIGKILL the KCoral node running the most programs, restart it
   power-loss-all          every broker's store on a lazy FUSE store (bench/lazy_store.py):
@@ -58,6 +59,10 @@ from netns_lab import NetnsLab
 
 STREAM = "KCORAL_WORK"
 SEATS_PER_NODE = 2
+# NATS's Raft elects a new leader after 4-9 s without word from the old one: a leader paused or
+# cut off for less goes unnoticed (quick runs' 4 s partitions changed no leader), so these
+# faults last at least this long.
+ELECTION_S = 10
 
 
 def progress(message: str) -> None:
@@ -230,7 +235,7 @@ def broker_kill_all(c: Cluster, hold: float, rng: random.Random) -> Fault:
 def broker_pause(c: Cluster, hold: float, rng: random.Random) -> Fault:
     pid = c.nats.processes[c.leader()].pid
     c.pause(pid)
-    time.sleep(hold)
+    time.sleep(max(hold, ELECTION_S))
     c.resume(pid)
     return Fault(time.monotonic())
 
@@ -247,7 +252,7 @@ def node_pause(c: Cluster, hold: float, rng: random.Random) -> Fault:
 def partition_leader(c: Cluster, hold: float, rng: random.Random) -> Fault:
     leader = c.leader()
     c.lab.isolate([leader], [i for i in range(3) if i != leader])
-    time.sleep(hold)
+    time.sleep(max(hold, ELECTION_S))
     c.lab.heal()
     return Fault(time.monotonic())
 
