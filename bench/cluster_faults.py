@@ -19,7 +19,8 @@ Schedules (each heals before the next; --list names them):
   power-loss-all          every broker's store on a lazy FUSE store (bench/lazy_store.py):
                           SIGKILL all brokers, drop what they wrote but never fsynced, remount,
                           restart
-  power-loss-partitioned  one broker cut from the others, then its power lost, then healed
+  power-loss-partitioned  the stream's leader cut from the others, then its power lost, then
+                          healed
   disk-full               one broker's store on a small tmpfs, filled up, then freed
   corrupt-block           on one broker (not the leader) stopped: the stream's newest message
                           block cut to half and one byte in it flipped, then a restart
@@ -206,7 +207,9 @@ def open_runs_by_node(cluster: Cluster) -> dict[int, int]:
 
 
 def broker_kill_one(c: Cluster, hold: float, rng: random.Random) -> Fault:
-    victim = rng.choice([i for i in range(3) if i != c.leader()])
+    leader = c.leader()
+    victim = rng.choice([i for i in range(3) if i != leader])
+    progress(f"  SIGKILL broker {victim} (the leader is {leader})")
     c.nats.kill(victim)
     time.sleep(hold)
     c.nats.start(victim)
@@ -215,6 +218,7 @@ def broker_kill_one(c: Cluster, hold: float, rng: random.Random) -> Fault:
 
 def broker_kill_leader(c: Cluster, hold: float, rng: random.Random) -> Fault:
     leader = c.leader()
+    progress(f"  SIGKILL broker {leader}, the leader")
     c.nats.kill(leader)
     time.sleep(hold)
     c.nats.start(leader)
@@ -233,7 +237,9 @@ def broker_kill_all(c: Cluster, hold: float, rng: random.Random) -> Fault:
 
 
 def broker_pause(c: Cluster, hold: float, rng: random.Random) -> Fault:
-    pid = c.nats.processes[c.leader()].pid
+    leader = c.leader()
+    progress(f"  SIGSTOP broker {leader}, the leader")
+    pid = c.nats.processes[leader].pid
     c.pause(pid)
     time.sleep(max(hold, ELECTION_S))
     c.resume(pid)
@@ -243,6 +249,7 @@ def broker_pause(c: Cluster, hold: float, rng: random.Random) -> Fault:
 def node_pause(c: Cluster, hold: float, rng: random.Random) -> Fault:
     busiest = max(open_runs_by_node(c).items(), key=lambda item: item[1])[0]
     pid = c.nodes[busiest].process.pid
+    progress(f"  SIGSTOP node {busiest} ({c.nodes[busiest].node_id}) and its workers")
     c.pause(pid, group=True)
     time.sleep(hold)
     c.resume(pid, group=True)
@@ -251,6 +258,7 @@ def node_pause(c: Cluster, hold: float, rng: random.Random) -> Fault:
 
 def partition_leader(c: Cluster, hold: float, rng: random.Random) -> Fault:
     leader = c.leader()
+    progress(f"  broker {leader}, the leader, cut from the other two")
     c.lab.isolate([leader], [i for i in range(3) if i != leader])
     time.sleep(max(hold, ELECTION_S))
     c.lab.heal()
@@ -267,6 +275,7 @@ def partition_nodes(c: Cluster, hold: float, rng: random.Random) -> Fault:
 def node_kill(c: Cluster, hold: float, rng: random.Random) -> Fault:
     busiest = max(open_runs_by_node(c).items(), key=lambda item: item[1])[0]
     node = c.nodes[busiest]
+    progress(f"  SIGKILL node {busiest} ({node.node_id}), running {open_runs_by_node(c)[busiest]} programs")
     tag = node.tag
     at = time.time()
     node.kill()
@@ -290,7 +299,8 @@ def power_loss_all(c: Cluster, hold: float, rng: random.Random) -> Fault:
 
 
 def power_loss_partitioned(c: Cluster, hold: float, rng: random.Random) -> Fault:
-    victim = rng.randrange(3)
+    victim = c.leader()  # Jepsen's NATS loss: a leader cut off, then its power lost
+    progress(f"  broker {victim}, the leader, cut from the other two, then its power cut")
     c.lab.isolate([victim], [i for i in range(3) if i != victim])
     time.sleep(hold / 2)
     c.nats.processes[victim].kill()
@@ -313,7 +323,9 @@ def disk_full(c: Cluster, hold: float, rng: random.Random) -> Fault:
 
 
 def corrupt_block(c: Cluster, hold: float, rng: random.Random) -> Fault:
-    victim = rng.choice([i for i in range(3) if i != c.leader()])
+    leader = c.leader()
+    victim = rng.choice([i for i in range(3) if i != leader])
+    progress(f"  SIGKILL broker {victim} (the leader is {leader}) to corrupt its store")
     c.nats.kill(victim)
     blocks = sorted(
         (c.nats.stores[victim] / "jetstream" / "$G" / "streams" / STREAM / "msgs").glob("*.blk"),
