@@ -37,6 +37,7 @@ Everything it starts is stopped by pid, unmounted or deleted by name at the end.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import json
 import os
@@ -103,11 +104,13 @@ class Cluster:
     def __init__(self, root: Path, store: str, log: Path, ack_wait: float):
         self.root, self.store, self.log, self.ack_wait = root, store, log, ack_wait
         self.paused: set[int] = set()  # pids under SIGSTOP, resumed whatever happens
+        self.stopped = False
         self.lazy: list[LazyStore] = []
         self.tmpfs: TmpfsStore | None = None
         self.nats: NatsServers | None = None
         self.nodes: list[Node] = []
         self.lab = NetnsLab(3)
+        atexit.register(self.stop)  # stop() runs once; this is for an exit that skipped it
         try:
             self._start(root, store)
         except BaseException:
@@ -166,7 +169,19 @@ class Cluster:
         self.leader()
 
     def stop(self) -> None:
-        """Everything, by pid and by name, whatever state a schedule left it in."""
+        """Everything, by pid and by name, whatever state a schedule left it in. A second Ctrl-C
+        (or SIGTERM) while it runs would leave brokers and nodes behind, so it is not heard until the end."""
+        if self.stopped:
+            return
+        self.stopped = True
+        previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self._stop()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _stop(self) -> None:
         for pid in list(self.paused):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
