@@ -570,4 +570,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
+        # A lab, mount or process that could not be made: a failure with its reason, never a skip.
+        sys.exit(f"cluster_faults: FAILED: {exc}")
