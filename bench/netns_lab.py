@@ -2,8 +2,8 @@
 gives each of three hosts a network namespace of its own, joined by veth links to a bridge in a
 hub namespace; one more veth link puts the root namespace (where the KCoral nodes and the load
 run) on the same bridge. So a partition is real: a host's packets are dropped by nftables in its
-own namespace, or its link goes down, and the kernel's TCP sees what it would see between
-machines (no netem in this kernel, so no delay or loss rates, only cuts).
+own namespace (nftables), and the kernel's TCP sees what it would see between machines: no
+reset, only silence (no netem in this kernel, so no delay or loss rates, only cuts).
 
     lab = NetnsLab(3)                  # 10.X.Y.1 = the root namespace, 10.X.Y.11.. the hosts
     lab.wrap(0, ["nats-server", ...])  # the command run inside host 0's namespace
@@ -135,14 +135,10 @@ class NetnsLab:
         for host in hosts:
             self._cut(host, [self.root_address])
 
-    def link_down(self, host: int) -> None:
-        _run("ip", "-n", self.hub, "link", "set", self.host_links[host], "down")
-
     def heal(self) -> None:
-        """Every cut gone, every link up."""
-        for host, ns in enumerate(self.namespaces):
+        """Every cut gone."""
+        for ns in self.namespaces:
             _run("ip", "netns", "exec", ns, "nft", "flush", "set", "inet", TABLE, "cut")
-            _run("ip", "-n", self.hub, "link", "set", self.host_links[host], "up")
 
     def remove(self) -> None:
         """Deletes what this lab made, by name; safe to call twice. A namespace goes once no
