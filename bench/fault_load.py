@@ -48,7 +48,10 @@ SOURCE = (
     "    note(log, f'end {key} {time.time():.3f} {tag}\\n')\n"
     "    return value\n"
 )
-PROGRAM_TIMEOUT_S = 30  # in the program's options, so the same for every attempt of a key
+# In the program's options, so the same for every attempt of a key. Longer than KCoral's default
+# AckWait (30 s) and a run: with 30, a killed node's run handed on after AckWait found its
+# deadline passed, and every retry of its key got the stored 504 until the client gave up.
+PROGRAM_TIMEOUT_S = 120
 
 
 def value_of(key: str) -> str:
@@ -229,6 +232,7 @@ def check(records: list[KeyRecord], log: Path, killed: dict[str, float]) -> Verd
             verdict.answered += 1
         else:
             verdict.unanswered += 1
+            verdict.examples.append(f"unanswered {record.key} after {record.attempts} attempts: {record.last_error}")
         values = {answer for _, answer in record.answers}
         if record.recheck_answer is not None:
             values.add(record.recheck_answer)
