@@ -50,6 +50,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -81,10 +82,10 @@ class TmpfsStore:
         self.mounted = True
 
     def fill(self) -> None:
-        with open(self.path / "filler", "wb") as f, contextlib.suppress(OSError):
+        # Unbuffered: a buffered file raised ENOSPC again as it closed, outside the suppress.
+        with open(self.path / "filler", "wb", buffering=0) as f, contextlib.suppress(OSError):
             while True:
                 f.write(b"\0" * (1 << 16))
-                f.flush()
 
     def free(self) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -574,4 +575,5 @@ if __name__ == "__main__":
         sys.exit(main())
     except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         # A lab, mount or process that could not be made: a failure with its reason, never a skip.
+        traceback.print_exc()
         sys.exit(f"cluster_faults: FAILED: {exc}")
