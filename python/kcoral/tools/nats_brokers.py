@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sysconfig
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 OLDEST_VERSION = (2, 10, 23)
@@ -62,9 +63,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def nats_request(port: int, subject: str, timeout: float = 5) -> dict | None:
+def nats_request(port: int, subject: str, timeout: float = 5, host: str = "127.0.0.1") -> dict | None:
     """One request on the NATS text protocol, its JSON reply; None when nobody answers."""
-    with contextlib.suppress(OSError, ValueError), socket.create_connection(("127.0.0.1", port), timeout) as conn:
+    with contextlib.suppress(OSError, ValueError), socket.create_connection((host, port), timeout) as conn:
         buffer = b""
 
         def line() -> bytes:
@@ -93,16 +94,34 @@ def nats_request(port: int, subject: str, timeout: float = 5) -> dict | None:
 
 class NatsBrokers:
     """`size` nats-servers under `root` (a store and a log each), each serving /varz on a
-    monitoring port of its own (`monitor_flag`: where a node asks whether they sync). `lazy_fsync` leaves JetStream's default (acknowledge at once,
-    sync every two minutes): only for measuring what syncing costs."""
+    monitoring port of its own (`monitor_flag`: where a node asks whether they sync).
+    `lazy_fsync` leaves JetStream's default (acknowledge at once, sync every two minutes): only
+    for measuring what syncing costs; `refuse_older` False lets bench/nats_workarounds.py run
+    servers older than OLDEST_VERSION.
+
+    For a lab of machines on one host (bench/netns_lab.py): `hosts` gives each server the address
+    it listens on (default 127.0.0.1), `wrap(i, command)` the command that runs server i (say,
+    inside its network namespace: the wrapper must exec it, so the pid is the server's), and
+    `stores` each server's JetStream directory (say, a mount of its own)."""
 
     def __init__(
-        self, root: Path, size: int = 3, name: str = "kc", lazy_fsync: bool = False, refuse_older: bool = True
+        self,
+        root: Path,
+        size: int = 3,
+        name: str = "kc",
+        lazy_fsync: bool = False,
+        refuse_older: bool = True,
+        hosts: list[str] | None = None,
+        wrap: Callable[[int, list[str]], list[str]] | None = None,
+        stores: list[Path] | None = None,
     ):
         self.binary = nats_server_binary()
         self.version = nats_server_version(self.binary, refuse_older)
         self.name = name
         self.lazy_fsync = lazy_fsync
+        self.hosts = hosts or ["127.0.0.1"] * size
+        self.wrap = wrap or (lambda i, command: command)
+        self.stores = stores or [root / f"nats-{i}" for i in range(size)]
         root.mkdir(parents=True, exist_ok=True)
         self.client_ports = [free_port() for _ in range(size)]
         self.monitor_ports = [free_port() for _ in range(size)]
@@ -110,7 +129,7 @@ class NatsBrokers:
         self.configs = [root / f"nats-{i}.conf" for i in range(size)]
         self.log_paths = [root / f"nats-{i}.log" for i in range(size)]
         for i in range(size):
-            self.configs[i].write_text(self._config(i, root / f"nats-{i}", route_ports))
+            self.configs[i].write_text(self._config(i, self.stores[i], route_ports))
         self.processes: list[subprocess.Popen | None] = [None] * size
         for i in range(size):
             self.start(i)
@@ -123,18 +142,20 @@ class NatsBrokers:
     def _config(self, i: int, store: Path, route_ports: list[int]) -> str:
         lines = [
             f"server_name: {self.name}-{i}",
-            f"listen: 127.0.0.1:{self.client_ports[i]}",
+            f"listen: {self.hosts[i]}:{self.client_ports[i]}",
             f"jetstream {{ store_dir: {json.dumps(str(store))}{'' if self.lazy_fsync else ', sync_interval: always'} }}",
         ]
-        lines.append(f"http: 127.0.0.1:{self.monitor_ports[i]}")
+        lines.append(f"http: {self.hosts[i]}:{self.monitor_ports[i]}")
         if len(route_ports) > 1:  # one server alone runs JetStream without a cluster
-            routes = ", ".join(f"nats://127.0.0.1:{p}" for p in route_ports)
-            lines.append(f"cluster {{ name: {self.name}, listen: 127.0.0.1:{route_ports[i]}, routes: [{routes}] }}")
+            routes = ", ".join(f"nats://{h}:{p}" for h, p in zip(self.hosts, route_ports))
+            lines.append(
+                f"cluster {{ name: {self.name}, listen: {self.hosts[i]}:{route_ports[i]}, routes: [{routes}] }}"
+            )
         return "\n".join(lines) + "\n"
 
     @property
     def urls(self) -> list[str]:
-        return [f"nats://127.0.0.1:{p}" for p in self.client_ports]
+        return [f"nats://{h}:{p}" for h, p in zip(self.hosts, self.client_ports)]
 
     @property
     def flag(self) -> str:
@@ -144,13 +165,13 @@ class NatsBrokers:
     @property
     def monitor_flag(self) -> str:
         """The value of a node's --cluster-nats-monitor."""
-        return ",".join(f"http://127.0.0.1:{p}" for p in self.monitor_ports)
+        return ",".join(f"http://{h}:{p}" for h, p in zip(self.hosts, self.monitor_ports))
 
     def start(self, i: int) -> None:
         """(Re)starts server i with its config and store."""
         with open(self.log_paths[i], "ab") as log:
             self.processes[i] = subprocess.Popen(
-                [self.binary, "-c", str(self.configs[i])], stdout=log, stderr=log, start_new_session=True
+                self.wrap(i, [self.binary, "-c", str(self.configs[i])]), stdout=log, stderr=log, start_new_session=True
             )
 
     def kill(self, i: int) -> None:
@@ -167,7 +188,7 @@ class NatsBrokers:
         """Until every live server answers a JetStream API request without an error."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            answers = [nats_request(self.client_ports[i], "$JS.API.INFO", 1) for i in self.live()]
+            answers = [nats_request(self.client_ports[i], "$JS.API.INFO", 1, self.hosts[i]) for i in self.live()]
             if answers and all(a is not None and "error" not in a for a in answers):
                 return
             time.sleep(0.2)
@@ -176,7 +197,7 @@ class NatsBrokers:
     def stream_leader(self, stream: str) -> int | None:
         """Index of the server that leads `stream`'s Raft group, asked of any live server."""
         for i in self.live():
-            info = nats_request(self.client_ports[i], f"$JS.API.STREAM.INFO.{stream}")
+            info = nats_request(self.client_ports[i], f"$JS.API.STREAM.INFO.{stream}", host=self.hosts[i])
             leader = ((info or {}).get("cluster") or {}).get("leader", "")
             if leader.startswith(f"{self.name}-"):
                 return int(leader.rsplit("-", 1)[1])
