@@ -43,6 +43,7 @@ unit: build
 
 e2e: build
 	@echo ">> end-to-end tests (pytest, real servers on 127.0.0.1)"
+	@PYTHONPATH=python $(PYTHON) -c "from kcoral.tools.nats_brokers import nats_server_binary as b, nats_server_version as v; print('>> nats-server', b(), '.'.join(map(str, v(b()))))"
 	@$(PYTHON) -m pytest -q tests/client tests/e2e
 
 test: format-check layers unit e2e
