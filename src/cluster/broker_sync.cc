@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 
 #include "base/status.h"
+#include "cluster/http_endpoint.h"
 
 namespace kc::cluster {
 
@@ -27,18 +28,14 @@ StatusOr<std::string> GetVarz(const std::string& url) {
   if (!url.starts_with("http://")) {
     return InvalidArgumentError("not an http:// URL (nats-server's monitoring port speaks http)");
   }
-  std::string rest = url.substr(7);
-  if (size_t slash = rest.find('/'); slash != std::string::npos) rest.resize(slash);
-  const size_t colon = rest.rfind(':');
-  const std::string host = rest.substr(0, colon);
-  const std::string port = colon == std::string::npos ? "80" : rest.substr(colon + 1);
+  KC_ASSIGN_OR_RETURN(HttpEndpoint at, ParseHttpEndpoint(url));
   net::io_context io;
   boost::system::error_code failed;
-  auto endpoints = tcp::resolver(io).resolve(host, port, failed);
-  if (failed) return UnavailableError("resolving " + host + ": " + failed.message());
+  auto endpoints = tcp::resolver(io).resolve(at.host, at.port, failed);
+  if (failed) return UnavailableError("resolving " + at.host + ": " + failed.message());
   beast::tcp_stream stream(io);
   http::request<http::empty_body> request{http::verb::get, "/varz", 11};
-  request.set(http::field::host, rest);
+  request.set(http::field::host, at.HostHeader());
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
   parser.body_limit(4 << 20);

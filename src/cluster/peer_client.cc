@@ -23,6 +23,7 @@
 #include "base/memfd.h"
 #include "base/sha256.h"
 #include "base/unique_fd.h"
+#include "cluster/http_endpoint.h"
 #include "cluster/peer_auth.h"
 #include "store/blob.h"
 #include "tls/client_context.h"
@@ -40,40 +41,6 @@ using error_code = boost::system::error_code;
 constexpr auto kCloseNotifyWait = std::chrono::seconds(5);
 constexpr uint64_t kChunkBytes = uint64_t{4} << 20;  // a blob's body is read by this much
 
-struct Endpoint {
-  bool https = false;
-  std::string host;  // a name or an address, without an IPv6 address's brackets
-  std::string port;
-};
-
-// "http://host:port" or "https://host:port" (the node URLs of the registry).
-StatusOr<Endpoint> EndpointOf(const std::string& url) {
-  Endpoint at;
-  std::string rest;
-  if (url.starts_with("http://")) {
-    rest = url.substr(7);
-    at.port = "80";
-  } else if (url.starts_with("https://")) {
-    rest = url.substr(8);
-    at.https = true;
-    at.port = "443";
-  } else {
-    return InvalidArgumentError("node URL " + url + ": not http:// or https://");
-  }
-  if (size_t slash = rest.find('/'); slash != std::string::npos) rest.resize(slash);
-  if (rest.starts_with('[')) {  // [v6 address]:port
-    const size_t close = rest.find(']');
-    if (close == std::string::npos) return InvalidArgumentError("node URL " + url + ": no ']'");
-    at.host = rest.substr(1, close - 1);
-    if (rest.size() > close + 2 && rest[close + 1] == ':') at.port = rest.substr(close + 2);
-    return at;
-  }
-  const size_t colon = rest.rfind(':');
-  at.host = rest.substr(0, colon);
-  if (colon != std::string::npos) at.port = rest.substr(colon + 1);
-  return at;
-}
-
 using PlainStream = beast::tcp_stream;
 using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 
@@ -81,7 +48,7 @@ using TlsStream = beast::ssl_stream<beast::tcp_stream>;
 // started and the loop run until it ends, so Beast's timeouts apply to blocking calls.
 class Connection {
  public:
-  Connection(const Endpoint& at, boost::asio::ssl::context* tls, std::chrono::seconds timeout)
+  Connection(const HttpEndpoint& at, boost::asio::ssl::context* tls, std::chrono::seconds timeout)
       : at_(at), timeout_(timeout) {
     if (at.https) {
       tls_.emplace(io_, *tls);
@@ -154,7 +121,7 @@ class Connection {
     }
   }
 
-  std::string Where() const { return at_.host + ":" + at_.port; }
+  std::string Where() const { return at_.HostHeader(); }
 
  private:
   // Runs one operation to its end under the timeout.
@@ -199,7 +166,7 @@ class Connection {
     return UnavailableError("TLS handshake with " + Where() + " failed: " + why);
   }
 
-  const Endpoint at_;
+  const HttpEndpoint at_;
   const std::chrono::seconds timeout_;
   net::io_context io_{1};             // before the stream, which uses it
   std::optional<PlainStream> plain_;  // one of the two
@@ -210,7 +177,7 @@ class Connection {
 StatusOr<std::unique_ptr<Connection>> Connect(const std::string& node_url,
                                               boost::asio::ssl::context* tls,
                                               std::chrono::seconds timeout) {
-  KC_ASSIGN_OR_RETURN(Endpoint at, EndpointOf(node_url));
+  KC_ASSIGN_OR_RETURN(HttpEndpoint at, ParseHttpEndpoint(node_url));
   if (at.https && tls == nullptr) {
     return UnavailableError("node " + node_url +
                             " speaks HTTPS, and this node has no --cluster-peer-ca to check it");
