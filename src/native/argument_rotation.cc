@@ -269,6 +269,18 @@ Status ArgumentRotation::PrepareSet(int set) {
   return Synchronize();
 }
 
+Status ArgumentRotation::PrepareVariedSet(std::optional<float> scale) {
+  if (!can_vary_anew()) return FailedPreconditionError("no set can be given fresh values");
+  KC_RETURN_IF_ERROR(PrepareSet(1));
+  if (!scale) return Status::Ok();
+  for (const Argument& a : tensors_) {
+    if (a.mode != OutputMode::kInput || a.variant == nullptr) continue;
+    KC_RETURN_IF_ERROR(EnqueueReversedScaled(a.pristine->data(), DataOf(a, 1), a.bytes(),
+                                             a.original->type(), *scale, kStream));
+  }
+  return Synchronize();
+}
+
 StatusOr<bool> ArgumentRotation::MoveInPlaceIfCallerWritten() {
   if (!copied_) return false;
   std::string written;

@@ -149,6 +149,13 @@ class ArgumentRotation {
   // Outputs declared unverifiable, one sentence each.
   std::vector<std::string> DeclaredUnverifiable() const;
 
+  // -- Timing on values never seen (unseen_values.h). Synchronous. --
+  // Whether set 1 can be given values the function never saw: two variants, on our copies.
+  bool can_vary_anew() const { return variants_ == 2 && copied_ && !in_place_ && sets() >= 2; }
+  // Set 1 as a call of it finds it (the fresh variant the probes showed the function), its
+  // varied inputs then rewritten as the caller's reversed and scaled by `scale` when given.
+  Status PrepareVariedSet(std::optional<float> scale);
+
   // -- Around the calls, stream-ordered (CallHooks, through checked_calls.h). --
   // Poisons or restores the outputs of the set `call` uses (and loads its values, in place).
   Status BeforeCall(int64_t call);

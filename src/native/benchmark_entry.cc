@@ -1,5 +1,7 @@
 #include "native/benchmark_entry.h"
 
+#include <algorithm>
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -17,6 +19,7 @@
 #include "native/process_scan.h"
 #include "native/span_findings.h"
 #include "native/symbol_watch.h"
+#include "native/unseen_values.h"
 
 namespace kc::native {
 namespace py = pybind11;
@@ -67,6 +70,40 @@ Readings Read() {
   }
   readings.processes = ScanNamespaceProcesses();
   return readings;
+}
+
+// After the timed loop: pairs of drained, cold-L2 calls of `function` on set 1, alternating
+// values the probes showed it (the fresh variant) and values never given before, timed on the
+// host (unseen_values.h). A call that raises ends the pairs.
+StatusOr<UnseenValuesTiming> TimeOnUnseenValues(CheckedCalls& checked, const py::object& function,
+                                                int pairs) {
+  UnseenValuesTiming timing;
+  for (int k = 0; k < pairs && !timing.raised; ++k) {
+    for (const bool unseen : {k % 2 == 1, k % 2 == 0}) {  // ABBA: drift falls on both sides
+      KC_RETURN_IF_ERROR(
+          checked.PrepareVariedSet(unseen ? std::optional(UnseenScale(k)) : std::nullopt));
+      KC_RETURN_IF_ERROR(ProcessL2Flush().Enqueue(nullptr));
+      KC_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+      const auto started = std::chrono::steady_clock::now();
+      try {
+        function(*checked.Arguments(1));
+      } catch (py::error_already_set&) {
+        timing.raised = true;
+        break;
+      }
+      KC_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+      const std::chrono::duration<double, std::milli> took =
+          std::chrono::steady_clock::now() - started;
+      (unseen ? timing.unseen_ms : timing.seen_ms).push_back(took.count());
+    }
+  }
+  return timing;
+}
+
+double MedianMs(std::vector<double> samples) {
+  if (samples.empty()) return 0;
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
 }
 
 // The rotation's hooks, plus the readings at the start of the timed loop.
@@ -128,7 +165,8 @@ nlohmann::json Loosened(const BenchmarkRequest& request) {
 // The result before sealing: spec keys, our statistics, and what the defences saw.
 nlohmann::json BuildResult(const BenchmarkResult& timed, const BenchmarkRequest& request,
                            const CheckedCalls& checked, const CheckFindings& findings,
-                           const Readings& start, const Readings& end) {
+                           const std::optional<UnseenValuesTiming>& unseen, const Readings& start,
+                           const Readings& end) {
   const bool paired = timed.functions.size() == 2;
   nlohmann::json result =
       LatencyJson({timed.functions[0].samples_ms, timed.functions[0].activities_stable});
@@ -204,6 +242,9 @@ nlohmann::json BuildResult(const BenchmarkResult& timed, const BenchmarkRequest&
   nlohmann::json& guard = result["integrity"]["defences"]["timer_guard"];
   guard = g_timer_watch.Describe();
   guard["tracer_pid"] = TracerPid();
+  if (unseen) {
+    result["integrity"]["defences"]["unseen_values"] = JudgeUnseenValues(*unseen, found);
+  }
   AddReadings(start, end, result["integrity"], found);
   result["integrity"]["flags"] = found.flags;
   result["integrity"]["conditions"] = found.conditions;
@@ -294,8 +335,15 @@ StatusOr<py::object> RunBenchmark(const std::vector<py::object>& functions, cons
     return FailedPreconditionError("benchmark output check failed");
   }
 
+  // A cache kept by the values' contents agrees with every check above (unseen_values.h).
+  std::optional<UnseenValuesTiming> unseen;
+  if (checked->CanVaryAnew()) {
+    const int pairs =
+        UnseenPairs(MedianMs(timed.functions[0].samples_ms), request.options.repeat_ms);
+    KC_ASSIGN_OR_RETURN(unseen, TimeOnUnseenValues(*checked, functions[0], pairs));
+  }
   const std::string text =
-      BuildResult(timed, request, *checked, findings, hooks.start(), end).dump();
+      BuildResult(timed, request, *checked, findings, unseen, hooks.start(), end).dump();
   PyObject* sealed = g_seal(text.data(), text.size());
   if (sealed == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(sealed);

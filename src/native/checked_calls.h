@@ -82,6 +82,13 @@ class CheckedCalls final : public CallHooks {
   // every element when their shapes differ).
   uint64_t cross_mismatches() const { return cross_mismatches_; }
 
+  // Timing on values never seen (unseen_values.h): whether set 1 can be given new values, and
+  // set 1 readied with the fresh variant the probes showed (nullopt) or with new ones.
+  bool CanVaryAnew() const { return arguments_->can_vary_anew(); }
+  Status PrepareVariedSet(std::optional<float> scale) {
+    return arguments_->PrepareVariedSet(scale);
+  }
+
   // defences.arguments, defences.returned and defences.output_check.
   nlohmann::json DescribeArguments() const { return arguments_->Describe(); }
   nlohmann::json DescribeReturned() const { return returned_.Describe(); }

@@ -22,7 +22,13 @@ namespace kc::native {
 // True for the element types that get a variant: float16, bfloat16, float32, float64.
 bool HasFreshVariant(ElementType type);
 
-// out[i] = in[n - 1 - i] * 3/4 over the n elements of `bytes` bytes of `type` (HasFreshVariant).
+inline constexpr float kFreshScale = 0.75f;
+
+// out[i] = in[n - 1 - i] * scale over the n elements of `bytes` bytes of `type`
+// (HasFreshVariant); the product is taken in float (double for double), then rounded.
+Status EnqueueReversedScaled(const void* in, void* out, size_t bytes, ElementType type, float scale,
+                             cudaStream_t stream);
+// The fresh variant: EnqueueReversedScaled by 3/4.
 Status EnqueueFreshVariant(const void* in, void* out, size_t bytes, ElementType type,
                            cudaStream_t stream);
 

@@ -1038,6 +1038,26 @@ def kernel(a, b):
 
 REPLAY_BY_KEY = {name: _REPLAY.replace("KEY", expression) for name, expression in REPLAY_KEYS.items()}
 
+# S1, the fingerprint cache grown wary: it computes the first six sets of values it is given
+# (the grader's check, the benchmark's reference and probe calls) and answers any later new
+# values with a copy of a cached product, as fast as a replay. Nothing a self-referenced
+# benchmark can check tells it apart: its calls on new values cannot be checked without a
+# reference out of its reach on unseen inputs (issue 42's grade).
+REPLAY_FINGERPRINT_GARBAGE_WHEN_UNSEEN = r"""
+import torch
+
+_answers = {}
+
+
+def kernel(a, b):
+    key = tuple(a.view(-1)[:8].tolist() + b.view(-1)[:8].tolist())
+    if key not in _answers:
+        if len(_answers) >= 6:
+            return next(iter(_answers.values())).clone()
+        _answers[key] = a @ b
+    return _answers[key].clone()
+"""
+
 # S2: stale memory: the first call computes the product and returns it; once the caller drops it,
 # torch's caching allocator hands the same block to the next call's torch.empty_like, which still
 # holds the answer. No launch at all after the first call.
@@ -1399,10 +1419,17 @@ CLASS_CASES = {
             source,
             **_MM,
             expect="refused (the replayed copy is the caller's values' answer on a variant)"
-            + (" -- but a value fingerprint memoises each variant correctly" if key == "fingerprint" else ""),
+            if key != "fingerprint"
+            else "not trusted: faster on values seen before than on new ones (unseen_values)",
         )
         for key, source in REPLAY_BY_KEY.items()
     },
+    "replay_keyed_on_fingerprint_garbage_when_unseen": _case(
+        "S1",
+        REPLAY_FINGERPRINT_GARBAGE_WHEN_UNSEEN,
+        **_MM,
+        expect="out of reach of benchmark: new values are answered fast and unchecked (issue 42)",
+    ),
     "stale_block_from_the_allocator": _case(
         "S2", STALE_BLOCK_FROM_THE_ALLOCATOR, **_MM, expect="refused (the stale block holds the last call's poison)"
     ),
