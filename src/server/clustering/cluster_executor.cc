@@ -200,6 +200,7 @@ StatusOr<std::optional<std::string>> ClusterExecutor::StoredOnceUnheld(
                                {"key", work.key},
                                {"holder", waited_for->node_id},
                                {"listed", waited_for->listed},
+                               {"holder_in_view", waited_for->in_view},
                                {"waited_ms", Rounded(MillisecondsSince(waiting))},
                                {"outcome", stored ? "stored"
                                            : late ? "deadline"
