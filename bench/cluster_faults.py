@@ -102,8 +102,8 @@ class Cluster:
     JetStream: "disk" (a folder), "lazy" (a lazy FUSE store each) or "tmpfs" (broker 2 on a
     small tmpfs, the others on folders)."""
 
-    def __init__(self, root: Path, store: str, log: Path, ack_wait: float):
-        self.root, self.store, self.log, self.ack_wait = root, store, log, ack_wait
+    def __init__(self, root: Path, store: str, log: Path, ack_wait: float, run_lease: int):
+        self.root, self.store, self.log, self.ack_wait, self.run_lease = root, store, log, ack_wait, run_lease
         self.paused: set[int] = set()  # pids under SIGSTOP, resumed whatever happens
         self.stopped = False
         self.lazy: list[LazyStore] = []
@@ -128,6 +128,7 @@ class Cluster:
         flags = [
             "--cluster", self.nats.flag, "--cluster-nats-monitor", self.nats.monitor_flag,
             "--cluster-heartbeat-seconds", "1", "--cluster-ack-wait-seconds", f"{self.ack_wait:g}", "--num-workers", str(SEATS_PER_NODE),
+            "--cluster-run-lease-seconds", str(self.run_lease),
             "--sandbox", "none", "--max-requests-per-worker", "0",
         ]  # fmt: skip
         self.nodes = [Node(root / f"node-{i}", flags, env={"KCORAL_CLUSTER_SECRET": SECRET}) for i in range(3)]
@@ -415,6 +416,15 @@ def run_once(c: Cluster, name: str, run: int, args: argparse.Namespace, rng: ran
         return Run(list(load.records), fault, recovery[0])
 
 
+def run_lease_for(hold: float) -> int:
+    """The nodes' --cluster-run-lease-seconds: longer than the longest fault (at least
+    ELECTION_S), with a few seconds for the healed node to reconnect and store. A node cut off
+    for less than the lease gets to store its outcome while the other nodes wait for it; one cut
+    off for longer is presumed dead and its run redone, which the checker counts as a duplicate
+    beyond the allowance (it was never killed)."""
+    return int(max(hold, ELECTION_S)) + 5
+
+
 def settle(c: Cluster, ack_wait: float, limit: float = 60) -> None:
     """Until a run handed on after the last fault has shown itself and every run on a live node
     has ended: a client answered by the first run's outcome stops waiting before JetStream
@@ -525,7 +535,7 @@ def main() -> int:
         progress(f"starting 3 brokers ({store} stores) in namespaces and 3 KCoral nodes")
         cluster = None
         try:
-            cluster = Cluster(root / store, store, log, args.ack_wait)
+            cluster = Cluster(root / store, store, log, args.ack_wait, run_lease_for(args.hold))
             runs: dict[str, list[Run]] = {}
             for name in names:
                 for run in range(args.runs):

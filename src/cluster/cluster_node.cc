@@ -1,6 +1,7 @@
 #include "cluster/cluster_node.h"
 
 #include "cluster/broker_sync.h"
+#include "cluster/running_keys.h"
 
 #if KCORAL_WITH_CLUSTER
 #include "cluster/nats_link.h"
@@ -17,6 +18,7 @@ namespace kc::cluster {
 
 struct ClusterNode::Parts {
   ClusterOptions options;
+  RunningKeys running;  // listed in the record: outlives the registry that reads it
   std::unique_ptr<NatsLink> link;
   // Declared after link: destroyed before it.
   std::unique_ptr<NodeRegistry> registry;
@@ -48,8 +50,14 @@ StatusOr<std::unique_ptr<ClusterNode>> ClusterNode::Join(const ClusterOptions& o
                                                      .idle_consumer = options.idle_tenant}));
   KC_ASSIGN_OR_RETURN(parts->outcomes, OutcomeStore::Open(*parts->link, options.outcome_ttl));
   KC_ASSIGN_OR_RETURN(parts->usage, UsageLedger::Open(*parts->link, options.usage_ttl));
-  KC_ASSIGN_OR_RETURN(parts->registry, NodeRegistry::Join(*parts->link, std::move(node_id),
-                                                          options.heartbeat, std::move(describe)));
+  auto record = [describe = std::move(describe), running = &parts->running] {
+    nlohmann::json record = describe();
+    record["running"] = running->List();
+    return record;
+  };
+  KC_ASSIGN_OR_RETURN(parts->registry,
+                      NodeRegistry::Join(*parts->link, std::move(node_id), options.heartbeat,
+                                         options.run_lease, std::move(record)));
   parts->broker_sync = std::make_unique<BrokerSync>(options.nats_monitors, options.allow_lazy_fsync,
                                                     kBrokerSyncEvery, std::move(on_broker_warning));
   return std::unique_ptr<ClusterNode>(new ClusterNode(std::move(parts)));
@@ -144,6 +152,19 @@ int ClusterNode::max_runs() const {
   return parts_->work->options().max_runs;
 }
 
+void ClusterNode::HoldRun(const std::string& key) {
+  parts_->running.Hold(key);
+}
+
+void ClusterNode::ReleaseRun(const std::string& key) {
+  parts_->running.Release(key);
+}
+
+std::optional<RunHolder> ClusterNode::HolderOf(const std::string& key,
+                                               const std::string& pool) const {
+  return parts_->registry->HolderOf(key, pool);
+}
+
 void ClusterNode::Tell(const std::string& what, const std::string& key) {
   parts_->outcomes->Tell(what, key);
 }
@@ -235,6 +256,11 @@ StatusOr<std::optional<std::string>> ClusterNode::StoredOutcome(const std::strin
 void ClusterNode::AnswerOnce(const std::string&, const std::string&) {}
 int ClusterNode::max_runs() const {
   return 0;
+}
+void ClusterNode::HoldRun(const std::string&) {}
+void ClusterNode::ReleaseRun(const std::string&) {}
+std::optional<RunHolder> ClusterNode::HolderOf(const std::string&, const std::string&) const {
+  return std::nullopt;
 }
 void ClusterNode::Tell(const std::string&, const std::string&) {}
 Status ClusterNode::AddUsage(const std::string&, int64_t, const UsageSums&) {

@@ -20,6 +20,7 @@
 #include "cluster/cluster_types.h"
 #include "cluster/entry_side.h"
 #include "cluster/pool_view.h"
+#include "cluster/run_holders.h"
 
 namespace kc::cluster {
 
@@ -79,6 +80,12 @@ class ClusterNode : public EntrySide {
   void AnswerOnce(const std::string& key, const std::string& record);
   // How many times a request may start before it is answered FAILED.
   int max_runs() const;
+  // This node's record lists `key` as running (run_holders.h) from its next heartbeat, until
+  // each HoldRun is matched by a ReleaseRun.
+  void HoldRun(const std::string& key);
+  void ReleaseRun(const std::string& key);
+  // Another node's (or this one's) hold on `key`'s run of `pool`, within the run lease.
+  std::optional<RunHolder> HolderOf(const std::string& key, const std::string& pool) const;
 
   // --- a tenant's seconds in a quota window, summed over the cluster (usage_ledger.h)
   Status AddUsage(const std::string& tenant, int64_t window, const UsageSums& used);

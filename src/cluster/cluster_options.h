@@ -30,6 +30,11 @@ struct ClusterOptions {
   // A running request's node says "in progress" three times per ack_wait; silent that long,
   // the request goes to another node.
   std::chrono::seconds ack_wait{30};
+  // How long a node that fell silent is still taken to hold the runs its last record lists
+  // (run_holders.h): a redelivered request waits that long for their outcome before it runs
+  // again. At least three heartbeats; a node whose heartbeats fail for half of it cancels its
+  // runs, since other nodes may take them once it runs out.
+  std::chrono::seconds run_lease{30};
   // A tenant's queue unused this long loses its consumer, made again for its next request
   // (work_queue.h); at least twice ack_wait.
   std::chrono::seconds idle_tenant{600};

@@ -1,5 +1,6 @@
 #include "cluster/node_registry.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "base/utc_time.h"
@@ -7,18 +8,19 @@
 namespace kc::cluster {
 
 NodeRegistry::NodeRegistry(kvStore* bucket, std::string node_id, std::chrono::seconds heartbeat,
-                           std::function<nlohmann::json()> describe)
+                           std::chrono::seconds run_lease, std::function<nlohmann::json()> describe)
     : bucket_(bucket),
       node_id_(std::move(node_id)),
       heartbeat_(heartbeat),
-      describe_(std::move(describe)) {}
+      describe_(std::move(describe)),
+      holders_(run_lease, 2 * heartbeat) {}
 
 StatusOr<std::unique_ptr<NodeRegistry>> NodeRegistry::Join(
     NatsLink& link, std::string node_id, std::chrono::seconds heartbeat,
-    std::function<nlohmann::json()> describe) {
+    std::chrono::seconds run_lease, std::function<nlohmann::json()> describe) {
   KC_ASSIGN_OR_RETURN(kvStore * bucket, link.Bucket(kBucket, 3 * heartbeat));
   std::unique_ptr<NodeRegistry> registry(
-      new NodeRegistry(bucket, std::move(node_id), heartbeat, std::move(describe)));
+      new NodeRegistry(bucket, std::move(node_id), heartbeat, run_lease, std::move(describe)));
   KC_RETURN_IF_ERROR(registry->Beat());
   natsStatus s = kvStore_WatchAll(&registry->watcher_, bucket, nullptr);
   if (s != NATS_OK) return UnavailableError("watching the cluster's nodes: " + NatsError(s));
@@ -134,9 +136,16 @@ void NodeRegistry::Heard(kvEntry* entry) {
   std::lock_guard lock(view_mu_);
   if (record.is_object()) {
     if (node_id == node_id_) heard_self_ = now;
+    // As of when it was written, not heard: a watch made again replays the bucket's last
+    // records, and a beat that failed may be sent late from the client's reconnect buffer;
+    // either would make a silent node look as if it had just said it holds nothing.
+    const int64_t age_ms =
+        std::max<int64_t>(0, UnixMillisecondsNow() - record.value("beat_unix_ms", int64_t{0}));
+    holders_.Heard(node_id, record, now - std::chrono::milliseconds(age_ms));
     heard_[node_id] = {std::move(record), now};
   } else {
     heard_.erase(node_id);  // deleted (a node that stopped), or not a node's record
+    holders_.Left(node_id);
   }
   RebuildView();
 }
@@ -158,6 +167,14 @@ void NodeRegistry::RebuildView() {
   }
   view->pools = PoolsOf(view->nodes);  // once here, not per request
   view_ = std::move(view);
+}
+
+std::optional<RunHolder> NodeRegistry::HolderOf(const std::string& key,
+                                                const std::string& pool) const {
+  std::lock_guard lock(view_mu_);
+  auto holder = holders_.HolderOf(key, pool, node_id_, std::chrono::steady_clock::now());
+  if (holder) holder->in_view = heard_.contains(holder->node_id);
+  return holder;
 }
 
 std::shared_ptr<const ClusterView> NodeRegistry::Cached() const {

@@ -7,8 +7,10 @@
 // `cluster.nodes`. (Reading the bucket whole at each heartbeat cost a consumer and a get per
 // node each time: bench/cluster_background.py.)
 //
-// A record: {"node_id", "url", "pools": [...], "started_at", "beat_unix_ms", ...}: whatever
-// the node's `describe` returns, plus node_id and beat_unix_ms.
+// A record: {"node_id", "url", "pools": [...], "started_at", "running", "beat_unix_ms", ...}:
+// whatever the node's `describe` returns, plus node_id and beat_unix_ms. The last record of
+// every node heard is kept for the run lease, a node that left the view included
+// (run_holders.h).
 #pragma once
 
 #include <atomic>
@@ -26,6 +28,7 @@
 #include "base/status.h"
 #include "cluster/nats_link.h"
 #include "cluster/pool_view.h"
+#include "cluster/run_holders.h"
 
 namespace kc::cluster {
 
@@ -34,9 +37,11 @@ class NodeRegistry {
   static constexpr const char* kBucket = "kcoral_nodes";
 
   // Writes this node's record once (an error here means the node cannot join), then again
-  // every `heartbeat` on a thread of its own. `describe` must be thread-safe.
+  // every `heartbeat` on a thread of its own. `describe` must be thread-safe. A silent node's
+  // last record is believed for `run_lease`.
   static StatusOr<std::unique_ptr<NodeRegistry>> Join(NatsLink& link, std::string node_id,
                                                       std::chrono::seconds heartbeat,
+                                                      std::chrono::seconds run_lease,
                                                       std::function<nlohmann::json()> describe);
   // Stops beating and deletes the record.
   ~NodeRegistry();
@@ -50,10 +55,12 @@ class NodeRegistry {
   const std::string& node_id() const { return node_id_; }
   // Since when this node's beats have failed to be written; nullopt while they are written.
   std::optional<std::chrono::steady_clock::time_point> BeatsFailingSince() const;
+  // The node holding `key`'s run of `pool` (RunHolders::HolderOf), this one included.
+  std::optional<RunHolder> HolderOf(const std::string& key, const std::string& pool) const;
 
  private:
   NodeRegistry(kvStore* bucket, std::string node_id, std::chrono::seconds heartbeat,
-               std::function<nlohmann::json()> describe);
+               std::chrono::seconds run_lease, std::function<nlohmann::json()> describe);
   Status Beat();
   void BeatLoop();
   // Hears the bucket's writes until stopped. A watch that broke, or that no longer hears this
@@ -80,6 +87,7 @@ class NodeRegistry {
     std::chrono::steady_clock::time_point at;
   };
   std::map<std::string, HeardRecord> heard_;          // by node id; view_mu_
+  RunHolders holders_;                                // view_mu_
   std::chrono::steady_clock::time_point heard_self_;  // this node's last beat heard; view_mu_
   std::shared_ptr<const ClusterView> view_ = std::make_shared<ClusterView>();  // view_mu_
   std::thread beater_;

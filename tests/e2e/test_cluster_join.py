@@ -176,3 +176,14 @@ def test_an_idle_threshold_shorter_than_two_ack_waits_is_refused_naming_both():
     )  # fmt: skip
     assert done.returncode == 2
     assert "--cluster-idle-tenant-seconds 15 must be at least twice --cluster-ack-wait-seconds (10)" in done.stderr
+
+
+def test_a_run_lease_shorter_than_three_heartbeats_is_refused_naming_both():
+    """A node that missed a beat or two must not lose its runs to other nodes."""
+    done = subprocess.run(
+        [sys.executable, "-m", "kcoral", "server", "--device", "cpu", "--cluster", "nats://127.0.0.1:1",
+         "--cluster-heartbeat-seconds", "2", "--cluster-run-lease-seconds", "5"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert "--cluster-run-lease-seconds 5 must be at least three --cluster-heartbeat-seconds (6)" in done.stderr

@@ -23,6 +23,7 @@ from wire import TRIVIAL, assert_error, execute
 
 SECRET = {"KCORAL_CLUSTER_SECRET": CLUSTER_SECRET}
 ACK_WAIT_S = 3  # a dead node's request runs elsewhere this soon
+RUN_LEASE_S = 3  # ... and its runs are presumed dead this long after its last heartbeat
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,8 @@ def start_node(tmp_path_factory, nats, *flags):
     return Server(
         tmp_path_factory.mktemp("node"),
         "--cluster", nats.flag, "--cluster-heartbeat-seconds", "1",
-        "--cluster-ack-wait-seconds", str(ACK_WAIT_S), "--num-workers", "2",
+        "--cluster-ack-wait-seconds", str(ACK_WAIT_S), "--cluster-run-lease-seconds", str(RUN_LEASE_S),
+        "--num-workers", "2",
         "--cluster-nats-monitor", nats.monitor_flag, *flags,
         env=SECRET,
     )  # fmt: skip

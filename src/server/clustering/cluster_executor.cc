@@ -35,7 +35,7 @@ StatusOr<std::unique_ptr<ClusterExecutor>> ClusterExecutor::Start(Services& serv
                                                                   cluster::ClusterNode& node,
                                                                   std::string pool, int seats) {
   std::unique_ptr<ClusterExecutor> executor(
-      new ClusterExecutor(services, node, std::max(1, seats)));
+      new ClusterExecutor(services, node, pool, std::max(1, seats)));
   KC_RETURN_IF_ERROR(node.Serve(pool));
   auto raw = executor.get();
   KC_ASSIGN_OR_RETURN(executor->hear_cancel_, node.Hear("cancel", [raw](std::string key) {
@@ -111,7 +111,7 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
   // Delivered before? Its outcome, if one was stored, is the answer, whoever stored it. (A
   // first delivery has none: the entry node looked before queueing it.)
   if (item->delivered() > 1) {
-    auto stored = StoredBeforeRerun(work, *item);
+    auto stored = StoredOnceUnheld(work, *item);
     if (!stored.ok()) {  // stopping: another node asks
       item->GiveBack();
       return weight;
@@ -149,13 +149,25 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
     started["claim_ms"] = Rounded(MillisecondsSince(checking));
   }
   services_.events.Emit(EventLevel::kInfo, "cluster_request_started", std::move(started));
+  node_.HoldRun(key);  // listed from the next heartbeat until its outcome is stored
   RunUsage used;
   const auto running = Clock::now();
-  HttpReply reply = Run(work, *item, used);
+  StatusOr<HttpReply> reply = Run(work, *item, used);
   const double run_ms = MillisecondsSince(running);
+  if (!reply.ok()) {
+    services_.events.Emit(EventLevel::kWarning, "cluster_run_fenced",
+                          {{"request_id", request_id},
+                           {"key", key},
+                           {"run_ms", Rounded(run_ms)},
+                           {"reason", reply.status().message()}});
+    node_.ReleaseRun(key);
+    item->GiveBack();
+    return weight;
+  }
   // Charged once per request: only by the node whose outcome is the answer, so a redelivered
   // run is never charged twice.
-  if (Finish(work, reply, run_ms, *item)) services_.quotas.Charge(work.tenant, used);
+  if (Finish(work, *reply, run_ms, *item)) services_.quotas.Charge(work.tenant, used);
+  node_.ReleaseRun(key);
   return weight;
 }
 
@@ -169,6 +181,44 @@ StatusOr<std::optional<std::string>> ClusterExecutor::StoredBeforeRerun(
     item.InProgress();
     std::this_thread::sleep_for(pause);
   }
+}
+
+StatusOr<std::optional<std::string>> ClusterExecutor::StoredOnceUnheld(
+    const cluster::WorkMessage& work, cluster::WorkItem& item) {
+  const auto waiting = Clock::now();
+  std::optional<cluster::RunHolder> waited_for;
+  for (auto pause = std::chrono::milliseconds(50);; pause = std::min(2 * pause, kClaimPoll)) {
+    // The holder before the outcome: one that no longer lists the key stored its outcome first.
+    const std::optional<cluster::RunHolder> holder = node_.HolderOf(work.key, pool_);
+    KC_ASSIGN_OR_RETURN(std::optional<std::string> stored, StoredBeforeRerun(work, item));
+    const bool late = UnixMillisecondsNow() > work.deadline_unix_ms;
+    if (stored || !holder || late) {
+      if (waited_for) {
+        const bool dead = Clock::now() - waited_for->heard > node_.options().run_lease;
+        services_.events.Emit(EventLevel::kInfo, "cluster_rerun_waited",
+                              {{"request_id", work.request_id},
+                               {"key", work.key},
+                               {"holder", waited_for->node_id},
+                               {"listed", waited_for->listed},
+                               {"holder_in_view", waited_for->in_view},
+                               {"waited_ms", Rounded(MillisecondsSince(waiting))},
+                               {"outcome", stored ? "stored"
+                                           : late ? "deadline"
+                                           : dead ? "holder_presumed_dead"
+                                                  : "released"}});
+      }
+      return stored;
+    }
+    if (stopping_) return UnavailableError("stopping");  // another node waits on
+    waited_for = holder;
+    if (pause >= kClaimPoll) item.InProgress();
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+bool ClusterExecutor::Fenced() const {
+  const auto failing = node_.WritesFailingSince();
+  return failing && Clock::now() - *failing > node_.options().run_lease / 2;
 }
 
 std::string ClusterExecutor::NotTheClaimedRun(const cluster::WorkMessage& work,
@@ -282,9 +332,9 @@ StatusOr<AdmittedRequest> ClusterExecutor::Admit(const cluster::WorkMessage& wor
   return admitted;
 }
 
-std::optional<pool::JobResult> ClusterExecutor::RunOnSeat(const cluster::WorkMessage& work,
-                                                          const AdmittedRequest& admitted,
-                                                          cluster::WorkItem& item) {
+StatusOr<pool::JobResult> ClusterExecutor::RunOnSeat(const cluster::WorkMessage& work,
+                                                     const AdmittedRequest& admitted,
+                                                     cluster::WorkItem& item) {
   auto cancel = std::make_shared<pool::CancelFlag>();
   {
     std::lock_guard lock(mu_);
@@ -295,20 +345,39 @@ std::optional<pool::JobResult> ClusterExecutor::RunOnSeat(const cluster::WorkMes
   auto result = done.get_future();
   job->done = [&done](pool::JobResult r) { done.set_value(std::move(r)); };
   const bool submitted = services_.pool.Submit(job);
+  bool fenced = false;
   if (submitted) {
-    const auto tick =
+    const auto say_every =
         std::chrono::duration_cast<std::chrono::milliseconds>(node_.options().ack_wait) / 3;
-    while (result.wait_for(tick) != std::future_status::ready)
-      item.InProgress();
+    const auto look_every =
+        std::min<std::chrono::milliseconds>(say_every, node_.options().heartbeat);
+    auto said = Clock::now();
+    while (result.wait_for(look_every) != std::future_status::ready) {
+      if (!fenced && Fenced()) {
+        fenced = true;
+        cancel->Raise();
+      }
+      if (Clock::now() - said >= say_every) {
+        item.InProgress();
+        said = Clock::now();
+      }
+    }
   }
-  std::lock_guard lock(mu_);
-  cancels_.erase(work.key);
-  if (!submitted) return std::nullopt;
+  {
+    std::lock_guard lock(mu_);
+    cancels_.erase(work.key);
+  }
+  if (!submitted) return ResourceExhaustedError("the node's seats are full");
+  if (fenced) {
+    return UnavailableError(
+        "this node's heartbeats failed for half the run lease: its run was "
+        "cancelled, for another node to take once the lease runs out");
+  }
   return result.get();
 }
 
-HttpReply ClusterExecutor::Run(const cluster::WorkMessage& work, cluster::WorkItem& item,
-                               RunUsage& used) {
+StatusOr<HttpReply> ClusterExecutor::Run(const cluster::WorkMessage& work, cluster::WorkItem& item,
+                                         RunUsage& used) {
   const int64_t left_ms = work.deadline_unix_ms - UnixMillisecondsNow();
   if (std::optional<HttpReply> refused = TooLateOrTooOften(work, item, left_ms)) {
     return std::move(*refused);
@@ -321,10 +390,11 @@ HttpReply ClusterExecutor::Run(const cluster::WorkMessage& work, cluster::WorkIt
   if (work.tenant != cluster::kAnonymousTenant) {
     services_.events.NameTenant(work.request_id, work.tenant);
   }
-  std::optional<pool::JobResult> ran = RunOnSeat(work, *admitted, item);
-  if (!ran) {
-    return EndingReply(RequestEnding::kSaturated, "the node's seats are full", work.request_id);
+  StatusOr<pool::JobResult> ran = RunOnSeat(work, *admitted, item);
+  if (!ran.ok() && ran.status().code() == StatusCode::kResourceExhausted) {
+    return EndingReply(RequestEnding::kSaturated, ran.status().message(), work.request_id);
   }
+  if (!ran.ok()) return ran.status();
   if (ran->ran) used = RecordRun(services_.metrics, *ran);
   OutcomeContext context{work.request_id, &admitted->request.program,
                          services_.config.max_response_bytes, admitted->output_limit_bytes};

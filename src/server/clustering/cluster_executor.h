@@ -42,8 +42,8 @@ class ClusterExecutor {
   void Stop();
 
  private:
-  ClusterExecutor(Services& services, cluster::ClusterNode& node, int seats)
-      : services_(services), node_(node), seats_(seats) {}
+  ClusterExecutor(Services& services, cluster::ClusterNode& node, std::string pool, int seats)
+      : services_(services), node_(node), pool_(std::move(pool)), seats_(seats) {}
   void PullLoop();
   // Runs one request; returns its tenant's weight, for the seat time it is charged.
   double Execute(std::unique_ptr<cluster::WorkItem> item);
@@ -56,19 +56,28 @@ class ClusterExecutor {
   // when this node stops.
   StatusOr<std::optional<std::string>> StoredBeforeRerun(const cluster::WorkMessage& work,
                                                          cluster::WorkItem& item);
+  // StoredBeforeRerun, asked again (saying "in progress") while another node holds the
+  // request's run (docs/cluster.md "The run lease"): until its outcome is stored, the holder
+  // lets go of the key or is presumed dead (silent past the lease), or the deadline passes.
+  StatusOr<std::optional<std::string>> StoredOnceUnheld(const cluster::WorkMessage& work,
+                                                        cluster::WorkItem& item);
+  // This node's heartbeats have failed for half the run lease: other nodes may soon take its
+  // runs, so it gives up those still running.
+  bool Fenced() const;
   // The reply for one request's message, in Run's steps: a request started too often or past
   // its deadline is refused; the program and its blobs are made ready (fetched from the entry
   // node, else any node); it runs on a seat, saying "in progress" while it waits and runs.
-  HttpReply Run(const cluster::WorkMessage& work, cluster::WorkItem& item, RunUsage& used);
+  // An error, and no reply, when the run was cancelled because this node was Fenced.
+  StatusOr<HttpReply> Run(const cluster::WorkMessage& work, cluster::WorkItem& item,
+                          RunUsage& used);
   // `left_ms`: what is left of the request's time, read once as Run starts.
   std::optional<HttpReply> TooLateOrTooOften(const cluster::WorkMessage& work,
                                              cluster::WorkItem& item, int64_t left_ms);
   StatusOr<store::BlobPtr> FetchBlob(const cluster::WorkMessage& work, const std::string& sha);
   StatusOr<AdmittedRequest> Admit(const cluster::WorkMessage& work, int64_t left_ms);
-  // nullopt: the seats are full.
-  std::optional<pool::JobResult> RunOnSeat(const cluster::WorkMessage& work,
-                                           const AdmittedRequest& admitted,
-                                           cluster::WorkItem& item);
+  // kResourceExhausted: the seats are full; kUnavailable: cancelled, this node Fenced.
+  StatusOr<pool::JobResult> RunOnSeat(const cluster::WorkMessage& work,
+                                      const AdmittedRequest& admitted, cluster::WorkItem& item);
   // Keeps the reply where the entry node answers from it, stores the outcome, acknowledges.
   // True when this node's outcome is the request's answer. `run_ms` is what Run took.
   bool Finish(const cluster::WorkMessage& work, const HttpReply& reply, double run_ms,
@@ -76,6 +85,7 @@ class ClusterExecutor {
 
   Services& services_;
   cluster::ClusterNode& node_;
+  const std::string pool_;  // its id (cluster::PoolIdOf)
   const int seats_;
   std::atomic<bool> stopping_{false};
   std::unique_ptr<cluster::Listening> hear_cancel_;

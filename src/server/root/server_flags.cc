@@ -22,8 +22,10 @@ struct RawFlags {
   CLI::Option* cluster = nullptr;
   CLI::Option* auth_keys = nullptr;
   CLI::Option* idle_tenant = nullptr;
+  CLI::Option* run_lease = nullptr;
   int heartbeat_seconds = 0;
   int ack_wait_seconds = 0;
+  int run_lease_seconds = 0;
   int idle_tenant_seconds = 0;
   std::string secret_file;
   bool peer_no_verify = false;
@@ -339,6 +341,17 @@ void AddClusterPeerFlags(CLI::App& cli, ServerConfig& config, RawFlags& raw) {
                  "by the first node of a pool")
       ->needs(raw.cluster)
       ->check(CLI::Range(3, 3600));
+  raw.run_lease_seconds = static_cast<int>(config.cluster.run_lease.count());
+  raw.run_lease =
+      cli.add_option(
+             "--cluster-run-lease-seconds", raw.run_lease_seconds,
+             "A node that falls silent (its broker paused, its network cut) is still taken\n"
+             "to hold the runs its last heartbeat listed this long: their requests, if\n"
+             "handed to another node, wait for its outcome rather than run twice. A node\n"
+             "whose heartbeats fail for half of it cancels its runs. At least three\n"
+             "--cluster-heartbeat-seconds")
+          ->needs(raw.cluster)
+          ->check(CLI::Range(1, 3600));
   raw.idle_tenant_seconds = static_cast<int>(config.cluster.idle_tenant.count());
   raw.idle_tenant =
       cli.add_option("--cluster-idle-tenant-seconds", raw.idle_tenant_seconds,
@@ -380,6 +393,17 @@ Status ApplyClusterFlags(const RawFlags& raw, const Getenv& getenv, ServerConfig
   config.cluster.heartbeat = std::chrono::seconds(raw.heartbeat_seconds);
   config.cluster.ack_wait = std::chrono::seconds(raw.ack_wait_seconds);
   config.cluster.idle_tenant = std::chrono::seconds(raw.idle_tenant_seconds);
+  config.cluster.run_lease = std::chrono::seconds(raw.run_lease_seconds);
+  // Shorter, and a node that missed a beat or two would lose its runs to other nodes.
+  if (config.cluster.run_lease < 3 * config.cluster.heartbeat) {
+    if (*raw.run_lease) {
+      return InvalidArgumentError("--cluster-run-lease-seconds " +
+                                  std::to_string(raw.run_lease_seconds) +
+                                  " must be at least three --cluster-heartbeat-seconds (" +
+                                  std::to_string(3 * raw.heartbeat_seconds) + ")");
+    }
+    config.cluster.run_lease = 3 * config.cluster.heartbeat;  // a slow heartbeat's default
+  }
   // A dead node's request is redelivered before its queue can idle out.
   if (config.cluster.idle_tenant < 2 * config.cluster.ack_wait) {
     if (*raw.idle_tenant) {
