@@ -165,6 +165,10 @@ std::optional<RunHolder> ClusterNode::HolderOf(const std::string& key,
   return parts_->registry->HolderOf(key, pool);
 }
 
+nlohmann::json ClusterNode::DescribeHolders(const std::string& key) const {
+  return parts_->registry->DescribeHolders(key);
+}
+
 void ClusterNode::Tell(const std::string& what, const std::string& key) {
   parts_->outcomes->Tell(what, key);
 }
@@ -261,6 +265,9 @@ void ClusterNode::HoldRun(const std::string&) {}
 void ClusterNode::ReleaseRun(const std::string&) {}
 std::optional<RunHolder> ClusterNode::HolderOf(const std::string&, const std::string&) const {
   return std::nullopt;
+}
+nlohmann::json ClusterNode::DescribeHolders(const std::string&) const {
+  return nlohmann::json::array();
 }
 void ClusterNode::Tell(const std::string&, const std::string&) {}
 Status ClusterNode::AddUsage(const std::string&, int64_t, const UsageSums&) {

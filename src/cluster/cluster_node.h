@@ -86,6 +86,8 @@ class ClusterNode : public EntrySide {
   void ReleaseRun(const std::string& key);
   // Another node's (or this one's) hold on `key`'s run of `pool`, within the run lease.
   std::optional<RunHolder> HolderOf(const std::string& key, const std::string& pool) const;
+  // The records HolderOf weighs (RunHolders::Describe).
+  nlohmann::json DescribeHolders(const std::string& key) const;
 
   // --- a tenant's seconds in a quota window, summed over the cluster (usage_ledger.h)
   Status AddUsage(const std::string& tenant, int64_t window, const UsageSums& used);

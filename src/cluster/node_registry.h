@@ -55,8 +55,11 @@ class NodeRegistry {
   const std::string& node_id() const { return node_id_; }
   // Since when this node's beats have failed to be written; nullopt while they are written.
   std::optional<std::chrono::steady_clock::time_point> BeatsFailingSince() const;
-  // The node holding `key`'s run of `pool` (RunHolders::HolderOf), this one included.
+  // The node holding `key`'s run of `pool` (RunHolders::HolderOf), this one included; an
+  // unknown holder (empty node id) while this node has not heard its own beat for two heartbeats.
   std::optional<RunHolder> HolderOf(const std::string& key, const std::string& pool) const;
+  // RunHolders::Describe, as of now.
+  nlohmann::json DescribeHolders(const std::string& key) const;
 
  private:
   NodeRegistry(kvStore* bucket, std::string node_id, std::chrono::seconds heartbeat,

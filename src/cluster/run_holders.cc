@@ -46,4 +46,16 @@ std::optional<RunHolder> RunHolders::HolderOf(const std::string& key, const std:
   return silent;
 }
 
+nlohmann::json RunHolders::Describe(const std::string& key, Clock::time_point now) const {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& [node_id, held] : nodes_) {
+    nodes.push_back(
+        {{"node_id", node_id},
+         {"age_ms", std::chrono::duration_cast<std::chrono::milliseconds>(now - held.at).count()},
+         {"lists_key", held.running.contains(key)},
+         {"pools", held.pools}});
+  }
+  return nodes;
+}
+
 }  // namespace kc::cluster

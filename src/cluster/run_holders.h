@@ -20,6 +20,8 @@
 namespace kc::cluster {
 
 struct RunHolder {
+  // Empty: unknown. The asking node has not heard its own record lately, so it hears nobody's
+  // (NodeRegistry::HolderOf) and cannot tell whether another node holds the run.
   std::string node_id;
   Clock::time_point heard;  // when its last record was written
   // Its last record lists the key. False: the node has been silent since before it could have
@@ -48,6 +50,9 @@ class RunHolders {
   // (within the lease), which may have taken it after its last record; else none.
   std::optional<RunHolder> HolderOf(const std::string& key, const std::string& pool,
                                     const std::string& self, Clock::time_point now) const;
+  // What HolderOf weighed, for the event of a request run again with no holder found:
+  // [{"node_id", "age_ms", "lists_key", "pools"}].
+  nlohmann::json Describe(const std::string& key, Clock::time_point now) const;
 
  private:
   struct Held {

@@ -193,19 +193,28 @@ StatusOr<std::optional<std::string>> ClusterExecutor::StoredOnceUnheld(
     KC_ASSIGN_OR_RETURN(std::optional<std::string> stored, StoredBeforeRerun(work, item));
     const bool late = UnixMillisecondsNow() > work.deadline_unix_ms;
     if (stored || !holder || late) {
-      if (waited_for) {
-        const bool dead = Clock::now() - waited_for->heard > node_.options().run_lease;
-        services_.events.Emit(EventLevel::kInfo, "cluster_rerun_waited",
+      if (!stored && !holder && !waited_for) {  // run again at once: what the holders said
+        services_.events.Emit(EventLevel::kInfo, "cluster_rerun_unheld",
                               {{"request_id", work.request_id},
                                {"key", work.key},
-                               {"holder", waited_for->node_id},
-                               {"listed", waited_for->listed},
-                               {"holder_in_view", waited_for->in_view},
-                               {"waited_ms", Rounded(MillisecondsSince(waiting))},
-                               {"outcome", stored ? "stored"
-                                           : late ? "deadline"
-                                           : dead ? "holder_presumed_dead"
-                                                  : "released"}});
+                               {"pool", pool_},
+                               {"holders", node_.DescribeHolders(work.key)}});
+      }
+      if (waited_for) {
+        const bool dead = Clock::now() - waited_for->heard > node_.options().run_lease;
+        services_.events.Emit(
+            EventLevel::kInfo, "cluster_rerun_waited",
+            {{"request_id", work.request_id},
+             {"key", work.key},
+             {"holder", waited_for->node_id.empty() ? "unknown (this node heard no heartbeat)"
+                                                    : waited_for->node_id},
+             {"listed", waited_for->listed},
+             {"holder_in_view", waited_for->in_view},
+             {"waited_ms", Rounded(MillisecondsSince(waiting))},
+             {"outcome", stored ? "stored"
+                         : late ? "deadline"
+                         : dead ? "holder_presumed_dead"
+                                : "released"}});
       }
       return stored;
     }
