@@ -46,7 +46,7 @@ e2e: build
 	@PYTHONPATH=python $(PYTHON) -c "from kcoral.tools.nats_brokers import nats_server_binary as b, nats_server_version as v; print('>> nats-server', b(), '.'.join(map(str, v(b()))))"
 	@$(PYTHON) -m pytest -q tests/client tests/e2e
 
-test: format-check layers unit e2e
+test: format-check layers unit e2e faults
 
 demo: build
 	@bash scripts/demo.sh
@@ -56,8 +56,6 @@ bench: build
 
 # The cluster's fault campaign (bench/cluster_faults.py, needs root): every schedule once, about
 # 3 minutes on 2 cores; it exits 1 on an answer lost or changed, or a run beyond its allowance.
-# Not part of `make test` yet: 10 runs of each schedule still find duplicate runs when every
-# broker is down at once (docs/cluster.md), which would fail about a third of quick runs.
 faults: build
 	@echo ">> the cluster's fault campaign (bench/cluster_faults.py --quick)"
 	@$(PYTHON) bench/cluster_faults.py --quick
