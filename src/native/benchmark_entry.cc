@@ -1,6 +1,5 @@
 #include "native/benchmark_entry.h"
 
-#include <algorithm>
 #include <chrono>
 #include <string>
 #include <utility>
@@ -98,12 +97,6 @@ StatusOr<UnseenValuesTiming> TimeOnUnseenValues(CheckedCalls& checked, const py:
     }
   }
   return timing;
-}
-
-double MedianMs(std::vector<double> samples) {
-  if (samples.empty()) return 0;
-  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-  return samples[samples.size() / 2];
 }
 
 // The rotation's hooks, plus the readings at the start of the timed loop.

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/latency_summary.h"
+
 namespace kc::native {
 namespace {
 
@@ -14,17 +16,6 @@ constexpr int kMaxPairs = 16;
 constexpr double kRatio = 0.8;
 constexpr double kMinGapMs = 0.010;
 
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  const size_t middle = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + middle, values.end());
-  double median = values[middle];
-  if (values.size() % 2 == 0) {
-    median = (median + *std::max_element(values.begin(), values.begin() + middle)) / 2;
-  }
-  return median;
-}
-
 std::string Us(double ms) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f us", ms * 1e3);
@@ -32,6 +23,12 @@ std::string Us(double ms) {
 }
 
 }  // namespace
+
+double MedianMs(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return Percentile(values, 50);
+}
 
 int UnseenPairs(double median_ms, double repeat_ms) {
   if (!(median_ms > 0)) return kMaxPairs;
@@ -44,8 +41,8 @@ float UnseenScale(int k) {
 }
 
 nlohmann::json JudgeUnseenValues(const UnseenValuesTiming& timing, SpanFindings& found) {
-  const double seen = Median(timing.seen_ms);
-  const double unseen = Median(timing.unseen_ms);
+  const double seen = MedianMs(timing.seen_ms);
+  const double unseen = MedianMs(timing.unseen_ms);
   nlohmann::json report = {{"pairs", std::min(timing.seen_ms.size(), timing.unseen_ms.size())},
                            {"seen_median_ms", seen},
                            {"unseen_median_ms", unseen},

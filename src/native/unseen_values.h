@@ -29,6 +29,9 @@ struct UnseenValuesTiming {
   bool raised = false;            // a call raised: the pairs ended there
 };
 
+// The median of `samples_ms`, as the report's latency_ms_median computes it; 0 when empty.
+double MedianMs(std::vector<double> samples_ms);
+
 // Pairs to time: as many as a quarter of the repeat budget allows at the timed median, 3 to 16.
 int UnseenPairs(double median_ms, double repeat_ms);
 
