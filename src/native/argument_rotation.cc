@@ -281,6 +281,30 @@ Status ArgumentRotation::PrepareVariedSet(std::optional<float> scale) {
   return Synchronize();
 }
 
+StatusOr<bool> ArgumentRotation::VariedSetIsNew() const {
+  bool any = false;
+  for (const Argument& a : tensors_) {
+    if (a.mode != OutputMode::kInput || a.variant == nullptr) continue;
+    KC_ASSIGN_OR_RETURN(unsigned long long differing,
+                        BytesDiffering(DataOf(a, 1), a.pristine->data(), a.bytes()));
+    if (differing == 0) return false;
+    any = true;
+  }
+  return any;
+}
+
+StatusOr<std::optional<bool>> ArgumentRotation::VariedSetAnsweredAsCaller(int fn) const {
+  bool any_checked = false;
+  for (const Argument& a : tensors_) {
+    if (!a.checked_for(fn) || a.reference[fn][0] == nullptr) continue;
+    any_checked = true;
+    KC_ASSIGN_OR_RETURN(unsigned long long differing,
+                        BytesDiffering(DataOf(a, 1), a.reference[fn][0]->data(), a.bytes()));
+    if (differing != 0) return std::optional<bool>(false);
+  }
+  return any_checked ? std::optional<bool>(true) : std::optional<bool>();
+}
+
 StatusOr<bool> ArgumentRotation::MoveInPlaceIfCallerWritten() {
   if (!copied_) return false;
   std::string written;

@@ -155,6 +155,12 @@ class ArgumentRotation {
   // Set 1 as a call of it finds it (the fresh variant the probes showed the function), its
   // varied inputs then rewritten as the caller's reversed and scaled by `scale` when given.
   Status PrepareVariedSet(std::optional<float> scale);
+  // After a call on new values: whether every varied input of set 1 differs from the caller's
+  // values (a constant or symmetric input stays the same reversed), and whether fn's checked
+  // outputs in set 1 equal its reference on the caller's values, bit for bit (nullopt: no
+  // checked output argument).
+  StatusOr<bool> VariedSetIsNew() const;
+  StatusOr<std::optional<bool>> VariedSetAnsweredAsCaller(int fn) const;
 
   // -- Around the calls, stream-ordered (CallHooks, through checked_calls.h). --
   // Poisons or restores the outputs of the set `call` uses (and loads its values, in place).

@@ -84,8 +84,9 @@ StatusOr<UnseenValuesTiming> TimeOnUnseenValues(CheckedCalls& checked, const py:
       KC_RETURN_IF_ERROR(ProcessL2Flush().Enqueue(nullptr));
       KC_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
       const auto started = std::chrono::steady_clock::now();
+      py::object value;
       try {
-        function(*checked.Arguments(1));
+        value = function(*checked.Arguments(1));
       } catch (py::error_already_set&) {
         timing.raised = true;
         break;
@@ -94,6 +95,11 @@ StatusOr<UnseenValuesTiming> TimeOnUnseenValues(CheckedCalls& checked, const py:
       const std::chrono::duration<double, std::milli> took =
           std::chrono::steady_clock::now() - started;
       (unseen ? timing.unseen_ms : timing.seen_ms).push_back(took.count());
+      if (!unseen) continue;
+      // Reversed at scale 1, a sort's answer is the caller's: only scaled values are judged.
+      checked.Hold(0, std::move(value));
+      KC_ASSIGN_OR_RETURN(const bool stale, checked.AnsweredNewValuesAsCaller(0));
+      if (stale && UnseenScale(k) < 1) ++timing.answered_as_caller;
     }
   }
   return timing;

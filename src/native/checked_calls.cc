@@ -291,6 +291,16 @@ uint64_t CheckedCalls::BytesChanged(int fn) const {
   return arguments_->bytes_changed(fn) + returned_.checked_bytes(fn);
 }
 
+StatusOr<bool> CheckedCalls::AnsweredNewValuesAsCaller(int fn) {
+  KC_ASSIGN_OR_RETURN(std::optional<bool> returned, returned_.HeldAnsweredAsCaller(fn));
+  if (follows_inputs_[fn] != true || CheckedBytes(fn) <= kMaxUndeclaredConstantBytes) return false;
+  KC_ASSIGN_OR_RETURN(bool values_new, arguments_->VariedSetIsNew());
+  if (!values_new) return false;
+  KC_ASSIGN_OR_RETURN(std::optional<bool> arguments, arguments_->VariedSetAnsweredAsCaller(fn));
+  if (!returned && !arguments) return false;
+  return returned.value_or(true) && arguments.value_or(true);
+}
+
 uint64_t CheckedCalls::CheckedBytes(int fn) const {
   return arguments_->output_bytes(fn) + returned_.checked_bytes(fn);
 }

@@ -88,6 +88,10 @@ class CheckedCalls final : public CallHooks {
   Status PrepareVariedSet(std::optional<float> scale) {
     return arguments_->PrepareVariedSet(scale);
   }
+  // After a drained call of `fn` on set 1 readied with new values, its value held: true when it
+  // answered with its answer to the caller's values, bit for bit, though every varied input was
+  // new and its outputs follow its inputs, over more than a small constant's bytes.
+  StatusOr<bool> AnsweredNewValuesAsCaller(int fn);
 
   // defences.arguments, defences.returned and defences.output_check.
   nlohmann::json DescribeArguments() const { return arguments_->Describe(); }

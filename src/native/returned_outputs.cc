@@ -334,6 +334,30 @@ StatusOr<std::optional<bool>> ReturnedOutputs::OutputsFollowInputs(int fn) const
       std::any_of(counts.begin(), counts.end(), [](unsigned long long c) { return c != 0; }));
 }
 
+StatusOr<std::optional<bool>> ReturnedOutputs::HeldAnsweredAsCaller(int fn) {
+  KC_ASSIGN_OR_RETURN(std::vector<Leaf> leaves, TakeLeaves(/*note_unchecked=*/false));
+  std::vector<Slot>& slots = slots_[fn];
+  if (std::none_of(slots.begin(), slots.end(), [](const Slot& slot) {
+        return slot.kind == Kind::kChecked && slot.bytes != 0 && slot.reference[0] != nullptr;
+      })) {
+    return std::optional<bool>();
+  }
+  if (DifferentShape(fn, leaves)) return std::optional<bool>(false);
+  KC_ASSIGN_OR_RETURN(DeviceCounters differing,
+                      DeviceCounters::Create<unsigned long long>(slots.size() + 1));
+  for (size_t i = 0; i < slots.size(); ++i) {
+    Slot& slot = slots[i];
+    if (slot.kind != Kind::kChecked || slot.bytes == 0 || slot.reference[0] == nullptr) continue;
+    KC_ASSIGN_OR_RETURN(const void* elements, Elements(leaves[i], slot));
+    KC_RETURN_IF_ERROR(EnqueueCountMismatches(elements, slot.reference[0]->data(), slot.bytes,
+                                              kByte, kExact, differing.at<unsigned long long>(i),
+                                              kStream));
+  }
+  KC_ASSIGN_OR_RETURN(std::vector<unsigned long long> counts, differing.Read<unsigned long long>());
+  return std::optional<bool>(
+      std::all_of(counts.begin(), counts.end(), [](unsigned long long c) { return c == 0; }));
+}
+
 std::optional<std::string> ReturnedOutputs::DifferentShape(int fn,
                                                            const std::vector<Leaf>& leaves) const {
   const std::vector<Slot>& slots = slots_[fn];

@@ -79,6 +79,10 @@ class ReturnedOutputs {
   // there is none to compare.
   StatusOr<std::optional<bool>> OutputsFollowInputs(int fn) const;
 
+  // After a drained call on values never seen (unseen_values.h): whether every checked tensor
+  // the held value returns equals fn's reference on the caller's values, bit for bit (nullopt:
+  // none checked). Lets the value go.
+  StatusOr<std::optional<bool>> HeldAnsweredAsCaller(int fn);
   // -- Around the calls (CallHooks, through checked_calls.h). --
   Status BeforeCall() {
     Drop();  // an untimed call's value

@@ -46,7 +46,15 @@ nlohmann::json JudgeUnseenValues(const UnseenValuesTiming& timing, SpanFindings&
   nlohmann::json report = {{"pairs", std::min(timing.seen_ms.size(), timing.unseen_ms.size())},
                            {"seen_median_ms", seen},
                            {"unseen_median_ms", unseen},
-                           {"raised", timing.raised}};
+                           {"raised", timing.raised},
+                           {"answered_as_caller", timing.answered_as_caller}};
+  if (timing.answered_as_caller > 0) {
+    found.flags.push_back(
+        "on input values it had never seen, " + std::to_string(timing.answered_as_caller) + " of " +
+        std::to_string(timing.unseen_ms.size()) +
+        " calls returned its answer to the caller's values, bit for bit: it answers new values "
+        "with an answer it holds, not by computing them (integrity.defences.unseen_values)");
+  }
   if (timing.raised) {
     found.flags.push_back(
         "the benchmarked call raised when called again after its timed loop, on the fresh "

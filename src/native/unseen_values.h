@@ -10,8 +10,10 @@
 // (seen) and the caller's values reversed and scaled anew (never seen). Honest work takes the
 // same time on both (the values are alike: reversed, scaled within [3/4, 1]); a cache that
 // computes on a miss is slower on the new values, and is flagged (never refused). A cache that
-// answers new values with garbage, fast, is out of this check's reach: only a reference out of
-// the candidate's reach on unseen inputs (`grade`) can check those calls.
+// answers new values, fast, with an answer it holds (the caller's values') is flagged too: its
+// outputs on new values equal that answer bit for bit. One that answers them with garbage of
+// its own making is out of this check's reach: only a reference out of the candidate's reach on
+// unseen inputs (`grade`) can check those calls.
 #pragma once
 
 #include <string>
@@ -27,6 +29,9 @@ struct UnseenValuesTiming {
   std::vector<double> seen_ms;    // host time of each drained call, values seen before
   std::vector<double> unseen_ms;  // values never given before
   bool raised = false;            // a call raised: the pairs ended there
+  // Calls on new values whose outputs were, bit for bit, the answer to the caller's values
+  // (CheckedCalls::AnsweredNewValuesAsCaller).
+  int answered_as_caller = 0;
 };
 
 // The median of `samples_ms`, as the report's latency_ms_median computes it; 0 when empty.

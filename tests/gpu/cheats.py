@@ -1040,9 +1040,11 @@ REPLAY_BY_KEY = {name: _REPLAY.replace("KEY", expression) for name, expression i
 
 # S1, the fingerprint cache grown wary: it computes the first six sets of values it is given
 # (the grader's check, the benchmark's reference and probe calls) and answers any later new
-# values with a copy of a cached product, as fast as a replay. Nothing a self-referenced
-# benchmark can check tells it apart: its calls on new values cannot be checked without a
-# reference out of its reach on unseen inputs (issue 42's grade).
+# values with a copy of a cached product, as fast as a replay. No check against a reference
+# reaches those calls (a self-referenced benchmark knows no answer to values it never gave), but
+# the copy it returns is, bit for bit, its answer to the caller's values. Garbage of its own
+# making instead would be out of `benchmark`'s reach: only a reference out of its reach on
+# unseen inputs (issue 42's grade) checks those calls.
 REPLAY_FINGERPRINT_GARBAGE_WHEN_UNSEEN = r"""
 import torch
 
@@ -1428,7 +1430,7 @@ CLASS_CASES = {
         "S1",
         REPLAY_FINGERPRINT_GARBAGE_WHEN_UNSEEN,
         **_MM,
-        expect="out of reach of benchmark: new values are answered fast and unchecked (issue 42)",
+        expect="not trusted: new values answered with the caller's values' answer (unseen_values)",
     ),
     "stale_block_from_the_allocator": _case(
         "S2", STALE_BLOCK_FROM_THE_ALLOCATOR, **_MM, expect="refused (the stale block holds the last call's poison)"

@@ -262,13 +262,14 @@ def test_result_replayed_by_key_is_not_trusted(gpu_client, key):
         assert any("never seen" in flag for flag in cheat_on["integrity"]["flags"]), _summary(cheat_on)
 
 
-# A value cache that answers new values with garbage, as fast as a replay, agrees with every check
-# a self-referenced benchmark can make: its reference is the candidate itself, and a call on new
-# values cannot be checked. Out of reach of `benchmark` (docs/benchmark-integrity.md, S1); a
-# grader's own reference on unseen values (issue 42) catches it.
-@pytest.mark.xfail(strict=True, reason="a value cache that answers new values with garbage is out of a self-referenced benchmark's reach")  # fmt: skip
-def test_value_cache_answering_new_values_with_garbage_is_not_trusted(gpu_client):
-    run_case(gpu_client, "replay_keyed_on_fingerprint_garbage_when_unseen")
+def test_value_cache_answering_new_values_with_an_answer_it_holds_is_not_trusted(gpu_client):
+    """S1: a value cache that answers values it never saw, as fast as a replay, with an answer
+    it holds: as fast on new values as on seen ones, but its outputs on them are its answer to
+    the caller's values, bit for bit (integrity.defences.unseen_values.answered_as_caller)."""
+    cheat_on = run_case(gpu_client, "replay_keyed_on_fingerprint_garbage_when_unseen")
+    assert cheat_on is not None, "every checked call is answered right: flagged, not refused"
+    assert cheat_on["integrity"]["defences"]["unseen_values"]["answered_as_caller"] > 0, _summary(cheat_on)
+    assert any("returned its answer to the caller's values" in flag for flag in cheat_on["integrity"]["flags"])
 
 
 def test_stale_block_from_the_caching_allocator_is_not_trusted(gpu_client):

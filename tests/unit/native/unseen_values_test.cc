@@ -38,6 +38,19 @@ TEST(UnseenValues, AGapWithinHostNoiseIsNotFlagged) {
   EXPECT_TRUE(found.flags.empty());
 }
 
+TEST(UnseenValues, NewValuesAnsweredWithTheCallersAnswerAreFlaggedThoughAsFast) {
+  // A cache that answers new values with the product it holds: as fast on both kinds.
+  SpanFindings found;
+  auto timing = Timing({0.072, 0.071, 0.073}, {0.072, 0.072, 0.071});
+  timing.answered_as_caller = 3;
+  const auto report = JudgeUnseenValues(timing, found);
+  ASSERT_EQ(found.flags.size(), 1u);
+  EXPECT_NE(found.flags[0].find("3 of 3 calls returned its answer to the caller's values"),
+            std::string::npos)
+      << found.flags[0];
+  EXPECT_EQ(report["answered_as_caller"], 3);
+}
+
 TEST(UnseenValues, ARaisingCallIsFlagged) {
   SpanFindings found;
   auto timing = Timing({0.1}, {});
