@@ -14,6 +14,9 @@ PART:
   modules   one context loading and unloading a module of 64 kernels (JIT from PTX)
   alloc     one context allocating 512 MiB, touching it and freeing it (page tables)
   kernels   one context launching a short kernel and waiting for it (context switches)
+  restore   --parallel processes hold warmed contexts (64 MiB touched); each in turn is locked,
+            checkpointed to host memory, restored and unlocked through the driver's checkpoint
+            API (a warmed worker's context brought back, issue 43), nothing created
 
 Prints "ready" on stdout once it is churning (teardown: once its contexts exist), and
 on SIGTERM stops, reaps every child and prints "done <count>" (operations completed).
@@ -165,6 +168,17 @@ def churn(part: str, device: int, parallel: int, interval_s: float, stop: Stop) 
             count += 1
             time.sleep(interval_s)
         release(held)
+    elif part == "restore":
+        held = [hold_context(device) for _ in range(parallel)]
+        lib = ctypes.CDLL("libcuda.so.1")
+        Cuda.check(lib.cuInit(0), "cuInit")  # the checkpoint API needs it; no context here
+        print("ready", flush=True)
+        while not stop.requested:
+            pid = held[count % len(held)].pid
+            for step in ("Lock", "Checkpoint", "Restore", "Unlock"):
+                Cuda.check(getattr(lib, f"cuCheckpointProcess{step}")(pid, None), f"cuCheckpointProcess{step}")
+            count += 1
+        release(held)
     else:
         cuda = Cuda(device)
         print("ready", flush=True)
@@ -191,7 +205,7 @@ def churn(part: str, device: int, parallel: int, interval_s: float, stop: Stop) 
     return count
 
 
-PARTS = ("contexts", "create", "teardown", "modules", "alloc", "kernels")
+PARTS = ("contexts", "create", "teardown", "modules", "alloc", "kernels", "restore")
 
 
 def main() -> None:
@@ -206,7 +220,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("part", choices=PARTS)
     parser.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
-    parser.add_argument("--parallel", type=int, default=3, help="contexts: processes at a time (default 3)")
+    parser.add_argument(
+        "--parallel", type=int, default=3, help="contexts: processes at a time; restore: processes held (default 3)"
+    )
     parser.add_argument("--interval-s", type=float, default=0.25, help="teardown: seconds between exits")
     args = parser.parse_args()
     stop = Stop()

@@ -13,8 +13,11 @@ Measures, each in fresh processes started one after another:
   - under MPS, fault containment: a client whose kernel writes address 0 (PTX JIT-compiled by the
     driver), beside a client that keeps launching kernels; whether the bystander and a client
     started afterwards still run;
-  - whether libcuda exports the checkpoint API (cuCheckpointProcess*) and criu is installed.
-Prints one table; every number is a median over --processes runs."""
+  - whether libcuda exports the checkpoint API (cuCheckpointProcess*) and criu is installed; where
+    it is exported, a warmed process (a bare context, and torch with its first tensor) locked,
+    checkpointed to host memory, restored and unlocked --processes times by this process: each
+    step's time, whether the process's device memory came back intact, and its first work after.
+Prints tables; every number is a median over --processes runs."""
 
 from __future__ import annotations
 
@@ -110,6 +113,58 @@ while True:
     if mode == "fault" or time.monotonic() > end:
         break
 print(json.dumps({"ok": True, "launches": launches}), flush=True)
+"""
+
+
+# A warmed process for the checkpoint API: it prints {"ready_ms"} once its context holds a known
+# pattern; then each "work" line on stdin checks the pattern is still there, adds one on the GPU,
+# and prints {"work_ms", "intact"}. It exits when stdin closes.
+WARMED_BARE = r"""
+import ctypes, json, sys, time
+started = time.perf_counter()
+cuda = ctypes.CDLL("libcuda.so.1")
+def check(code, what):
+    if code != 0:
+        raise SystemExit(f"{what} failed: CUresult {code}")
+check(cuda.cuInit(0), "cuInit")
+device = ctypes.c_int()
+check(cuda.cuDeviceGet(ctypes.byref(device), 0), "cuDeviceGet")
+context = ctypes.c_void_p()
+check(cuda.cuDevicePrimaryCtxRetain(ctypes.byref(context), device), "cuDevicePrimaryCtxRetain")
+check(cuda.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+words = 16 << 20
+pointer = ctypes.c_uint64()
+check(cuda.cuMemAlloc_v2(ctypes.byref(pointer), words * 4), "cuMemAlloc")
+value = 7
+check(cuda.cuMemsetD32_v2(pointer, value, words), "cuMemsetD32")
+check(cuda.cuCtxSynchronize(), "cuCtxSynchronize")
+print(json.dumps({"ready_ms": (time.perf_counter() - started) * 1e3}), flush=True)
+host = (ctypes.c_uint32 * words)()
+for line in sys.stdin:
+    started = time.perf_counter()
+    check(cuda.cuMemcpyDtoH_v2(host, pointer, words * 4), "cuMemcpyDtoH")
+    intact = host[0] == value and host[words - 1] == value and host[words // 2] == value
+    value += 1
+    check(cuda.cuMemsetD32_v2(pointer, value, words), "cuMemsetD32")
+    check(cuda.cuCtxSynchronize(), "cuCtxSynchronize")
+    print(json.dumps({"work_ms": (time.perf_counter() - started) * 1e3, "intact": bool(intact)}), flush=True)
+"""
+
+WARMED_TORCH = r"""
+import json, sys, time
+started = time.perf_counter()
+import torch
+x = torch.full((16 << 20,), 7.0, device="cuda")
+torch.cuda.synchronize()
+print(json.dumps({"ready_ms": (time.perf_counter() - started) * 1e3}), flush=True)
+expected = 7.0
+for line in sys.stdin:
+    started = time.perf_counter()
+    intact = bool((x == expected).all().item())
+    x.add_(1)
+    expected += 1
+    torch.cuda.synchronize()
+    print(json.dumps({"work_ms": (time.perf_counter() - started) * 1e3, "intact": intact}), flush=True)
 """
 
 
@@ -220,6 +275,42 @@ def checkpoint_api() -> dict:
     return {"driver_api_version": version.value, "exported": exported, "criu": shutil.which("criu")}
 
 
+def checkpoint_cycles(source: str, rounds: int) -> dict:
+    """One warmed process, locked, checkpointed, restored and unlocked `rounds` times by this
+    process (which calls cuInit and creates no context), its work checked after each."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    if cuda.cuInit(0) != 0:
+        return {"error": "cuInit failed"}
+    target = subprocess.Popen([sys.executable, "-c", source], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    steps: dict[str, list[float]] = {"Lock": [], "Checkpoint": [], "Restore": [], "Unlock": [], "work": []}
+    try:
+        ready = json.loads(target.stdout.readline() or "{}")
+        if "ready_ms" not in ready:
+            return {"error": target.stderr.read()[-300:]}
+        intact = []
+        for _ in range(rounds):
+            for step in ("Lock", "Checkpoint", "Restore", "Unlock"):
+                started = time.perf_counter()
+                code = getattr(cuda, f"cuCheckpointProcess{step}")(target.pid, None)
+                steps[step].append((time.perf_counter() - started) * 1e3)
+                if code != 0:
+                    return {"error": f"cuCheckpointProcess{step}: CUresult {code}", "ready_ms": ready["ready_ms"]}
+            target.stdin.write("work\n")
+            target.stdin.flush()
+            answer = json.loads(target.stdout.readline() or "{}")
+            if "work_ms" not in answer:
+                return {"error": "no work after restore: " + target.stderr.read()[-300:]}
+            steps["work"].append(answer["work_ms"])
+            intact.append(answer["intact"])
+        row = {f"{step}_ms": round(statistics.median(times), 1) for step, times in steps.items()}
+        return {**row, "ready_ms": round(ready["ready_ms"], 1), "intact": all(intact), "rounds": rounds}
+    finally:
+        target.stdin.close()
+        target.wait(timeout=60)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--processes", type=int, default=8, help="fresh processes per measurement (default 8)")
@@ -245,6 +336,9 @@ def main() -> int:
         finally:
             daemon.stop()
     figures["plain_containment"] = containment(dict(os.environ), ptx)
+    if all(figures["checkpoint"]["exported"].values()):
+        figures["checkpoint_bare"] = checkpoint_cycles(WARMED_BARE, options.processes)
+        figures["checkpoint_torch"] = checkpoint_cycles(WARMED_TORCH, options.processes)
 
     print(f"\nFresh processes, {options.processes} each, medians (ms)")
     print(f"{'clients':>8} | {'driver ctx':>10} | {'spawn-exit':>10} | {'torch ready':>11} | {'of it import':>12} | {'spawn-exit':>10}")  # fmt: skip
@@ -254,7 +348,16 @@ def main() -> int:
             print(f"{name:>8} | {row['bare_ready_ms']!s:>10} | {row['bare_wall_ms']!s:>10} | {row['torch_ready_ms']!s:>11} | {row['torch_import_ms']!s:>12} | {row['torch_wall_ms']!s:>10}")  # fmt: skip
     if control is None:
         print("MPS: not testable here: no nvidia-cuda-mps-control on PATH")
-    print(json.dumps({k: v for k, v in figures.items() if k not in ("plain", "mps")}, indent=1)[:4000])
+    if "checkpoint_bare" in figures:
+        print(f"\nA warmed process checkpointed and restored in place, {options.processes} rounds, medians (ms)")
+        print(f"{'process':>8} | {'ready':>7} | {'lock':>6} | {'checkpoint':>10} | {'restore':>7} | {'unlock':>6} | {'work after':>10} | intact")  # fmt: skip
+        for name in ("bare", "torch"):
+            row = figures[f"checkpoint_{name}"]
+            if "error" in row:
+                print(f"{name:>8} | {row['error']}")
+                continue
+            print(f"{name:>8} | {row['ready_ms']:>7} | {row['Lock_ms']:>6} | {row['Checkpoint_ms']:>10} | {row['Restore_ms']:>7} | {row['Unlock_ms']:>6} | {row['work_ms']:>10} | {row['intact']}")  # fmt: skip
+    print(json.dumps({k: v for k, v in figures.items() if k not in ("plain", "mps")}, indent=1)[:6000])
     if options.json:
         Path(options.json).write_text(json.dumps(figures, indent=1))
     return 0
