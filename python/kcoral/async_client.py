@@ -33,6 +33,7 @@ import httpx
 
 from .connections import async_client_options
 from .errors import KCoralError, TransportError
+from . import grading
 from .failover import EntryNodesClient, key_or_fresh, refuse_shared_key
 from .mapping import Outcome, check_concurrency, map_tasks
 from .negotiation import check_program, execute_steps, health_steps, target_of, usage_steps, wire_options
@@ -130,6 +131,19 @@ class AsyncClient(EntryNodesClient):
             except (TransportError, KCoralError) as error:
                 delay = attempts.retry_or_raise(error)
             await anyio.sleep(delay)
+
+    async def grade(
+        self,
+        candidate: grading.Code,
+        reference: grading.Code,
+        make_inputs: grading.Code,
+        cfg: dict[str, Any] | None = None,
+        *,
+        timeout_seconds: float | None = None,
+    ) -> dict[str, Any]:
+        """Client.grade's three programs and verdict, awaited (docs/grading.md)."""
+        steps = grading.grade_steps(candidate, reference, make_inputs, cfg)
+        return await grading.adrive(steps, partial(self.execute, timeout_seconds=timeout_seconds))
 
     def map(
         self,

@@ -12,6 +12,7 @@ import httpx
 
 from .connections import client_options
 from .errors import KCoralError, TransportError
+from . import grading
 from .failover import EntryNodesClient, key_or_fresh, refuse_shared_key
 from .mapping import Outcome, check_concurrency, map_threads
 from .negotiation import check_program, execute_steps, health_steps, target_of, usage_steps, wire_options
@@ -94,6 +95,29 @@ class Client(EntryNodesClient):
     def target(self) -> dict[str, Any]:
         """The server's compile target from ``/health``, e.g. ``{"arch": "sm_90a"}``."""
         return target_of(self.health())
+
+    def grade(
+        self,
+        candidate: grading.Code,
+        reference: grading.Code,
+        make_inputs: grading.Code,
+        cfg: dict[str, Any] | None = None,
+        *,
+        timeout_seconds: float | None = None,
+    ) -> dict[str, Any]:
+        """Grade ``candidate`` against ``reference`` on inputs it never saw (docs/grading.md).
+
+        Three programs, each in a worker of its own: a reference worker draws input sets from
+        seeds it never reveals (``make_inputs(seed, shape)``, for the declared sizes and each of
+        cfg ``shapes``); the candidate's worker runs the candidate on them and times it beside
+        the reference; a second reference worker recomputes the reference and compares. Returns
+        the verdict: correct, per_input, speedup with its 95% interval, significant, trusted,
+        reasons, conditions, integrity {candidate, reference}, lease_ms, and error (the phase
+        that failed). cfg: shapes, seeds (2), reference_dtype ("float64"), tolerance
+        ({rtol, atol}), plausible_speedup (10), and the benchmark's warmup_ms/repeat_ms.
+        ``timeout_seconds`` applies to each program."""
+        steps = grading.grade_steps(candidate, reference, make_inputs, cfg)
+        return grading.drive(steps, partial(self.execute, timeout_seconds=timeout_seconds))
 
     def execute(
         self,

@@ -1,0 +1,9 @@
+"""`grade`: a candidate judged against a reference out of its reach, on inputs it never saw
+(issue 42, docs/grading.md). `Client.grade` and `AsyncClient.grade` run it; this package builds
+its programs and its verdict, with no I/O of its own."""
+
+from kcoral.grading.code import Code
+from kcoral.grading.flow import adrive, drive, grade_steps
+from kcoral.grading.plan import make_plan
+
+__all__ = ["Code", "adrive", "drive", "grade_steps", "make_plan"]

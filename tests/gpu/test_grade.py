@@ -1,0 +1,162 @@
+"""Issue 42 on a GPU: `grade` judges a candidate out of its reach. Three programs, three workers:
+the input sets are drawn from seeds the candidate never sees, the reference's answers exist only
+in the judge's process, and the candidate's outputs and inputs travel there as bytes. Honest code
+is correct and trusted; the public attacks on correctness each fail, for the reason the verdict
+names."""
+
+import pytest
+
+from kcoral.grading import Code
+
+TIMEOUT_S = 180
+SHAPES = [{"n": 512}, {"n": 768}, {"n": 1536}]
+
+MAKE_INPUTS = Code(
+    """
+import torch
+
+def make_inputs(seed, shape):
+    n = (shape or {"n": 1024})["n"]
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    a = torch.randn(n, n, device="cuda", generator=generator)
+    b = torch.randn(n, n, device="cuda", generator=generator)
+    return a, b
+""",
+    "make_inputs",
+)
+REFERENCE = Code("def reference(a, b):\n    return a @ b\n", "reference")
+
+
+def candidate(body: str) -> Code:
+    return Code("import torch\n\n\ndef kernel(a, b):\n" + body, "kernel")
+
+
+HONEST = candidate("    return torch.mm(a, b)\n")
+
+
+def grade(gpu_client, kernel: Code, **cfg) -> dict:
+    verdict = gpu_client.grade(kernel, REFERENCE, MAKE_INPUTS, {"shapes": SHAPES, **cfg}, timeout_seconds=TIMEOUT_S)
+    print(f"\n[figure] grade = {_summary(verdict)}")
+    return verdict
+
+
+def _summary(verdict: dict) -> dict:
+    keys = (
+        "correct",
+        "trusted",
+        "speedup",
+        "speedup_ci95_low",
+        "speedup_ci95_high",
+        "significant",
+        "lease_ms",
+        "error",
+    )
+    worst = max((r["max_rel_err"] or 0 for r in verdict["per_input"]), default=None)
+    return {**{k: verdict[k] for k in keys}, "reasons": [r[:200] for r in verdict["reasons"]], "max_rel_err": worst}
+
+
+def test_an_honest_candidate_is_correct_and_trusted_within_two_seconds_of_lease(gpu_client):
+    verdict = grade(gpu_client, HONEST)
+    assert verdict["correct"] and verdict["trusted"], verdict["reasons"]
+    assert verdict["error"] is None
+    assert len(verdict["per_input"]) == 2 * (1 + len(SHAPES))
+    assert {r["distribution"] for r in verdict["per_input"]} == {"normal", "uniform"}
+    assert verdict["speedup_ci95_low"] <= verdict["speedup"] <= verdict["speedup_ci95_high"]
+    assert verdict["integrity"]["candidate"]["verified"] and verdict["integrity"]["reference"]["verified"]
+    assert verdict["lease_ms"] <= 2000, ("a 50 us kernel on 4 shapes, both timed, in at most 2 s of lease", verdict["lease_ms"])  # fmt: skip
+
+
+def test_an_honest_fp32_candidate_passes_a_float64_reference(gpu_client):
+    verdict = grade(gpu_client, HONEST, reference_dtype="float64")
+    assert verdict["correct"], verdict["reasons"]
+
+
+def test_bf16_work_under_an_fp32_claim_fails_a_float64_reference(gpu_client):
+    verdict = grade(
+        gpu_client, candidate("    return (a.bfloat16() @ b.bfloat16()).float()\n"), reference_dtype="float64"
+    )
+    assert not verdict["correct"] and not verdict["trusted"]
+    assert any("beyond rtol" in reason for reason in verdict["reasons"]), verdict["reasons"]
+
+
+def test_a_result_wrong_on_one_unseen_shape_is_not_correct_and_names_it(gpu_client):
+    """S7: hard-coded for the declared size; right there, wrong elsewhere."""
+    verdict = grade(
+        gpu_client, candidate("    out = a @ b\n    if a.shape[0] != 1024:\n        out[0, 0] += 1.0\n    return out\n")
+    )
+    assert not verdict["correct"]
+    wrong = {r["shape"]["n"] for r in verdict["per_input"] if not r["correct"] and r["shape"]}
+    assert wrong == {512, 768, 1536}
+    assert all(r["correct"] for r in verdict["per_input"] if r["shape"] is None)
+    assert any("wrong on shape n=768" in reason for reason in verdict["reasons"])
+
+
+def test_inputs_zeroed_by_the_call_are_caught_against_a_copy_out_of_reach(gpu_client):
+    """S4: the call zeroes b after computing: its outputs are right, its inputs are not."""
+    verdict = grade(gpu_client, candidate("    out = a @ b\n    b.zero_()\n    return out\n"))
+    assert not verdict["correct"]
+    assert any("changed its input 1" in reason for reason in verdict["reasons"]), verdict["reasons"]
+
+
+def test_an_answer_sheet_hunted_through_gc_finds_nothing_to_copy(gpu_client):
+    """S3: no reference output ever exists in the candidate's process before it answers."""
+    hunt = (
+        "    import gc\n"
+        "    for obj in gc.get_objects():\n"
+        "        if isinstance(obj, torch.Tensor) and obj.is_cuda and obj.shape == (a.shape[0], b.shape[1])"
+        " and obj is not a and obj is not b:\n"
+        "            return obj.clone()\n"
+        "    return torch.zeros(a.shape[0], b.shape[1], device=a.device)\n"
+    )
+    verdict = grade(gpu_client, candidate(hunt))
+    assert not verdict["correct"] and not verdict["trusted"]
+
+
+def test_nan_outputs_never_match(gpu_client):
+    verdict = grade(
+        gpu_client, candidate("    return torch.full((a.shape[0], b.shape[1]), float('nan'), device=a.device)\n")
+    )
+    assert not verdict["correct"]
+
+
+def test_a_reference_slowed_in_the_candidates_process_is_not_trusted(gpu_client):
+    """The candidate slows the reference beside it (Tensor.__matmul__ replaced at import) to
+    inflate its speedup: the judge's reference, timed alone, disagrees."""
+    sabotage = Code(
+        "import torch\n\n_mm = torch.Tensor.__matmul__\n\n\n"
+        "def _slow(a, b):\n    _mm(a, b)\n    _mm(a, b)\n    return _mm(a, b)\n\n\n"
+        "torch.Tensor.__matmul__ = _slow\n\n\n"
+        "def kernel(a, b):\n    return torch.mm(a, b)\n",
+        "kernel",
+    )
+    verdict = grade(gpu_client, sabotage)
+    assert verdict["correct"], verdict["reasons"]
+    assert not verdict["trusted"]
+    assert any("beside the candidate" in reason for reason in verdict["reasons"]), verdict["reasons"]
+
+
+def test_a_candidate_that_does_not_import_is_an_error_of_its_phase(gpu_client):
+    verdict = grade(gpu_client, Code("def kernel(a, b):\n    return a @@ b\n", "kernel"))
+    assert verdict["error"]["phase"] == "candidate"
+    assert not verdict["correct"] and not verdict["trusted"]
+
+
+@pytest.mark.parametrize("factory", [True])
+def test_a_module_built_once_per_shape_by_a_factory(gpu_client, factory):
+    """KernelBench's shape: nn.Modules made by factories on both sides, with the same weights."""
+    model = (
+        "import torch\n\n\n"
+        "class Model(torch.nn.Module):\n"
+        "    def __init__(self, n):\n        super().__init__()\n        self.linear = torch.nn.Linear(n, n)\n\n"
+        "    def forward(self, a, b):\n        return torch.relu(self.linear(a)) + b\n\n\n"
+        "def make(shape):\n    torch.manual_seed(0)\n    return Model((shape or {'n': 1024})['n']).cuda()\n"
+    )
+    verdict = gpu_client.grade(
+        Code(model, "make", factory=factory),
+        Code(model, "make", factory=factory),
+        MAKE_INPUTS,
+        {"shapes": SHAPES},
+        timeout_seconds=TIMEOUT_S,
+    )
+    print(f"\n[figure] grade_factory = {_summary(verdict)}")
+    assert verdict["correct"] and verdict["trusted"], verdict["reasons"]
