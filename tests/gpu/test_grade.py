@@ -160,3 +160,20 @@ def test_a_module_built_once_per_shape_by_a_factory(gpu_client, factory):
     )
     print(f"\n[figure] grade_factory = {_summary(verdict)}")
     assert verdict["correct"] and verdict["trusted"], verdict["reasons"]
+
+
+def test_the_example_grades_an_honest_and_a_hard_coded_candidate(gpu_server):
+    """examples/grade.py as a user runs it."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "grade.py"
+    env = {**os.environ, "KCORAL_GPU_URL": gpu_server.url}
+    done = subprocess.run([sys.executable, str(example)], env=env, capture_output=True, text=True, timeout=600)
+    print(done.stdout)
+    assert done.returncode == 0, done.stderr[-2000:]
+    honest, hard_coded = done.stdout.split("hard-coded:")
+    assert "correct=True trusted=True" in honest and "speedup" in honest
+    assert "correct=False" in hard_coded and "wrong on shape n=512" in hard_coded
