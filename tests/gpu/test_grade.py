@@ -59,8 +59,8 @@ def test_an_honest_candidate_is_correct_and_trusted_within_two_seconds_of_lease(
     verdict = grade(gpu_client, HONEST)
     assert verdict["correct"] and verdict["trusted"], verdict["reasons"]
     assert verdict["error"] is None
-    assert len(verdict["per_input"]) == 2 * (1 + len(SHAPES))
-    assert {r["distribution"] for r in verdict["per_input"]} == {"normal", "uniform"}
+    assert len(verdict["per_input"]) == 3 * (1 + len(SHAPES))
+    assert {r["distribution"] for r in verdict["per_input"]} == {"normal", "uniform", "large"}
     assert verdict["speedup_ci95_low"] <= verdict["speedup"] <= verdict["speedup_ci95_high"]
     assert verdict["integrity"]["candidate"]["verified"] and verdict["integrity"]["reference"]["verified"]
     assert verdict["lease_ms"] <= 2000, ("a 50 us kernel on 4 shapes, both timed, in at most 2 s of lease", verdict["lease_ms"])  # fmt: skip
