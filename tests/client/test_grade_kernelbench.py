@@ -15,28 +15,16 @@ import csv
 import shutil
 import sys
 import types
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-import kcoral.grading
-
-if not hasattr(kcoral.grading, "Code"):  # until the grading core of issue 42 is on this branch
-
-    @dataclass(frozen=True)
-    class _CodeUntilTheCoreLands:
-        source: str
-        name: str
-        factory: bool = False
-
-    kcoral.grading.Code = _CodeUntilTheCoreLands
-
-from kcoral import cli  # noqa: E402
-from kcoral.async_client import AsyncClient  # noqa: E402
-from kcoral.errors import TransportError  # noqa: E402
-from kcoral.grading import report  # noqa: E402
-from kcoral.grading.kernelbench import INIT_SEED, Problem, ProblemError, find_problems, grade_task  # noqa: E402
+from kcoral import cli
+from kcoral.async_client import AsyncClient
+from kcoral.errors import TransportError
+from kcoral.grading import report
+from kcoral.grading.plan import make_plan
+from kcoral.grading.kernelbench import INIT_SEED, Problem, ProblemError, find_problems, grade_task
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kernelbench"
 WRONG_ON_PURPOSE = {"matmul", "relu", "rmsnorm"}
@@ -106,10 +94,11 @@ def test_the_examples_are_fourteen_problems_each_with_its_candidate():
     assert all(f"`{name}_new.py`" in readme for name in WRONG_ON_PURPOSE)
 
 
-def test_every_example_becomes_a_task_and_six_or_more_add_two_or_three_shapes():
+def test_every_example_becomes_a_task_grade_takes_and_six_or_more_add_two_or_three_shapes():
     with_shapes = 0
     for problem in find_problems(EXAMPLES):
-        _, _, _, cfg = grade_task(problem)
+        candidate, reference, make_inputs, cfg = grade_task(problem)
+        make_plan({**cfg, "seeds": 8, "reference_dtype": "float64"}, candidate, reference, make_inputs)
         if "shapes" in cfg:
             assert 2 <= len(cfg["shapes"]) <= 3, problem.name
             with_shapes += 1
@@ -161,7 +150,9 @@ def test_shapes_are_read_without_running_the_file(tmp_path):
         ('SHAPES = [{"width": True}]', "key 'width': the value must be an int or a float"),
         ('SHAPES = [{"width": width * 2}]', "SHAPES must be a literal list of dicts"),
         ('SHAPES = {"width": 3}', "SHAPES must be a list of dicts, not a dict"),
-        ('SHAPES = [("width", 3)]', "SHAPES[0] must be a dict, not a tuple"),
+        ('SHAPES = [("width", 3)]', "SHAPES[0] must be a non-empty dict, not ('width', 3)"),
+        ('SHAPES = [{"width": 3}, {}]', "SHAPES[1] must be a non-empty dict, not {}"),
+        ("SHAPES = [" + '{"width": 3}, ' * 9 + "]", "SHAPES has 9 entries; grade takes at most 8"),
         ('batch_size = batch_size * 2\nSHAPES = [{"batch_size": 4}]', "key 'batch_size' is not a size"),
     ],
 )
@@ -298,7 +289,8 @@ FAILED = {
     "speedup_ci95_high": None,
     "shapes_used": 0,
     "lease_ms": 80.0,
-    "error": {"phase": "candidate", "kind": "raised", "message": "RuntimeError: shape mismatch\n  at line 3"},
+    "reasons": ["the candidate failed (runtime): RuntimeError: shape mismatch\n  at line 3"],
+    "error": {"phase": "candidate", "kind": "runtime", "message": "RuntimeError: shape mismatch\n  at line 3"},
 }
 ROWS = [("softmax", CORRECT), ("rmsnorm", WRONG), ("conv2d", FAILED)]
 
@@ -326,7 +318,7 @@ def test_the_csv_holds_one_line_per_problem(tmp_path):
     assert lines[1]["correct"] == "false"
     assert lines[1]["reasons"] == "outputs differ at shape {'hidden': 1024}; input 0 was written"
     assert (lines[2]["speedup"], lines[2]["speedup_ci95_low"], lines[2]["trusted"]) == ("", "", "false")
-    assert lines[2]["error"] == "candidate/raised: RuntimeError: shape mismatch\n  at line 3"
+    assert lines[2]["error"] == "candidate/runtime: RuntimeError: shape mismatch\n  at line 3"
 
 
 def test_the_table_is_aligned_and_shows_reasons_and_errors():
@@ -337,7 +329,7 @@ def test_the_table_is_aligned_and_shows_reasons_and_errors():
     assert lines[1].split()[:8] == ["rmsnorm", "no", "0.97", "0.90-1.04", "no", "no", "3", "412"]
     assert lines[1].endswith("outputs differ at shape {'hidden': 1024}; input 0 was written")
     assert lines[2].split()[:8] == ["conv2d", "error", "-", "-", "no", "no", "0", "80"]
-    assert lines[2].endswith("error candidate/raised: RuntimeError: shape mismatch at line 3")
+    assert lines[2].endswith("  error candidate/runtime: RuntimeError: shape mismatch at line 3")  # once
     for column in report.TABLE_COLUMNS[1:] + ("reasons",):
         start = header.index(column)
         filled = [line for line in lines if len(line) > start]  # softmax has no reasons
@@ -374,7 +366,8 @@ def test_help_teaches_the_format_the_naming_rule_shapes_and_the_csv(capsys):
         (["{tmp}", "--out", "x.csv"], "argument DIR: {tmp} holds no problem"),
         (["{examples}", "--out", "{tmp}"], "argument --out: {tmp} is a directory"),
         (["{examples}", "--out", "x.csv", "--concurrency", "0"], "argument --concurrency: must be an integer >= 1"),
-        (["{examples}", "--out", "x.csv", "--seeds", "many"], "argument --seeds: must be an integer >= 1"),
+        (["{examples}", "--out", "x.csv", "--seeds", "many"], "argument --seeds: must be an integer from 1 to 8"),
+        (["{examples}", "--out", "x.csv", "--seeds", "9"], "argument --seeds: must be an integer from 1 to 8"),
         (["{examples}", "--out", "x.csv", "--timeout-seconds", "-1"], "argument --timeout-seconds"),
         (["{examples}", "--out", "x.csv", "--reference-dtype", "float16"], "argument --reference-dtype"),
         (["{examples}", "--out", "x.csv", "--url", "http://a:1,,http://b:1"], "argument --url/--ca"),
@@ -425,7 +418,7 @@ def read_rows(path: Path) -> dict[str, dict[str, str]]:
 def test_every_problem_graded_exits_0_even_when_some_are_incorrect(capsys, tmp_path, monkeypatch, dead_url):
     folder = graded_folder(tmp_path, ["softmax", "rmsnorm", "gelu", "cumsum", "layernorm"])
     fake = FakeGrade({"/ 4096": WRONG, "class ModelNew": CORRECT})
-    monkeypatch.setattr(AsyncClient, "grade", fake, raising=False)
+    monkeypatch.setattr(AsyncClient, "grade", fake)
     out_csv = tmp_path / "out" / "grades.csv"
     argv = [str(folder), "--out", str(out_csv), "--url", dead_url, "--concurrency", "2"]
     status, out, err = run_cli(capsys, *argv, "--seeds", "3", "--reference-dtype", "float64", "--timeout-seconds", "90")
@@ -453,7 +446,7 @@ def test_problems_that_could_not_be_graded_are_rows_and_exit_1(capsys, tmp_path,
     fake = FakeGrade(
         {"relu_": FAILED, "softmax": TransportError("POST /grade: connection refused"), "class ModelNew": CORRECT}
     )
-    monkeypatch.setattr(AsyncClient, "grade", fake, raising=False)
+    monkeypatch.setattr(AsyncClient, "grade", fake)
     status, out, _ = run_cli(capsys, str(folder), "--out", str(tmp_path / "grades.csv"), "--url", dead_url)
     assert status == 1
     rows = read_rows(tmp_path / "grades.csv")
@@ -461,8 +454,16 @@ def test_problems_that_could_not_be_graded_are_rows_and_exit_1(capsys, tmp_path,
     assert rows["lonely"]["error"] == "problem/missing_candidate: no lonely_new.py beside it"
     assert rows["shapeless"]["error"].startswith("problem/bad_problem: ")
     assert "key 'depth'" in rows["shapeless"]["error"]
-    assert rows["relu"]["error"].startswith("candidate/raised: RuntimeError")
+    assert rows["relu"]["error"].startswith("candidate/runtime: RuntimeError")
     assert rows["softmax"]["error"] == "request/TransportError: POST /grade: connection refused"
     assert rows["softmax"]["speedup"] == "" and rows["softmax"]["correct"] == "false"
     assert len(fake.calls) == 3  # neither the lonely nor the shapeless problem was sent
     assert "5 problems: 1 correct, 0 incorrect, 4 not graded" in out
+
+
+def test_a_server_that_cannot_be_reached_is_a_request_error_per_problem(capsys, tmp_path, dead_url):
+    folder = graded_folder(tmp_path, ["gelu"])
+    status, out, _ = run_cli(capsys, str(folder), "--out", str(tmp_path / "grades.csv"), "--url", dead_url)
+    assert status == 1
+    error = read_rows(tmp_path / "grades.csv")["gelu"]["error"]
+    assert error.startswith("request/TransportError: ") and dead_url in error

@@ -14,8 +14,8 @@ same forward). A file whose name ends in ``_new.py`` is never a problem itself; 
 starting with ``_`` (``__init__.py``) are skipped.
 
 SHAPES is read with ``ast``, without running the file (this machine need not have torch):
-it must be a literal list of dicts, each key a module-level name the file assigns a literal
-(its size globals), each value an int or a float. The problem is graded at its declared
+it must be a literal list of at most 8 (grade's limit) non-empty dicts, each key a module-level
+name the file assigns a literal (its size globals), each value an int or a float. The problem is graded at its declared
 sizes and at each SHAPES entry.
 
 The three Code objects are the files' sources with a small adapter appended; the adapter's
@@ -39,7 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kcoral.grading import Code
+# From its own module, not the package: the package may re-export this one without a cycle.
+from kcoral.grading.code import Code
+from kcoral.grading.plan import MAX_SHAPES
 
 __all__ = ["CANDIDATE_SUFFIX", "INIT_SEED", "Problem", "ProblemError", "find_problems", "grade_task", "read_shapes"]
 
@@ -146,10 +148,12 @@ def _check_shapes(node: ast.expr, declared: dict[str, Any], path: Path) -> list[
         raise ProblemError(f"{where} must be a literal list of dicts, e.g. [{{'batch_size': 8}}]") from None
     if not isinstance(shapes, list):
         raise ProblemError(f"{where} must be a list of dicts, not a {type(shapes).__name__}")
+    if len(shapes) > MAX_SHAPES:
+        raise ProblemError(f"{where} has {len(shapes)} entries; grade takes at most {MAX_SHAPES}")
     sizes = ", ".join(sorted(declared)) or "none"
     for index, shape in enumerate(shapes):
-        if not isinstance(shape, dict):
-            raise ProblemError(f"{where}[{index}] must be a dict, not a {type(shape).__name__}")
+        if not isinstance(shape, dict) or not shape:
+            raise ProblemError(f"{where}[{index}] must be a non-empty dict, not {shape!r}")
         for key, value in shape.items():
             if key not in declared:
                 raise ProblemError(

@@ -2,7 +2,7 @@
 
 ``rows`` is a list of (problem name, verdict). A verdict whose ``error`` is set (a phase
 failed: the candidate raised, did not compile, the request failed) shows it as
-``phase/kind: message``: in the CSV's ``error`` column, and first in the table's reasons.
+``phase/kind: message``: in the CSV's ``error`` column, and in the table's reasons column, alone.
 """
 
 from __future__ import annotations
@@ -79,9 +79,8 @@ def summary_table(rows: Rows) -> str:
 
 def _table_cells(verdict: dict[str, Any]) -> list[str]:
     low, high = verdict.get("speedup_ci95_low"), verdict.get("speedup_ci95_high")
-    reasons = list(verdict.get("reasons") or ())
-    if verdict.get("error"):
-        reasons.insert(0, "error " + _one_line(error_text(verdict)))
+    # grade's reason for a failed phase repeats its error: the table shows the error alone.
+    reasons = ["error " + error_text(verdict)] if verdict.get("error") else list(verdict.get("reasons") or ())
     return [
         "error" if verdict.get("error") else _yes_no(verdict.get("correct")),
         _fixed(verdict.get("speedup"), 2),
@@ -90,7 +89,7 @@ def _table_cells(verdict: dict[str, Any]) -> list[str]:
         _yes_no(verdict.get("trusted")),
         "-" if verdict.get("shapes_used") is None else str(verdict["shapes_used"]),
         _fixed(verdict.get("lease_ms"), 0),
-        "; ".join(reasons),
+        _one_line("; ".join(reasons)),
     ]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from tqdm import tqdm
 
 from kcoral.async_client import AsyncClient
+from kcoral.grading.plan import MAX_SEEDS
 from kcoral.grading.kernelbench import CANDIDATE_SUFFIX, Problem, ProblemError, find_problems, grade_task
 from kcoral.grading.report import summary_table, write_csv
 
@@ -57,14 +58,19 @@ EPILOG = """examples:
 The API key, where the server wants one, comes from $KCORAL_API_KEY."""
 
 
-def _at_least_one(text: str) -> int:
+def _at_least_one(text: str, most: int | None = None) -> int:
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    if value < 1 or (most is not None and value > most):
+        bounds = ">= 1" if most is None else f"from 1 to {most}"
+        raise argparse.ArgumentTypeError(f"must be an integer {bounds}, got {text!r}")
     return value
+
+
+def _seeds(text: str) -> int:
+    return _at_least_one(text, MAX_SEEDS)
 
 
 def _positive_seconds(text: str) -> float:
@@ -108,8 +114,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--seeds",
         metavar="N",
-        type=_at_least_one,
-        help="input sets drawn per shape, each from its own seed (default: the server's)",
+        type=_seeds,
+        help=f"input sets drawn per shape, each from its own seed, 1 to {MAX_SEEDS} (default: grade's, 2)",
     )
     parser.add_argument(
         "--reference-dtype",
@@ -120,7 +126,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def error_verdict(phase: str, kind: str, message: str) -> dict[str, Any]:
-    """A verdict for a problem graded by no one: as the server's verdict when a phase failed."""
+    """A verdict for a problem no grade answered, shaped as grade's own when a phase failed; its
+    phase is "problem" (not sent) or "request" (grade raised), beside grade's inputs, candidate
+    and judge, and its lease_ms is None: unknown, where a request failed midway."""
     return {
         "correct": False,
         "per_input": [],
@@ -132,7 +140,7 @@ def error_verdict(phase: str, kind: str, message: str) -> dict[str, Any]:
         "trusted": False,
         "reasons": [],
         "conditions": [],
-        "integrity": {},
+        "integrity": {"candidate": None, "reference": None},
         "lease_ms": None,
         "error": {"phase": phase, "kind": kind, "message": message},
     }
