@@ -109,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout-seconds",
         metavar="S",
         type=_positive_seconds,
-        help="the server-side limit of each grade (default: the server's)",
+        help="the server-side limit of each of a grade's three programs (default: the server's)",
     )
     parser.add_argument(
         "--seeds",
