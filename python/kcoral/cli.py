@@ -5,6 +5,7 @@ kcoral run TOOL ...     run python, shell, ncu, compute-sanitizer or run-iket on
 kcoral keys new TENANT  make an API key and its line for --auth-keys
 kcoral cluster up|down  a cluster on this machine, for a trial
 kcoral mcp [--http H:P] KCoral's tools for agents over the Model Context Protocol
+kcoral grade DIR        grade a folder of KernelBench problems, verdicts to a CSV
 kcoral version          print the package version
 """
 
@@ -36,6 +37,10 @@ commands:
               kcoral mcp --url http://gpu:8001
               kcoral mcp --url http://gpu:8001 --http 127.0.0.1:8765
             `kcoral mcp --help` lists every flag; docs/mcp.md has an agent's configuration.
+  grade     grade a folder of KernelBench problems (NAME.py, and its candidate NAME_new.py
+            defining ModelNew) on a server, verdicts to a CSV and a table, for example
+              kcoral grade examples/kernelbench --out grades.csv --url http://gpu:8001
+            `kcoral grade --help` has the file format, SHAPES and the CSV's columns.
   version   print the package version
 """
 
@@ -83,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         from kcoral.mcp_tools.command import main as mcp_main
 
         return mcp_main(rest)
+    if command == "grade":
+        from kcoral.tools.grade import main as grade_main
+
+        return grade_main(rest)
     if command == "version":
         from kcoral import __version__
 
