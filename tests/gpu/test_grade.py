@@ -177,3 +177,33 @@ def test_the_example_grades_an_honest_and_a_hard_coded_candidate(gpu_server):
     honest, hard_coded = done.stdout.split("hard-coded:")
     assert "correct=True trusted=True" in honest and "speedup" in honest
     assert "correct=False" in hard_coded and "wrong on shape n=512" in hard_coded
+
+
+def test_kcoral_grade_over_the_kernelbench_examples(gpu_server, tmp_path):
+    """`kcoral grade DIR --out FILE.csv` on examples/kernelbench, float64 reference: the eleven
+    honest candidates are correct, the three written wrong (examples/kernelbench/README.md) are
+    not, each for its reason."""
+    import csv
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples" / "kernelbench"
+    out = tmp_path / "grades.csv"
+    command = [sys.executable, "-m", "kcoral", "grade", str(examples), "--out", str(out), "--url", gpu_server.url]
+    done = subprocess.run(
+        command + ["--reference-dtype", "float64", "--timeout-seconds", "300"],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    print(done.stdout)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    rows = {row["problem"]: row for row in csv.DictReader(out.open())}
+    assert len(rows) == 14
+    wrong = {name for name, row in rows.items() if row["correct"] != "true"}
+    assert wrong == {"matmul", "relu", "rmsnorm"}, {n: rows[n]["reasons"][:300] for n in wrong}
+    assert "changed its input 0" in rows["relu"]["reasons"]
+    assert "hidden=1024" in rows["rmsnorm"]["reasons"]
