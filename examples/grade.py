@@ -31,7 +31,7 @@ HARD_CODED = Code(
     "    if a.shape[0] != 1024:  # tested only at the declared size\n        out[0] = 0\n    return out\n",
     "kernel",
 )
-CFG = {"shapes": [{"n": 512}, {"n": 768}, {"n": 1536}], "seeds": 3}
+CFG = {"shapes": [{"n": 512}, {"n": 768}, {"n": 1536}], "seeds": 2}
 
 
 def show(name: str, verdict: dict) -> None:

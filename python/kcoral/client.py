@@ -113,7 +113,7 @@ class Client(EntryNodesClient):
         the reference; a second reference worker recomputes the reference and compares. Returns
         the verdict: correct, per_input, speedup with its 95% interval, significant, trusted,
         reasons, conditions, integrity {candidate, reference}, lease_ms, and error (the phase
-        that failed). cfg: shapes, seeds (3: normal, uniform and large values), reference_dtype ("float64"), tolerance
+        that failed). cfg: shapes, seeds (2 per shape; normal, uniform and large values rotate), reference_dtype ("float64"), tolerance
         ({rtol, atol}), plausible_speedup (10), and the benchmark's warmup_ms/repeat_ms.
         ``timeout_seconds`` applies to each program."""
         steps = grading.grade_steps(candidate, reference, make_inputs, cfg)

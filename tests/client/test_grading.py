@@ -87,6 +87,7 @@ def test_an_honest_candidate_is_correct_trusted_with_its_speedup_and_interval():
     assert out["significant"]
     assert out["shapes_used"] == 4
     assert out["lease_ms"] == 300.0
+    assert out["lease_ms_by_phase"] == {"inputs": 100.0, "candidate": 100.0, "judge": 100.0}
     assert out["conditions"] == [] and out["error"] is None
 
 

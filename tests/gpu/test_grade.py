@@ -59,7 +59,7 @@ def test_an_honest_candidate_is_correct_and_trusted_within_two_seconds_of_lease(
     verdict = grade(gpu_client, HONEST)
     assert verdict["correct"] and verdict["trusted"], verdict["reasons"]
     assert verdict["error"] is None
-    assert len(verdict["per_input"]) == 3 * (1 + len(SHAPES))
+    assert len(verdict["per_input"]) == 2 * (1 + len(SHAPES))
     assert {r["distribution"] for r in verdict["per_input"]} == {"normal", "uniform", "large"}
     assert verdict["speedup_ci95_low"] <= verdict["speedup"] <= verdict["speedup_ci95_high"]
     assert verdict["integrity"]["candidate"]["verified"] and verdict["integrity"]["reference"]["verified"]

@@ -19,6 +19,9 @@ REFERENCE_AGREEMENT_US = 3.0
 MIN_EXTRA_SHAPES = 3
 
 
+PHASES = ("inputs", "candidate", "judge")
+
+
 def _lease_ms(results: list[ProgramResult]) -> float:
     return round(sum(r.lease_held_ms for r in results), 3)
 
@@ -37,6 +40,7 @@ def _base(plan: dict[str, Any], results: list[ProgramResult]) -> dict[str, Any]:
         "conditions": [],
         "integrity": {"candidate": None, "reference": None},
         "lease_ms": _lease_ms(results),
+        "lease_ms_by_phase": {phase: round(r.lease_held_ms, 3) for phase, r in zip(PHASES, results)},
         "error": None,
     }
 

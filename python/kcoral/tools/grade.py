@@ -115,7 +115,7 @@ def _parser() -> argparse.ArgumentParser:
         "--seeds",
         metavar="N",
         type=_seeds,
-        help=f"input sets drawn per shape, each from its own seed, 1 to {MAX_SEEDS} (default: grade's, 3: one of each distribution)",
+        help=f"input sets drawn per shape, each from its own seed, 1 to {MAX_SEEDS} (default: grade's, 2)",
     )
     parser.add_argument(
         "--reference-dtype",
