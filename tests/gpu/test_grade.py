@@ -49,6 +49,7 @@ def _summary(verdict: dict) -> dict:
         "speedup_ci95_high",
         "significant",
         "lease_ms",
+        "lease_ms_by_phase",
         "error",
     )
     worst = max((r["max_rel_err"] or 0 for r in verdict["per_input"]), default=None)
@@ -80,9 +81,9 @@ def test_bf16_work_under_an_fp32_claim_fails_a_float64_reference(gpu_client):
 
 
 def test_a_result_wrong_on_one_unseen_shape_is_not_correct_and_names_it(gpu_client):
-    """S7: hard-coded for the declared size; right there, wrong elsewhere."""
+    """S7: hard-coded for the declared size; right there, wrong elsewhere (a row left zero)."""
     verdict = grade(
-        gpu_client, candidate("    out = a @ b\n    if a.shape[0] != 1024:\n        out[0, 0] += 1.0\n    return out\n")
+        gpu_client, candidate("    out = a @ b\n    if a.shape[0] != 1024:\n        out[0] = 0\n    return out\n")
     )
     assert not verdict["correct"]
     wrong = {r["shape"]["n"] for r in verdict["per_input"] if not r["correct"] and r["shape"]}

@@ -12,6 +12,9 @@ MAX_SHAPES = 8
 MAX_SEEDS = 8
 DEFAULT_SEEDS = 2  # the distributions rotate over shapes and seeds: all three show
 DEFAULT_PLAUSIBLE_SPEEDUP = 10.0
+# Both benchmarks' budgets unless cfg says otherwise: half the benchmark's own (25 ms, 100 ms),
+# still hundreds of interleaved pairs for a kernel of tens of microseconds, and less lease.
+GRADE_BENCHMARK = {"warmup_ms": 10, "repeat_ms": 50}
 GRADE_KEYS = ("shapes", "seeds", "reference_dtype", "tolerance", "plausible_speedup")
 
 
@@ -48,7 +51,7 @@ def make_plan(cfg: dict | None, candidate: Code, reference: Code, make_inputs: C
         "candidate_factory": candidate.factory,
         "reference_factory": reference.factory,
         "plausible_speedup": cfg.get("plausible_speedup", DEFAULT_PLAUSIBLE_SPEEDUP),
-        "benchmark": {key: cfg[key] for key in BENCHMARK_KEYS if key in cfg},
+        "benchmark": {**GRADE_BENCHMARK, **{key: cfg[key] for key in BENCHMARK_KEYS if key in cfg}},
     }
     if not isinstance(plan["seeds"], int) or isinstance(plan["seeds"], bool) or not 1 <= plan["seeds"] <= MAX_SEEDS:
         raise ValueError(f"cfg['seeds'] must be an int from 1 to {MAX_SEEDS} (input sets per shape)")
