@@ -242,6 +242,7 @@ def test_dead_standby_workers_are_replaced_without_a_request_noticing(make_serve
         assert not still_alive(victims)
 
 
+@pytest.mark.serial  # each of 300 requests within 2 s
 def test_a_seat_is_free_again_as_soon_as_its_retired_worker_is_reaped(make_server):
     """A sandboxed worker's pid 1 exits only once the zygote has reaped the worker, and the seat
     waits for that exit. SIGCHLD may land on any of the zygote's threads (its imports start
