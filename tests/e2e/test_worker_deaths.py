@@ -287,6 +287,7 @@ def host_tmp_entries() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("kcoral-*") if not p.name.startswith("kcoral-workspaces-")}
 
 
+@pytest.mark.serial  # the host /tmp: other tests' servers (the reference server's programs) write there
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_fresh_workers_leave_nothing_in_the_host_tmp(make_server, sandbox):
     # The host /tmp is shared with anything else running on the machine: an entry that another
