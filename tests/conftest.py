@@ -13,6 +13,22 @@ _PYTHON = str(Path(__file__).resolve().parents[1] / "python")
 sys.path.insert(0, _PYTHON)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_PYTHON, os.environ.get("PYTHONPATH")]))
 
+# Under pytest-xdist (`make e2e` runs the tests not marked serial with -n), each worker picks
+# the ports of the servers it starts from a range of its own, below the kernel's ephemeral
+# ports (kcoral.tools.nats_brokers.free_port; inherited by the benches a test runs): a port
+# that one worker picked, or freed to restart a server on it, is never another worker's.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _WORKER.startswith("gw") and (_LOW := 10000 + 1000 * int(_WORKER[2:])) + 999 < 32768:
+    os.environ["KCORAL_PORT_RANGE"] = f"{_LOW}-{_LOW + 999}"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "serial: asserts latency, CPU share or timing that other tests on the machine's cores would move; "
+        "`make e2e` runs these alone, after the parallel run of the others",
+    )
+
 
 @pytest.fixture
 def dead_url():

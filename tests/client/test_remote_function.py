@@ -5,6 +5,7 @@ compared with what the reference client (PyPI kcoral 0.1.1) builds."""
 from __future__ import annotations
 
 import ast
+import fcntl
 import functools
 import hashlib
 import inspect
@@ -653,20 +654,23 @@ def reference_python() -> Path:
     """The reference client's interpreter; made if missing, else skip."""
     python = REFERENCE_VENV / "bin" / "python"
     marker = REFERENCE_VENV / ".kcoral-0.1.1"
-    if not marker.exists():
-        try:
-            venv.create(REFERENCE_VENV, with_pip=True, clear=True)
-            install = subprocess.run(
-                [str(python), "-m", "pip", "install", "-q", "kcoral==0.1.1"],
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            pytest.skip(f"cannot create the reference client's venv: {exc}")
-        if install.returncode != 0:
-            pytest.skip(f"cannot install the reference client: {install.stderr[-500:]}")
-        marker.touch()
+    REFERENCE_VENV.parent.mkdir(parents=True, exist_ok=True)
+    with open(REFERENCE_VENV.parent / f"{REFERENCE_VENV.name}.lock", "w") as lock:  # the e2e test's too
+        fcntl.flock(lock, fcntl.LOCK_EX)  # under pytest-xdist another worker may be making it
+        if not marker.exists():
+            try:
+                venv.create(REFERENCE_VENV, with_pip=True, clear=True)
+                install = subprocess.run(
+                    [str(python), "-m", "pip", "install", "-q", "kcoral==0.1.1"],
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                pytest.skip(f"cannot create the reference client's venv: {exc}")
+            if install.returncode != 0:
+                pytest.skip(f"cannot install the reference client: {install.stderr[-500:]}")
+            marker.touch()
     return python
 
 

@@ -10,7 +10,6 @@ it (a leak probe on every test).
 import contextlib
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -25,9 +24,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """kcoral.tools.nats_brokers' (the brokers' and the benches' too): from this xdist worker's
+    own KCORAL_PORT_RANGE (tests/conftest.py) when the tests run in parallel."""
+    from kcoral.tools.nats_brokers import free_port as pick
+
+    return pick()
 
 
 class Server:

@@ -303,6 +303,7 @@ OLD_OUTCOMES_BUCKET = {
 }  # fmt: skip
 
 
+@pytest.mark.serial  # each answer within 1 s
 @pytest.mark.parametrize("bucket", ["made by the node", "made without republish"])
 def test_each_outcome_is_announced_once_and_at_once(tmp_path_factory, bucket):
     """The NATS servers announce each stored outcome as they store it (the outcomes bucket
@@ -451,6 +452,7 @@ def timed_probe(send) -> tuple[float, httpx.Response | None]:
     return time.monotonic() - began, answer
 
 
+@pytest.mark.serial  # /health and an upload within 1.5 s
 def test_a_node_stays_responsive_while_nats_stalls(tmp_path_factory):
     """The NATS servers are SIGSTOPped while requests wait on them (their claim, queue and the
     quota ledger's read): the node's blocking cluster calls have threads of their own, so its

@@ -17,6 +17,10 @@ import pytest
 from conftest import Server, call, wait_for
 from nats_cluster import CLUSTER_SECRET, NatsCluster, cluster_key
 
+# A pause timed against AckWait, a rerun timed to the lease within a second or three: alone on the
+# machine (`make e2e` runs these after the rest).
+pytestmark = pytest.mark.serial
+
 ACK_WAIT_S = 3
 HEARTBEAT_S = 1
 # Appends "<token> <unix time>" and answers the token: which run the answer came from.

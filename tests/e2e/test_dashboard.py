@@ -121,6 +121,7 @@ def run_mix(url: str, headers: dict | None = None, api_key: str | None = None) -
     return ids
 
 
+@pytest.mark.serial  # a new request on the page within 2 s
 def test_dashboard_shows_requests_charts_and_new_requests_live(make_server, browser, tmp_path):
     server = make_server("--num-workers", "2")
     ids = run_mix(server.url)
@@ -319,6 +320,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
+@pytest.mark.serial  # the server's CPU under 5% of a core, 9 polls a second of each poller
 def test_64_pollers_share_one_snapshot_a_second(make_server):
     server = make_server("--num-workers", "1")
     run_mix(server.url)  # a ring with something in it

@@ -20,6 +20,10 @@ from wire import BOUNDARY, body_of, module_program, program_part
 
 from kcoral.keys import key_line, new_key
 
+# Waits beside a flood against waits alone, shares of a seat, 0.6 s per request, 5 s remakes of a
+# consumer: alone on the machine (`make e2e` runs these after the rest).
+pytestmark = pytest.mark.serial
+
 
 def sleeping(seconds: float) -> bytes:
     program = module_program("import time\ndef main(s):\n    time.sleep(s)\n    return s\n", args=[seconds])

@@ -1,6 +1,7 @@
 """The reference client (PyPI kcoral==0.1.1), in its own virtual environment,
 runs unchanged against our server (spec/protocol.md, compatibility target (a))."""
 
+import fcntl
 import json
 import subprocess
 import venv
@@ -15,14 +16,17 @@ VENV = HERE.parents[1] / "build" / "reference-client-venv"
 def reference_python() -> Path:
     python = VENV / "bin" / "python"
     marker = VENV / ".kcoral-0.1.1"
-    if not marker.exists():
-        venv.create(VENV, with_pip=True, clear=True)
-        install = subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", "kcoral==0.1.1"], capture_output=True, text=True
-        )
-        if install.returncode != 0:
-            pytest.fail(f"cannot install the reference client: {install.stderr[-2000:]}")
-        marker.touch()
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    with open(VENV.parent / f"{VENV.name}.lock", "w") as lock:  # tests/client/test_remote_function.py's too
+        fcntl.flock(lock, fcntl.LOCK_EX)  # under pytest-xdist another worker may be making it
+        if not marker.exists():
+            venv.create(VENV, with_pip=True, clear=True)
+            install = subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", "kcoral==0.1.1"], capture_output=True, text=True
+            )
+            if install.returncode != 0:
+                pytest.fail(f"cannot install the reference client: {install.stderr[-2000:]}")
+            marker.touch()
     return python
 
 

@@ -4,6 +4,7 @@ local hashing and the CACHE_MISS negotiation (docs/data-path.md "The client").""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -26,12 +27,17 @@ MIB = 1 << 20
 def reference_server_python() -> Path:
     python = VENV / "bin" / "python"
     marker = VENV / ".kcoral-0.1.1-server"
-    if not marker.exists():
-        venv.create(VENV, with_pip=True, clear=True)
-        install = subprocess.run([str(python), "-m", "pip", "install", "-q", *PACKAGES], capture_output=True, text=True)
-        if install.returncode != 0:
-            pytest.fail(f"cannot install the reference server: {install.stderr[-2000:]}")
-        marker.touch()
+    VENV.parent.mkdir(parents=True, exist_ok=True)
+    with open(VENV.parent / f"{VENV.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # under pytest-xdist another worker may be making it
+        if not marker.exists():
+            venv.create(VENV, with_pip=True, clear=True)
+            install = subprocess.run(
+                [str(python), "-m", "pip", "install", "-q", *PACKAGES], capture_output=True, text=True
+            )
+            if install.returncode != 0:
+                pytest.fail(f"cannot install the reference server: {install.stderr[-2000:]}")
+            marker.touch()
     return python
 
 

@@ -45,6 +45,7 @@ def stream_viewers(url: str, headers: dict | None = None) -> int:
     return httpx.get(url + "/api/status", headers=headers or {}, timeout=10).json()["stream_viewers"]
 
 
+@pytest.mark.serial  # the first event within 1 s, then one every 0.9 to 2.5 s
 def test_a_viewer_gets_the_newest_build_at_once_then_each_new_one(make_server):
     server = make_server("--num-workers", "1")
     with Client(server.url) as client:

@@ -242,6 +242,7 @@ def test_dead_standby_workers_are_replaced_without_a_request_noticing(make_serve
         assert not still_alive(victims)
 
 
+@pytest.mark.serial  # each of 300 requests within 2 s
 def test_a_seat_is_free_again_as_soon_as_its_retired_worker_is_reaped(make_server):
     """A sandboxed worker's pid 1 exits only once the zygote has reaped the worker, and the seat
     waits for that exit. SIGCHLD may land on any of the zygote's threads (its imports start
@@ -286,6 +287,7 @@ def host_tmp_entries() -> set[str]:
     return {p.name for p in Path(tempfile.gettempdir()).glob("kcoral-*") if not p.name.startswith("kcoral-workspaces-")}
 
 
+@pytest.mark.serial  # the host /tmp: other tests' servers (the reference server's programs) write there
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 def test_fresh_workers_leave_nothing_in_the_host_tmp(make_server, sandbox):
     # The host /tmp is shared with anything else running on the machine: an entry that another

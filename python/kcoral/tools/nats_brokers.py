@@ -16,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
 import socket
 import subprocess
 import sysconfig
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -57,10 +59,33 @@ def nats_server_version(binary: str, refuse_older: bool = True) -> tuple[int, in
     return version
 
 
+_port_lock = threading.Lock()
+_next_port: int | None = None
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port that is free now, for a server started next. By default the kernel picks
+    it (bind to port 0), from its ephemeral range. KCORAL_PORT_RANGE=LOW-HIGH picks it from that
+    range instead, in turn from a random start: parallel test workers (tests/conftest.py) each get
+    a range of their own below the ephemeral one, since a port picked or freed by one worker's
+    server (stopped to be restarted on it) could otherwise be handed to another worker's bind."""
+    span = os.environ.get("KCORAL_PORT_RANGE")
+    if not span:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    global _next_port
+    low, high = (int(bound) for bound in span.split("-"))
+    with _port_lock:
+        if _next_port is None or not low <= _next_port <= high:
+            _next_port = random.randint(low, high)
+        for _ in range(high - low + 1):
+            port = _next_port
+            _next_port = low + (port + 1 - low) % (high - low + 1)
+            with socket.socket() as s, contextlib.suppress(OSError):
+                s.bind(("127.0.0.1", port))
+                return port
+    raise RuntimeError(f"no free port in KCORAL_PORT_RANGE={span}")
 
 
 def nats_request(port: int, subject: str, timeout: float = 5, host: str = "127.0.0.1") -> dict | None:
