@@ -127,6 +127,18 @@ bool NatsLink::Leaderless(natsStatus s) {
   return s == NATS_TIMEOUT || s == NATS_NO_RESPONDERS;
 }
 
+natsStatus NatsLink::CreateWhileForming(const std::function<natsStatus(jsErrCode*)>& create) {
+  const auto deadline = std::chrono::steady_clock::now() + kLeaderWait;
+  for (;;) {
+    jsErrCode code = static_cast<jsErrCode>(0);
+    const natsStatus s = create(&code);
+    const bool forming =
+        Leaderless(s) || code == JSClusterNoPeersErr || code == JSClusterNotAvailErr;
+    if (s == NATS_OK || !forming || std::chrono::steady_clock::now() > deadline) return s;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 Status NatsLink::AwaitLeader(const std::string& stream) const {
   const auto deadline = std::chrono::steady_clock::now() + kLeaderWait;
   for (;;) {

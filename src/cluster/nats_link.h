@@ -11,6 +11,7 @@
 #include <nats/nats.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,6 +47,10 @@ class NatsLink {
   // Whether a request about a stream found it without a leader (it times out, or nobody
   // answers): one another node has just created, say.
   static bool Leaderless(natsStatus s);
+  // Calls `create` (a replicated stream's creation) again while the JetStream cluster is still
+  // forming (brokers just started: no meta leader, or too few peers joined to place the
+  // replicas), up to 10 s; returns its last status.
+  static natsStatus CreateWhileForming(const std::function<natsStatus(jsErrCode*)>& create);
 
   // The server the connection is on now ("nats://127.0.0.1:4222"), empty while reconnecting.
   std::string ConnectedUrl() const;

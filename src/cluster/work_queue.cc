@@ -68,7 +68,9 @@ StatusOr<std::unique_ptr<WorkQueue>> WorkQueue::Open(NatsLink& link, WorkQueueOp
     config.Storage = js_FileStorage;
     config.Replicas = link.replicas();
     config.Duplicates = Nanoseconds(options.duplicate_window);
-    s = js_AddStream(&info, link.jetstream(), &config, nullptr, &code);
+    s = NatsLink::CreateWhileForming([&](jsErrCode* forming) {
+      return js_AddStream(&info, link.jetstream(), &config, nullptr, forming);
+    });
     if (s != NATS_OK) {
       // Another node created it meanwhile: that one is as good.
       s = js_GetStreamInfo(&info, link.jetstream(), kStream, nullptr, &code);
