@@ -3,6 +3,7 @@
 so do the servers and workers the tests start (they inherit PYTHONPATH)."""
 
 import os
+import random
 import socket
 import sys
 from pathlib import Path
@@ -16,10 +17,16 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_PYTHON, os.environ.get
 # Under pytest-xdist (`make e2e` runs the tests not marked serial with -n), each worker picks
 # the ports of the servers it starts from a range of its own, below the kernel's ephemeral
 # ports (kcoral.tools.nats_brokers.free_port; inherited by the benches a test runs): a port
-# that one worker picked, or freed to restart a server on it, is never another worker's.
+# that one worker picked, or freed to restart a server on it, is never another worker's. The
+# ranges of a run follow a base that its controller draws (its workers inherit it), so that two
+# runs on one machine seldom share ports either.
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-if _WORKER.startswith("gw") and (_LOW := 10000 + 1000 * int(_WORKER[2:])) + 999 < 32768:
-    os.environ["KCORAL_PORT_RANGE"] = f"{_LOW}-{_LOW + 999}"
+if not _WORKER:
+    os.environ.setdefault("KCORAL_TEST_PORT_BASE", str(random.randrange(10000, 28000)))
+elif _WORKER.startswith("gw"):
+    _LOW = int(os.environ.get("KCORAL_TEST_PORT_BASE", "10000")) + 500 * int(_WORKER[2:])
+    if _LOW + 499 < 32768:
+        os.environ["KCORAL_PORT_RANGE"] = f"{_LOW}-{_LOW + 499}"
 
 
 def pytest_configure(config):
