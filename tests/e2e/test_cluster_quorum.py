@@ -9,6 +9,7 @@ import time
 import uuid
 
 import httpx
+import pytest
 
 from conftest import Server
 from nats_cluster import CLUSTER_SECRET, NatsCluster
@@ -67,6 +68,7 @@ def test_a_request_that_cannot_be_queued_without_a_quorum_is_503_unavailable(tmp
         assert answer.status_code == 200 and answer.json()["status"] == "COMPLETED", answer.text
 
 
+@pytest.mark.serial  # its request must be queued and running within the 1 s before the brokers die
 def test_a_queued_request_whose_quorum_is_lost_is_503_unavailable_naming_its_key(tmp_path):
     with one_node_cluster(tmp_path) as (nats, node):
         answered = {}
