@@ -4,9 +4,17 @@ in the judge's process, and the candidate's outputs and inputs travel there as b
 is correct and trusted; the public attacks on correctness each fail, for the reason the verdict
 names."""
 
+import csv
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from kcoral.grading import Code
+
+REPO = Path(__file__).resolve().parents[2]
 
 TIMEOUT_S = 180
 SHAPES = [{"n": 512}, {"n": 768}, {"n": 1536}]
@@ -147,8 +155,7 @@ def test_a_candidate_that_does_not_import_is_an_error_of_its_phase(gpu_client):
     assert not verdict["correct"] and not verdict["trusted"]
 
 
-@pytest.mark.parametrize("factory", [True])
-def test_a_module_built_once_per_shape_by_a_factory(gpu_client, factory):
+def test_a_module_built_once_per_shape_by_a_factory(gpu_client):
     """KernelBench's shape: nn.Modules made by factories on both sides, with the same weights."""
     model = (
         "import torch\n\n\n"
@@ -158,8 +165,8 @@ def test_a_module_built_once_per_shape_by_a_factory(gpu_client, factory):
         "def make(shape):\n    torch.manual_seed(0)\n    return Model((shape or {'n': 1024})['n']).cuda()\n"
     )
     verdict = gpu_client.grade(
-        Code(model, "make", factory=factory),
-        Code(model, "make", factory=factory),
+        Code(model, "make", factory=True),
+        Code(model, "make", factory=True),
         MAKE_INPUTS,
         {"shapes": SHAPES},
         timeout_seconds=TIMEOUT_S,
@@ -170,12 +177,7 @@ def test_a_module_built_once_per_shape_by_a_factory(gpu_client, factory):
 
 def test_the_example_grades_an_honest_and_a_hard_coded_candidate(gpu_server):
     """examples/grade.py as a user runs it."""
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    example = Path(__file__).resolve().parents[2] / "examples" / "grade.py"
+    example = REPO / "examples" / "grade.py"
     env = {**os.environ, "KCORAL_GPU_URL": gpu_server.url}
     done = subprocess.run([sys.executable, str(example)], env=env, capture_output=True, text=True, timeout=600)
     print(done.stdout)
@@ -189,13 +191,7 @@ def test_kcoral_grade_over_the_kernelbench_examples(gpu_server, tmp_path):
     """`kcoral grade DIR --out FILE.csv` on examples/kernelbench, float64 reference: the eleven
     honest candidates are correct, the three written wrong (examples/kernelbench/README.md) are
     not, each for its reason."""
-    import csv
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    examples = Path(__file__).resolve().parents[2] / "examples" / "kernelbench"
+    examples = REPO / "examples" / "kernelbench"
     out = tmp_path / "grades.csv"
     command = [sys.executable, "-m", "kcoral", "grade", str(examples), "--out", str(out), "--url", gpu_server.url]
     done = subprocess.run(
