@@ -3,7 +3,8 @@
 its programs and its verdict, with no I/O of its own."""
 
 from kcoral.grading.code import Code
-from kcoral.grading.flow import adrive, drive, grade_steps
+from kcoral.grading.flow import grade_steps
 from kcoral.grading.plan import make_plan
+from kcoral.steps import adrive, drive
 
 __all__ = ["Code", "adrive", "drive", "grade_steps", "make_plan"]

@@ -1,9 +1,10 @@
 """A grade as steps: a generator that yields each phase's program and is sent its result, so
-Client and AsyncClient drive the same flow (the way negotiation.py's steps are driven)."""
+Client and AsyncClient drive the same flow with steps.py's drive and adrive, as they drive an
+HTTP exchange."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Generator
 from typing import Any
 
 from kcoral.grading import programs
@@ -34,21 +35,3 @@ def _steps(candidate: Code, reference: Code, make_inputs: Code, plan: dict[str, 
     if not judged.completed:
         return failed_verdict("judge", judged, [inputs, answered, judged], plan)
     return verdict(inputs, answered, judged, plan)
-
-
-def drive(steps: Steps, execute: Callable[[Program], ProgramResult]) -> dict[str, Any]:
-    try:
-        program = next(steps)
-        while True:
-            program = steps.send(execute(program))
-    except StopIteration as done:
-        return done.value
-
-
-async def adrive(steps: Steps, execute: Callable[[Program], Awaitable[ProgramResult]]) -> dict[str, Any]:
-    try:
-        program = next(steps)
-        while True:
-            program = steps.send(await execute(program))
-    except StopIteration as done:
-        return done.value

@@ -27,10 +27,17 @@ def _lease_ms(results: list[ProgramResult]) -> float:
 
 
 def _base(plan: dict[str, Any], results: list[ProgramResult]) -> dict[str, Any]:
+    out = empty_verdict(1 + len(plan["shapes"]), _lease_ms(results))
+    out["lease_ms_by_phase"] = {phase: round(r.lease_held_ms, 3) for phase, r in zip(PHASES, results)}
+    return out
+
+
+def empty_verdict(shapes_used: int, lease_ms: float | None) -> dict[str, Any]:
+    """A verdict with nothing judged yet: not correct, not trusted, no speedup."""
     return {
         "correct": False,
         "per_input": [],
-        "shapes_used": 1 + len(plan["shapes"]),
+        "shapes_used": shapes_used,
         "speedup": None,
         "speedup_ci95_low": None,
         "speedup_ci95_high": None,
@@ -39,8 +46,8 @@ def _base(plan: dict[str, Any], results: list[ProgramResult]) -> dict[str, Any]:
         "reasons": [],
         "conditions": [],
         "integrity": {"candidate": None, "reference": None},
-        "lease_ms": _lease_ms(results),
-        "lease_ms_by_phase": {phase: round(r.lease_held_ms, 3) for phase, r in zip(PHASES, results)},
+        "lease_ms": lease_ms,
+        "lease_ms_by_phase": {},
         "error": None,
     }
 

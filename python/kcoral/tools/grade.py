@@ -22,6 +22,7 @@ from kcoral.async_client import AsyncClient
 from kcoral.grading.plan import MAX_SEEDS
 from kcoral.grading.kernelbench import CANDIDATE_SUFFIX, Problem, ProblemError, find_problems, grade_task
 from kcoral.grading.report import summary_table, write_csv
+from kcoral.grading.verdict import empty_verdict
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -129,21 +130,9 @@ def error_verdict(phase: str, kind: str, message: str) -> dict[str, Any]:
     """A verdict for a problem no grade answered, shaped as grade's own when a phase failed; its
     phase is "problem" (not sent) or "request" (grade raised), beside grade's inputs, candidate
     and judge, and its lease_ms is None: unknown, where a request failed midway."""
-    return {
-        "correct": False,
-        "per_input": [],
-        "shapes_used": 0,
-        "speedup": None,
-        "speedup_ci95_low": None,
-        "speedup_ci95_high": None,
-        "significant": False,
-        "trusted": False,
-        "reasons": [],
-        "conditions": [],
-        "integrity": {"candidate": None, "reference": None},
-        "lease_ms": None,
-        "error": {"phase": phase, "kind": kind, "message": message},
-    }
+    verdict = empty_verdict(0, None)
+    verdict["error"] = {"phase": phase, "kind": kind, "message": message}
+    return verdict
 
 
 async def grade_problems(
