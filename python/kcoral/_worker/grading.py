@@ -14,6 +14,7 @@ import copy
 import hashlib
 import io
 import secrets
+import time
 
 from kcoral.errors import ExecutionError
 
@@ -23,6 +24,19 @@ _DRAWS = 3
 _LARGE_SCALE = 64.0
 # The poison handed to the candidate's fresh allocations (all bits set: NaN, -1).
 _POISON_BYTES_MAX = 256 << 20
+
+
+class _Laps:
+    """Where a phase's time went, in ms per step (returned as `steps_ms`: bench/grade_lease.py)."""
+
+    def __init__(self):
+        self.ms: dict[str, float] = {}
+        self._last = time.perf_counter()
+
+    def __call__(self, step: str) -> None:
+        now = time.perf_counter()
+        self.ms[step] = round(self.ms.get(step, 0.0) + (now - self._last) * 1000, 3)
+        self._last = now
 
 
 def _torch():
@@ -149,6 +163,7 @@ def draw_inputs(reference, make_inputs, plan: dict) -> dict:
     """Input sets for every shape, `plan["seeds"]` each, from seeds drawn here and never returned.
     A set on which the reference gives non-finite values is unusable and drawn again."""
     torch = _torch()
+    lap = _Laps()
     references = _Callables(reference, plan.get("reference_factory", False))
     sets, unusable = [], []
     for shape_index, shape in enumerate(shapes_of(plan)):
@@ -161,7 +176,10 @@ def draw_inputs(reference, make_inputs, plan: dict) -> dict:
                 torch.manual_seed(seed)
                 inputs = _as_tuple(_tensors_to(_as_tuple(make_inputs(seed, shape)), "cuda"))
                 inputs = _redistributed(inputs, distribution, seed)
-                if _all_finite(_call_reference(references(shape), inputs, plan)):
+                lap("make_inputs")
+                usable = _all_finite(_call_reference(references(shape), inputs, plan))
+                lap("reference")
+                if usable:
                     break
                 unusable.append({"shape": shape, "seed_index": seed_index, "distribution": distribution})
             else:
@@ -178,7 +196,10 @@ def draw_inputs(reference, make_inputs, plan: dict) -> dict:
                     "inputs": list(_tensors_to(inputs, "cpu")),
                 }
             )
-    return {"sets": _save(sets), "unusable": unusable}
+            lap("to_host")
+    packed = _save(sets)
+    lap("save")
+    return {"sets": packed, "unusable": unusable, "steps_ms": lap.ms}
 
 
 # -- phase 2: the candidate's answers and its timing ------------------------------------------
@@ -220,19 +241,24 @@ def answer(candidate, reference, input_sets: bytes, plan: dict) -> dict:
     torch = _torch()
     from kcoral._worker import gpu_benchmark
 
+    lap = _Laps()
     candidates = _Callables(candidate, plan.get("candidate_factory", False))
     references = _Callables(reference, plan.get("reference_factory", False))
     sets = _load(input_sets, "the input sets")
+    lap("load")
     answers = []
     for entry in sets:
         inputs = _as_tuple(_tensors_to(tuple(entry["inputs"]), "cuda"))
         nbytes = sum(v.numel() * v.element_size() for v in inputs if isinstance(v, torch.Tensor))
+        lap("to_device")
         try:
             fn = candidates(entry["shape"])
             _poison_fresh_allocations(nbytes)
             outputs = fn(*inputs)
             torch.cuda.synchronize()
+            lap("candidate")
             answers.append({"outputs": _answer_of(outputs), "inputs_after": [_digest(v) for v in inputs]})
+            lap("to_host_and_digest")
         except Exception as exc:  # noqa: BLE001 - the candidate's own failure, reported per set
             answers.append({"error": f"{type(exc).__name__}: {exc}"[:300]})
     declared = _as_tuple(_tensors_to(tuple(sets[0]["inputs"]), "cuda"))
@@ -242,7 +268,10 @@ def answer(candidate, reference, input_sets: bytes, plan: dict) -> dict:
         timing = {"error": {"kind": error.kind, "message": error.message[:400]}}
     except Exception as exc:  # noqa: BLE001 - the candidate (or its factory) raised
         timing = {"error": {"kind": "runtime", "message": f"{type(exc).__name__}: {exc}"[:400]}}
-    return {"answers": _save(answers), "timing": timing}
+    lap("benchmark_paired")
+    packed = _save(answers)
+    lap("save")
+    return {"answers": packed, "timing": timing, "steps_ms": lap.ms}
 
 
 # -- phase 3: the judgement --------------------------------------------------------------------
@@ -316,9 +345,11 @@ def judge(reference, input_sets: bytes, answers: bytes, plan: dict) -> dict:
     the paired timing's reference must agree with."""
     from kcoral._worker import gpu_benchmark
 
+    lap = _Laps()
     references = _Callables(reference, plan.get("reference_factory", False))
     sets = _load(input_sets, "the input sets")
     got = _load(answers, "the candidate's answers")
+    lap("load")
     if not isinstance(got, list) or len(got) != len(sets):
         got = [{"error": "the candidate's answers do not match the input sets"}] * len(sets)
     per_input = []
@@ -338,15 +369,19 @@ def judge(reference, input_sets: bytes, answers: bytes, plan: dict) -> dict:
         fn, inputs = references(entry["shape"]), tuple(entry["inputs"])
         expected = _call_reference(fn, inputs, plan)
         native = _call_reference(fn, inputs, {}) if plan.get("reference_dtype") == "float64" else None
+        lap("reference")
         row.update(_compare(expected, answered["outputs"], plan, native))
+        lap("compare")
         changed = _changed_inputs(entry["inputs"], answered.get("inputs_after"))
+        lap("digest")
         if changed:
             row["correct"] = False
             row["why"] = "; ".join(filter(None, [row.get("why"), changed]))
         per_input.append(row)
     declared = _as_tuple(_tensors_to(tuple(sets[0]["inputs"]), "cuda"))
     timing = gpu_benchmark.benchmark(references(None), declared, plan.get("benchmark", {}))
-    return {"per_input": per_input, "reference_timing": timing}
+    lap("benchmark")
+    return {"per_input": per_input, "reference_timing": timing, "steps_ms": lap.ms}
 
 
 def _changed_inputs(before: list, after) -> str:
