@@ -65,6 +65,12 @@ void ClusterExecutor::PullLoop() {
       freed_.wait(lock, [&] { return running_ < seats_ || stopping_; });
       if (stopping_) return;
     }
+    // A node its peers have not heard from for half the run lease takes no work: they may
+    // presume it dead before it could finish, and run the same program again.
+    if (Fenced()) {
+      std::this_thread::sleep_for(node_.options().heartbeat);
+      continue;
+    }
     auto next = node_.NextWork(std::chrono::milliseconds(500), [this](const std::string& tenant) {
       std::lock_guard lock(mu_);
       return share_.VirtualTime(tenant);
@@ -108,6 +114,15 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
   const std::string& key = work.key;
   const double weight = work.weight;
   const std::string& request_id = work.request_id;
+  if (Fenced()) {  // fetched just before its writes had failed for half the lease: as above
+    services_.events.Emit(EventLevel::kWarning, "cluster_run_fenced",
+                          {{"request_id", request_id},
+                           {"key", key},
+                           {"run_ms", 0},
+                           {"reason", "fenced before it started: given back unrun"}});
+    item->GiveBack();
+    return weight;
+  }
   // Delivered before? Its outcome, if one was stored, is the answer, whoever stored it. (A
   // first delivery has none: the entry node looked before queueing it.)
   if (item->delivered() > 1) {
