@@ -74,7 +74,7 @@ class ClusterNode : public EntrySide {
   StatusOr<bool> StoreOutcome(const std::string& key, const std::string& record);
   // `key`'s stored outcome as the outcome bucket's leader has it (Outcome may ask a replica
   // that lags): what decides whether a redelivered request runs again.
-  StatusOr<std::optional<std::string>> StoredOutcome(const std::string& key);
+  StatusOr<std::optional<std::string>> StoredOutcome(const std::string& key) override;
   // Announces an answer that is not kept (a 503, a 400) and releases the key's claim, so that
   // a retry runs anew.
   void AnswerOnce(const std::string& key, const std::string& record);

@@ -40,6 +40,8 @@ class EntrySide {
   virtual void Wake(const std::string& pool, const std::string& tenant,
                     const std::string& claim_nonce) = 0;
   virtual StatusOr<std::optional<std::string>> Outcome(const std::string& key) = 0;
+  // The same as the outcome bucket's leader has it (Outcome may ask a replica that lags).
+  virtual StatusOr<std::optional<std::string>> StoredOutcome(const std::string& key) = 0;
   // Since when this node's writes to the cluster (its heartbeats) have failed: NATS away, or
   // its servers without a quorum. nullopt while they succeed.
   virtual std::optional<std::chrono::steady_clock::time_point> WritesFailingSince() const = 0;

@@ -1,6 +1,6 @@
 // WorkMessage: one request queued for a pool (docs/cluster.md "The work message"), as the entry
 // node publishes it on kcoral.work.<pool>.<tenant> (cluster_entry.cc) and the executing node
-// reads it (cluster_executor.cc). Its wire form is a JSON object of 13 keys at most, one per
+// reads it (cluster_executor.cc). Its wire form is a JSON object of 14 keys at most, one per
 // field below under the field's name, in the order of their names (nlohmann::json's objects
 // are sorted), with the optional ones left out when empty. Nodes of two versions share a
 // cluster during a rolling upgrade, so that form is pinned byte for byte by
@@ -55,6 +55,11 @@ struct WorkMessage {
   // With an Idempotency-Key: the nonce of the run this message is (cluster_types.h Claim).
   // The executing node runs it only when the key's claim carries it.
   std::optional<std::string> claim;
+  // Queued again by a retry with the key (cluster_entry.cc ClaimAndQueue): the first run may
+  // have stored its outcome, or still hold the key, whatever the delivery count says. JetStream
+  // drops it as a duplicate only while it remembers the first message's id, which a broker's
+  // restart forgets once that message was acknowledged. Written only when true.
+  bool retry = false;
   // When the entry node queued it, for the executing node's transit time. Always written;
   // optional for messages of nodes older than 8600778.
   std::optional<int64_t> queued_unix_us;

@@ -249,15 +249,17 @@ net::awaitable<StatusOr<ClusterEntry::Claimed>> ClusterEntry::ClaimAndQueue(
   if (out.nonce != route.nonce) {
     // A retry: the run queued under the first claim is the answer, wherever it runs.
     cluster_.Tell("attach", route.key);  // the first entry node must not cancel it
-    auto stored = cluster_.Outcome(route.key);
+    // From the leader: a replica may lag (after the brokers restarted, say) and say "none".
+    auto stored = cluster_.StoredOutcome(route.key);
     if (stored.ok() && stored->has_value()) {
       route.Deliver(std::move(**stored), services_.io);
       out.answered = true;
       co_return out;
     }
     // Its message once more (JetStream drops it as a duplicate), in case the first entry node
-    // died before queueing it.
+    // died before queueing it; marked, so the node that takes it looks for the first run first.
     work.claim = out.nonce;
+    work.retry = true;
     queued = cluster_.Queue(pool, tenant, route.key, out.nonce, work.Encode());
   }
   out.queued = queued;

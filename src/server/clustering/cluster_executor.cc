@@ -123,9 +123,10 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
     item->GiveBack();
     return weight;
   }
-  // Delivered before? Its outcome, if one was stored, is the answer, whoever stored it. (A
-  // first delivery has none: the entry node looked before queueing it.)
-  if (item->delivered() > 1) {
+  // Delivered before, or queued again by a retry? Its outcome, if one was stored, is the answer,
+  // whoever stored it. (A first request's first delivery has none: the entry node looked before
+  // queueing it.)
+  if (item->delivered() > 1 || work.retry) {
     auto stored = StoredOnceUnheld(work, *item);
     if (!stored.ok()) {  // stopping: another node asks
       item->GiveBack();

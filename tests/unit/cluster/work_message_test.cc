@@ -78,6 +78,7 @@ void ExpectSame(const WorkMessage& a, const WorkMessage& b) {
   EXPECT_EQ(a.tenant, b.tenant);
   EXPECT_EQ(a.weight, b.weight);
   EXPECT_EQ(a.claim, b.claim);
+  EXPECT_EQ(a.retry, b.retry);
   EXPECT_EQ(a.queued_unix_us, b.queued_unix_us);
   EXPECT_EQ(a.program, b.program);
   EXPECT_EQ(a.program_sha256, b.program_sha256);
@@ -122,6 +123,20 @@ TEST(WorkMessage, RoundTripsThroughItsWireForm) {
   StatusOr<WorkMessage> back = WorkMessage::Decode(odd.Encode());
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->request_id, "\xEF\xBF\xBD");
+}
+
+TEST(WorkMessage, ARetrysMessageSaysSoAndOthersLeaveItOut) {
+  WorkMessage retry = Keyed();
+  retry.retry = true;
+  const std::string text = retry.Encode();
+  std::string expected = kGoldenInline;
+  expected.replace(expected.find(R"("tenant")"), 0, R"("retry":true,)");
+  EXPECT_EQ(text, expected);
+  StatusOr<WorkMessage> back = WorkMessage::Decode(text);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->retry);
+  EXPECT_FALSE(WorkMessage::Decode(kGoldenInline)->retry);
+  EXPECT_EQ(Keyed().Encode().find("retry"), std::string::npos);
 }
 
 TEST(WorkMessage, AnIntegerTimeoutAndWeightAreNumbersToo) {

@@ -182,6 +182,9 @@ class FakeCluster : public cluster::EntrySide {
   StatusOr<std::optional<std::string>> Outcome(const std::string&) override {
     return std::optional<std::string>();
   }
+  StatusOr<std::optional<std::string>> StoredOutcome(const std::string&) override {
+    return std::optional<std::string>();
+  }
   StatusOr<std::unique_ptr<cluster::Listening>> Await(
       const std::string&, std::function<void(std::string)> on_outcome) override {
     std::lock_guard lock(mu_);
