@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
 import statistics
@@ -54,7 +55,8 @@ def trivial_program() -> Program:
     return program
 
 
-def start_server() -> tuple[subprocess.Popen, str]:
+def start_server() -> tuple[subprocess.Popen, str, str]:
+    """The server, its URL and its log folder (stop_server removes it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -85,15 +87,15 @@ def start_server() -> tuple[subprocess.Popen, str]:
     while time.monotonic() < deadline:
         try:
             if httpx.get(url + "/health", timeout=1).status_code == 200:
-                return process, url
+                return process, url, log_dir
         except httpx.HTTPError:
             pass
         time.sleep(0.1)
-    stop_server(process)
+    stop_server(process, log_dir)
     raise SystemExit("server did not start")
 
 
-def stop_server(process: subprocess.Popen) -> None:
+def stop_server(process: subprocess.Popen, log_dir: str) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
@@ -101,6 +103,7 @@ def stop_server(process: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+    shutil.rmtree(log_dir, ignore_errors=True)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -300,7 +303,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the measures here")
     args = parser.parse_args()
 
-    process, url = start_server()
+    process, url, log_dir = start_server()
     viewers = Viewers(url, args.viewers, args.mode)
     try:
         with Client(url) as client:
@@ -328,7 +331,7 @@ def main() -> int:
                 viewers.switch(on=False)
     finally:
         viewers.close()
-        stop_server(process)
+        stop_server(process, log_dir)
 
     p50 = (quantile(without, 0.5), quantile(with_viewers, 0.5))
     p99 = (quantile(without, 0.99), quantile(with_viewers, 0.99))
