@@ -37,14 +37,15 @@ from pathlib import Path
 # protocol, store, pool, cluster and tls; cluster uses protocol, store and tls (its node-to-node
 # traffic, peer_client.cc, shares the TLS contexts with the server's HTTPS, issue 26); pool uses
 # ipc; store uses protocol, for the request's blob references (store/blob_store.h includes
-# protocol/execute_request.h); worker uses ipc, and native through dlopen, never an include;
-# protocol, ipc, tls and native use base only. Nothing uses a layer above it: no cycle is
+# protocol/execute_request.h); ipc uses protocol's JsonFields (protocol/json_fields.h, the
+# checked field reads it shares with cluster's messages); worker uses ipc, and native through
+# dlopen, never an include; protocol, tls and native use base only. Nothing uses a layer above it: no cycle is
 # possible. A new arrow gets its entry here, with its reason, before its first include.
 LAYERS: dict[str, frozenset[str]] = {
     "base": frozenset(),
     "protocol": frozenset({"base"}),
     "store": frozenset({"base", "protocol"}),
-    "ipc": frozenset({"base"}),
+    "ipc": frozenset({"base", "protocol"}),
     "pool": frozenset({"base", "ipc"}),
     "cluster": frozenset({"base", "protocol", "store", "tls"}),
     "tls": frozenset({"base"}),

@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 
-#include "cluster/message_fields.h"
+#include "protocol/json_fields.h"
 
 namespace kc::cluster {
 
@@ -36,7 +36,7 @@ StatusOr<std::string> FromBase64(std::string_view text) {
   return out;
 }
 
-Status ReadBody(const MessageFields& fields, OutcomeRecord& r) {
+Status ReadBody(const protocol::JsonFields& fields, OutcomeRecord& r) {
   std::optional<std::string> base64;
   KC_RETURN_IF_ERROR(fields.Read("body_base64", &base64));
   if (base64) {
@@ -79,7 +79,7 @@ std::string OutcomeRecord::Encode() const {
 
 StatusOr<OutcomeRecord> OutcomeRecord::Decode(std::string_view text) {
   const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  MessageFields fields(json, kWhat);
+  protocol::JsonFields fields(json, kWhat, StatusCode::kInternal);
   KC_RETURN_IF_ERROR(fields.IsObject());
   OutcomeRecord r;
   KC_RETURN_IF_ERROR(fields.Read("status", &r.status));

@@ -2,7 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cluster/message_fields.h"
+#include "protocol/json_fields.h"
 
 namespace kc::cluster {
 
@@ -30,7 +30,7 @@ std::string WorkMessage::Encode() const {
 
 StatusOr<WorkMessage> WorkMessage::Decode(std::string_view text) {
   const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  MessageFields fields(json, "work message");
+  protocol::JsonFields fields(json, "work message", StatusCode::kInternal);
   KC_RETURN_IF_ERROR(fields.IsObject());
   WorkMessage m;
   KC_RETURN_IF_ERROR(fields.Read("key", &m.key));

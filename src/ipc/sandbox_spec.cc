@@ -1,6 +1,6 @@
 #include "ipc/sandbox_spec.h"
 
-#include "ipc/json_fields.h"
+#include "protocol/json_fields.h"
 
 namespace kc::ipc {
 namespace {
@@ -25,17 +25,17 @@ bool IsAbsolute(const std::string& path) {
 }
 
 // An optional descriptor field: -1 when missing.
-Status ReadFd(const JsonFields& fields, const char* key, int* out) {
+Status ReadFd(const protocol::JsonFields& fields, const char* key, int* out) {
   int64_t fd = -1;
-  KC_RETURN_IF_ERROR(fields.Int(key, &fd, Presence::kOptional));
+  KC_RETURN_IF_ERROR(fields.ReadIfPresent(key, &fd));
   if (fd < -1 || fd > INT32_MAX) return fields.Bad(key, "not a descriptor");
   *out = static_cast<int>(fd);
   return Status::Ok();
 }
 
-Status ReadId(const JsonFields& fields, const char* key, uint32_t* out) {
+Status ReadId(const protocol::JsonFields& fields, const char* key, uint32_t* out) {
   uint64_t id = *out;
-  KC_RETURN_IF_ERROR(fields.Unsigned(key, &id, Presence::kOptional));
+  KC_RETURN_IF_ERROR(fields.ReadIfPresent(key, &id));
   if (id > UINT32_MAX - 1) return fields.Bad(key, "not a user or group id");
   *out = static_cast<uint32_t>(id);
   return Status::Ok();
@@ -65,16 +65,16 @@ nlohmann::json Encode(const WorkerSpec& spec) {
 }
 
 StatusOr<SandboxSpec> DecodeSandboxSpec(const nlohmann::json& json) {
-  JsonFields fields(json, "sandbox spec");
+  protocol::JsonFields fields(json, "sandbox spec");
   KC_RETURN_IF_ERROR(fields.IsObject());
   SandboxSpec spec;
-  KC_RETURN_IF_ERROR(fields.String(kWorkspace, &spec.workspace, Presence::kRequired));
-  KC_RETURN_IF_ERROR(fields.String(kNewRoot, &spec.new_root, Presence::kRequired));
-  KC_RETURN_IF_ERROR(fields.StringList(kReadonlyPaths, &spec.readonly_paths, Presence::kOptional));
-  KC_RETURN_IF_ERROR(fields.StringList(kDeviceNodes, &spec.device_nodes, Presence::kOptional));
-  KC_RETURN_IF_ERROR(fields.StringList(kCgroupProcs, &spec.cgroup_procs, Presence::kOptional));
+  KC_RETURN_IF_ERROR(fields.Read(kWorkspace, &spec.workspace));
+  KC_RETURN_IF_ERROR(fields.Read(kNewRoot, &spec.new_root));
+  KC_RETURN_IF_ERROR(fields.ReadIfPresent(kReadonlyPaths, &spec.readonly_paths));
+  KC_RETURN_IF_ERROR(fields.ReadIfPresent(kDeviceNodes, &spec.device_nodes));
+  KC_RETURN_IF_ERROR(fields.ReadIfPresent(kCgroupProcs, &spec.cgroup_procs));
   std::string network = kPrivateNetwork;
-  KC_RETURN_IF_ERROR(fields.String(kNetwork, &network, Presence::kOptional));
+  KC_RETURN_IF_ERROR(fields.ReadIfPresent(kNetwork, &network));
   if (network != kPrivateNetwork && network != kHostNetwork) {
     return fields.Bad(kNetwork, "neither \"none\" nor \"host\"");
   }
@@ -91,10 +91,10 @@ StatusOr<SandboxSpec> DecodeSandboxSpec(const nlohmann::json& json) {
 }
 
 StatusOr<WorkerSpec> DecodeWorkerSpec(const nlohmann::json& json) {
-  JsonFields fields(json, "worker spec");
+  protocol::JsonFields fields(json, "worker spec");
   KC_RETURN_IF_ERROR(fields.IsObject());
   WorkerSpec spec;
-  KC_RETURN_IF_ERROR(fields.String(kWorkspace, &spec.workspace, Presence::kRequired));
+  KC_RETURN_IF_ERROR(fields.Read(kWorkspace, &spec.workspace));
   if (!IsAbsolute(spec.workspace)) return fields.Bad(kWorkspace, "not an absolute path");
   const nlohmann::json* sandbox = fields.Find(kSandbox);
   if (sandbox != nullptr && !sandbox->is_null()) {

@@ -3,7 +3,7 @@
 #include <array>
 #include <utility>
 
-#include "ipc/json_fields.h"
+#include "protocol/json_fields.h"
 
 namespace kc::ipc {
 namespace {
@@ -36,10 +36,10 @@ std::string_view TextIn(const std::array<std::pair<Mode, std::string_view>, N>& 
 
 // The mode `key` names, or an error naming the field; the default when it is missing.
 template <typename Mode, size_t N>
-Status ReadMode(const JsonFields& fields, const char* key,
+Status ReadMode(const protocol::JsonFields& fields, const char* key,
                 const std::array<std::pair<Mode, std::string_view>, N>& texts, Mode* out) {
   std::string text(TextIn(texts, *out));
-  KC_RETURN_IF_ERROR(fields.String(key, &text, Presence::kOptional));
+  KC_RETURN_IF_ERROR(fields.ReadIfPresent(key, &text));
   for (const auto& [mode, known] : texts) {
     if (known == text) {
       *out = mode;
@@ -73,19 +73,17 @@ nlohmann::json Encode(const WorkerSettings& settings) {
 }
 
 StatusOr<WorkerSettings> DecodeWorkerSettings(const nlohmann::json& json) {
-  JsonFields fields(json, "worker settings");
+  protocol::JsonFields fields(json, "worker settings");
   KC_RETURN_IF_ERROR(fields.IsObject());
   WorkerSettings settings;
   KC_RETURN_IF_ERROR(ReadMode(fields, kDevice, kDevices, &settings.device));
   KC_RETURN_IF_ERROR(ReadMode(fields, kCpuExecution, kCpuExecutions, &settings.cpu_execution));
-  KC_RETURN_IF_ERROR(
-      fields.Unsigned(kAddressSpaceMbytes, &settings.address_space_mbytes, Presence::kOptional));
-  KC_RETURN_IF_ERROR(fields.Unsigned(kHeapBytes, &settings.heap_bytes, Presence::kOptional));
-  KC_RETURN_IF_ERROR(fields.String(kGpuArch, &settings.gpu_arch, Presence::kOptional));
-  KC_RETURN_IF_ERROR(fields.Unsigned(kMaxLibraries, &settings.max_libraries, Presence::kOptional));
+  KC_RETURN_IF_ERROR(fields.ReadIfPresent(kAddressSpaceMbytes, &settings.address_space_mbytes));
+  KC_RETURN_IF_ERROR(fields.ReadIfPresent(kHeapBytes, &settings.heap_bytes));
+  KC_RETURN_IF_ERROR(fields.ReadIfPresent(kGpuArch, &settings.gpu_arch));
+  KC_RETURN_IF_ERROR(fields.ReadIfPresent(kMaxLibraries, &settings.max_libraries));
   if (fields.Find(kPreload) != nullptr) {
-    KC_RETURN_IF_ERROR(
-        fields.StringList(kPreload, &settings.preload.emplace(), Presence::kRequired));
+    KC_RETURN_IF_ERROR(fields.Read(kPreload, &settings.preload.emplace()));
   }
   return settings;
 }

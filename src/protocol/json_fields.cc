@@ -1,25 +1,21 @@
-#include "cluster/message_fields.h"
+#include "protocol/json_fields.h"
 
 #include <limits>
 
-namespace kc::cluster {
+namespace kc::protocol {
 
-Status MessageFields::IsObject() const {
+Status JsonFields::IsObject() const {
   if (json_.is_object()) return Status::Ok();
-  return InternalError(what_ + ": not a JSON object");
+  return Status(code_, what_ + ": not a JSON object");
 }
 
-bool MessageFields::Has(const char* key) const {
-  return Find(key) != nullptr;
-}
-
-const nlohmann::json* MessageFields::Find(const char* key) const {
+const nlohmann::json* JsonFields::Find(const char* key) const {
   if (!json_.is_object()) return nullptr;
   auto it = json_.find(key);
   return it == json_.end() ? nullptr : &*it;
 }
 
-Status MessageFields::Read(const char* key, std::string* out) const {
+Status JsonFields::Read(const char* key, std::string* out) const {
   const nlohmann::json* field = Find(key);
   if (field == nullptr) return Bad(key, "missing");
   if (!field->is_string()) return Bad(key, "not a string");
@@ -27,7 +23,7 @@ Status MessageFields::Read(const char* key, std::string* out) const {
   return Status::Ok();
 }
 
-Status MessageFields::Read(const char* key, int64_t* out) const {
+Status JsonFields::Read(const char* key, int64_t* out) const {
   const nlohmann::json* field = Find(key);
   if (field == nullptr) return Bad(key, "missing");
   if (field->is_number_integer() && !field->is_number_unsigned()) {
@@ -42,7 +38,7 @@ Status MessageFields::Read(const char* key, int64_t* out) const {
   return Bad(key, "not an integer");
 }
 
-Status MessageFields::Read(const char* key, int* out) const {
+Status JsonFields::Read(const char* key, int* out) const {
   int64_t wide = 0;
   KC_RETURN_IF_ERROR(Read(key, &wide));
   if (wide < std::numeric_limits<int>::min() || wide > std::numeric_limits<int>::max()) {
@@ -52,7 +48,7 @@ Status MessageFields::Read(const char* key, int* out) const {
   return Status::Ok();
 }
 
-Status MessageFields::Read(const char* key, uint64_t* out) const {
+Status JsonFields::Read(const char* key, uint64_t* out) const {
   const nlohmann::json* field = Find(key);
   if (field == nullptr) return Bad(key, "missing");
   if (field->is_number_unsigned() || (field->is_number_integer() && field->get<int64_t>() >= 0)) {
@@ -62,7 +58,7 @@ Status MessageFields::Read(const char* key, uint64_t* out) const {
   return Bad(key, "not a non-negative integer");
 }
 
-Status MessageFields::Read(const char* key, double* out) const {
+Status JsonFields::Read(const char* key, double* out) const {
   const nlohmann::json* field = Find(key);
   if (field == nullptr) return Bad(key, "missing");
   if (!field->is_number()) return Bad(key, "not a number");
@@ -70,7 +66,7 @@ Status MessageFields::Read(const char* key, double* out) const {
   return Status::Ok();
 }
 
-Status MessageFields::Read(const char* key, bool* out) const {
+Status JsonFields::Read(const char* key, bool* out) const {
   const nlohmann::json* field = Find(key);
   if (field == nullptr) return Bad(key, "missing");
   if (!field->is_boolean()) return Bad(key, "not a boolean");
@@ -78,7 +74,7 @@ Status MessageFields::Read(const char* key, bool* out) const {
   return Status::Ok();
 }
 
-Status MessageFields::Read(const char* key, std::vector<std::string>* out) const {
+Status JsonFields::Read(const char* key, std::vector<std::string>* out) const {
   const nlohmann::json* field = Find(key);
   if (field == nullptr) return Bad(key, "missing");
   if (!field->is_array()) return Bad(key, "not an array of strings");
@@ -92,8 +88,8 @@ Status MessageFields::Read(const char* key, std::vector<std::string>* out) const
   return Status::Ok();
 }
 
-Status MessageFields::Read(const char* key,
-                           std::vector<std::pair<std::string, std::string>>* out) const {
+Status JsonFields::Read(const char* key,
+                        std::vector<std::pair<std::string, std::string>>* out) const {
   const nlohmann::json* field = Find(key);
   if (field == nullptr) return Bad(key, "missing");
   if (!field->is_array()) return Bad(key, "not an array of string pairs");
@@ -109,8 +105,8 @@ Status MessageFields::Read(const char* key,
   return Status::Ok();
 }
 
-Status MessageFields::Bad(const char* key, const char* problem) const {
-  return InternalError(what_ + ": field '" + key + "' is " + problem);
+Status JsonFields::Bad(const char* key, const char* problem) const {
+  return Status(code_, what_ + ": field '" + key + "' is " + problem);
 }
 
-}  // namespace kc::cluster
+}  // namespace kc::protocol
