@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import shutil
 
@@ -189,18 +190,8 @@ def test_an_agent_session_over_stdio(keyed_server):
             json.dump({"transcript": session.transcript, "progress": session.progress}, out, indent=1)
 
 
-CUDA = """
-__global__ void add_one_kernel(const float* x, float* y, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = x[i] + one;
-}
-
-void add_one(tvm::ffi::TensorView x, tvm::ffi::TensorView y) {
-  int n = static_cast<int>(x.numel());
-  add_one_kernel<<<(n + 255) / 256, 256>>>(static_cast<const float*>(x.data_ptr()),
-                                           static_cast<float*>(y.data_ptr()), n);
-}
-"""
+# A kernel that names an undeclared `one` on its line 4 (the file begins with a blank line).
+CUDA = (Path(__file__).parent / "data" / "add_one_unknown_name.cu").read_text()
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit)")

@@ -20,18 +20,7 @@ mcp = pytest.importorskip("mcp", reason="needs the MCP SDK: pip install 'mcp~=2.
 from mcp import StdioServerParameters  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-CUDA = """
-__global__ void add_one_kernel(const float* x, float* y, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = x[i] + one;
-}
-
-void add_one(tvm::ffi::TensorView x, tvm::ffi::TensorView y) {
-  int n = static_cast<int>(x.numel());
-  add_one_kernel<<<(n + 255) / 256, 256>>>(static_cast<const float*>(x.data_ptr()),
-                                           static_cast<float*>(y.data_ptr()), n);
-}
-"""
+CUDA = (REPO / "tests" / "e2e" / "data" / "add_one_unknown_name.cu").read_text()  # its error on line 4
 REFERENCE = "def reference(x):\n    return x + 1\n"
 # Correct on its first call (the tool's correctness call), idle after: the benchmark's calls
 # launch nothing and write nothing, so no output is found to check.
