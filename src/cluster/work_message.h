@@ -57,8 +57,9 @@ struct WorkMessage {
   std::optional<std::string> claim;
   // Queued again by a retry with the key (cluster_entry.cc ClaimAndQueue): the first run may
   // have stored its outcome, or still hold the key, whatever the delivery count says. JetStream
-  // drops it as a duplicate only while it remembers the first message's id, which a broker's
-  // restart forgets once that message was acknowledged. Written only when true.
+  // drops it as a duplicate only while it remembers the first message's id, and a restarted
+  // server rebuilds that memory from the messages still stored: an acknowledged one is gone
+  // from a work queue, and its id forgotten (nats-server issue 3272). Written only when true.
   bool retry = false;
   // When the entry node queued it, for the executing node's transit time. Always written;
   // optional for messages of nodes older than 8600778.
