@@ -80,6 +80,45 @@ def test_grading_a_50us_kernel_on_4_shapes_takes_at_most_2s_of_lease(gpu_client)
     assert verdict["lease_ms"] <= 2000, verdict["lease_ms_by_phase"]
 
 
+ADD_INPUTS = Code(
+    """
+import torch
+
+def make_inputs(seed, shape):
+    n = (shape or {"n": 1 << 20})["n"]
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(n, device="cuda", generator=generator), torch.randn(n, device="cuda", generator=generator)
+""",
+    "make_inputs",
+)
+
+
+def _relative_width(verdict: dict) -> float:
+    return (verdict["speedup_ci95_high"] - verdict["speedup_ci95_low"]) / verdict["speedup"]
+
+
+def test_a_60us_kernels_speedup_interval_is_within_4_percent(gpu_client):
+    """Issue 42: for kernels of 20 us and more, (high - low) / speedup <= 0.04."""
+    verdict = grade(gpu_client, HONEST)
+    print(f"\n[figure] ci_width_60us = {_relative_width(verdict):.4f} (lease {verdict['lease_ms']:.0f} ms)")
+    assert verdict["trusted"], verdict["reasons"]
+    assert _relative_width(verdict) <= 0.04
+
+
+def test_a_5us_kernels_speedup_interval_is_within_10_percent(gpu_client):
+    """Issue 42: for a 5 us kernel (an add of two 1M-float vectors), (high - low) / speedup <= 0.10."""
+    verdict = gpu_client.grade(
+        Code("import torch\n\n\ndef kernel(a, b):\n    return torch.add(a, b)\n", "kernel"),
+        Code("def reference(a, b):\n    return a + b\n", "reference"),
+        ADD_INPUTS,
+        {"shapes": [{"n": 1 << 19}, {"n": 3 << 18}, {"n": 1 << 21}]},
+        timeout_seconds=TIMEOUT_S,
+    )
+    print(f"\n[figure] ci_width_5us = {_relative_width(verdict):.4f} {_summary(verdict)}")
+    assert verdict["correct"] and verdict["trusted"], verdict["reasons"]
+    assert _relative_width(verdict) <= 0.10
+
+
 def test_an_honest_fp32_candidate_passes_a_float64_reference(gpu_client):
     verdict = grade(gpu_client, HONEST, reference_dtype="float64")
     assert verdict["correct"], verdict["reasons"]
