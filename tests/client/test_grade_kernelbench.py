@@ -84,10 +84,10 @@ def bad_shapes(tmp_path: Path, shapes: str) -> str:
 # ------------------------------------------------------------------ the folder
 
 
-def test_the_examples_are_fourteen_problems_each_with_its_candidate():
+def test_the_examples_are_twenty_three_problems_each_with_its_candidate():
     problems = find_problems(EXAMPLES)
     names = [problem.name for problem in problems]
-    assert names == sorted(names) and len(names) == 14
+    assert names == sorted(names) and len(names) == 23
     assert all(problem.candidate_path == EXAMPLES / f"{problem.name}_new.py" for problem in problems)
     assert WRONG_ON_PURPOSE <= set(names)
     readme = (EXAMPLES / "README.md").read_text()

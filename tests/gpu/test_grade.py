@@ -227,7 +227,7 @@ def test_the_example_grades_an_honest_and_a_hard_coded_candidate(gpu_server):
 
 
 def test_kcoral_grade_over_the_kernelbench_examples(gpu_server, tmp_path):
-    """`kcoral grade DIR --out FILE.csv` on examples/kernelbench, float64 reference: the eleven
+    """`kcoral grade DIR --out FILE.csv` on examples/kernelbench, float64 reference: the twenty
     honest candidates are correct, the three written wrong (examples/kernelbench/README.md) are
     not, each for its reason."""
     examples = REPO / "examples" / "kernelbench"
@@ -243,7 +243,7 @@ def test_kcoral_grade_over_the_kernelbench_examples(gpu_server, tmp_path):
     print(done.stdout)
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
     rows = {row["problem"]: row for row in csv.DictReader(out.open())}
-    assert len(rows) == 14
+    assert len(rows) == 23
     wrong = {name for name, row in rows.items() if row["correct"] != "true"}
     assert wrong == {"matmul", "relu", "rmsnorm"}, {n: rows[n]["reasons"][:300] for n in wrong}
     assert "changed its input 0" in rows["relu"]["reasons"]
