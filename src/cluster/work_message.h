@@ -55,7 +55,8 @@ struct WorkMessage {
   // With an Idempotency-Key: the nonce of the run this message is (cluster_types.h Claim).
   // The executing node runs it only when the key's claim carries it.
   std::optional<std::string> claim;
-  // Queued again by a retry with the key (cluster_entry.cc ClaimAndQueue): the first run may
+  // Queued again, by a client's retry with the key (cluster_entry.cc ClaimAndQueue) or by the
+  // entry node's own later try while NATS was away (ClusterEntry::Queue): the first run may
   // have stored its outcome, or still hold the key, whatever the delivery count says. JetStream
   // drops it as a duplicate only while it remembers the first message's id, and a restarted
   // server rebuilds that memory from the messages still stored: an acknowledged one is gone

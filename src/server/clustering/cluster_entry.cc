@@ -81,7 +81,8 @@ struct ClusterEntry::Request {
   std::string request_id;
   std::optional<std::string> idempotency_key;
   std::string key;
-  std::string nonce;  // names this request's run under the key's claim (cluster_types.h Claim)
+  std::string nonce;    // names this request's run under the key's claim (cluster_types.h Claim)
+  int queue_tries = 0;  // Queue's: a later try publishes again what an earlier one may have queued
   std::chrono::steady_clock::time_point deadline;
   std::shared_ptr<net::steady_timer> wake;  // fired when the outcome comes
   std::mutex mu;
@@ -177,7 +178,12 @@ net::awaitable<ClusterEntry::Queued> ClusterEntry::Queue(std::shared_ptr<Request
   auto work = WorkMessageOf(admitted, route->key, route->request_id, cluster_.node_id(),
                             services_.node_url, services_.blobs);
   if (!work.ok()) co_return fail(work.status());
-  if (route->idempotency_key) work->claim = route->nonce;
+  if (route->idempotency_key) {
+    work->claim = route->nonce;
+    // An earlier try's message may have been queued, run and acknowledged, and its id forgotten
+    // by a restarted JetStream (work_message.h): marked, it is not run again unchecked.
+    work->retry = ++route->queue_tries > 1;
+  }
   const std::string tenant = cluster::TenantSubjectToken(work->tenant);
   std::string claim_nonce;  // the nonce of the run queued under the key's claim
   Status queued;

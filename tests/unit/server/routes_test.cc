@@ -262,6 +262,26 @@ TEST(ClusterEntry, QueueingIsTriedAgainWhileNatsIsAway) {
   EXPECT_EQ(parts.cluster.queue_calls, 3);
 }
 
+// A later try publishes the message an earlier one may have queued, run and seen acknowledged,
+// which a restarted JetStream no longer drops as a duplicate: marked, it runs only after a look
+// for the first run's outcome (work_message.h `retry`). A first try is not marked.
+TEST(ClusterEntry, AKeyedRequestQueuedOnALaterTryIsMarkedARetry) {
+  for (int failed_tries : {0, 1}) {
+    ClusterParts parts;
+    parts.cluster.unavailable_queues = failed_tries;
+    parts.cluster.answer = OutcomeSaying("{}");
+    ExecuteRoute route(parts.services, parts.entry.get());
+    ExecuteArrival arrival = ArrivalOf("c5");
+    arrival.idempotency_key = "key-2";
+    HttpReply reply =
+        Answer(parts, route.Handle(std::move(arrival), BodyOf(std::string(kReturnsOne)),
+                                   std::make_shared<pool::CancelFlag>()));
+    EXPECT_EQ(reply.status, 200);
+    ASSERT_EQ(parts.cluster.queued.size(), 1u);
+    EXPECT_EQ(parts.cluster.queued[0].retry, failed_tries > 0) << failed_tries;
+  }
+}
+
 TEST(ClusterEntry, AnIdempotencyKeyBoundToAnotherProgramIsAConflict) {
   ClusterParts parts;
   parts.cluster.claim_result = cluster::ClaimResult::kOtherProgram;
