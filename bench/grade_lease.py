@@ -16,25 +16,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "gpu"))
 
 from eval_mix import Server  # noqa: E402
 
 from kcoral import Client  # noqa: E402
-from kcoral.grading import Code, drive, grade_steps  # noqa: E402
+from kcoral.grading import drive, grade_steps  # noqa: E402
 from kcoral.grading.verdict import PHASES  # noqa: E402
-
-MAKE_INPUTS = Code(
-    "import torch\n\n"
-    "def make_inputs(seed, shape):\n"
-    "    n = (shape or {'n': 1024})['n']\n"
-    "    generator = torch.Generator(device='cuda').manual_seed(seed)\n"
-    "    return (torch.randn(n, n, device='cuda', generator=generator),\n"
-    "            torch.randn(n, n, device='cuda', generator=generator))\n",
-    "make_inputs",
-)
-REFERENCE = Code("def reference(a, b):\n    return a @ b\n", "reference")
-CANDIDATE = Code("import torch\n\n\ndef kernel(a, b):\n    return torch.mm(a, b)\n", "kernel")
-SHAPES = [{"n": 512}, {"n": 768}, {"n": 1536}]
+from test_grade import HONEST as CANDIDATE  # noqa: E402 - the test's workload, graded the same way
+from test_grade import MAKE_INPUTS, REFERENCE, SHAPES  # noqa: E402
 
 
 def instruction_names(program) -> list[str]:
