@@ -152,8 +152,8 @@ int ClusterNode::max_runs() const {
   return parts_->work->options().max_runs;
 }
 
-void ClusterNode::HoldRun(const std::string& key) {
-  parts_->running.Hold(key);
+bool ClusterNode::HoldRun(const std::string& key) {
+  return parts_->running.Hold(key);
 }
 
 void ClusterNode::ReleaseRun(const std::string& key) {
@@ -261,7 +261,9 @@ void ClusterNode::AnswerOnce(const std::string&, const std::string&) {}
 int ClusterNode::max_runs() const {
   return 0;
 }
-void ClusterNode::HoldRun(const std::string&) {}
+bool ClusterNode::HoldRun(const std::string&) {
+  return true;
+}
 void ClusterNode::ReleaseRun(const std::string&) {}
 std::optional<RunHolder> ClusterNode::HolderOf(const std::string&, const std::string&) const {
   return std::nullopt;

@@ -81,8 +81,8 @@ class ClusterNode : public EntrySide {
   // How many times a request may start before it is answered FAILED.
   int max_runs() const;
   // This node's record lists `key` as running (run_holders.h) from its next heartbeat, until
-  // each HoldRun is matched by a ReleaseRun.
-  void HoldRun(const std::string& key);
+  // ReleaseRun. False, holding nothing, when a run here holds it already (running_keys.h).
+  bool HoldRun(const std::string& key);
   void ReleaseRun(const std::string& key);
   // Another node's (or this one's) hold on `key`'s run of `pool`, within the run lease.
   std::optional<RunHolder> HolderOf(const std::string& key, const std::string& pool) const;

@@ -1,13 +1,14 @@
 // RunningKeys: the keys of the requests this node is running, or holds an unstored outcome of
 // (docs/cluster.md "The run lease"). Its node's record lists them at every heartbeat, so the
-// lease on a run costs no write of its own. A key may be held twice at once (a redelivery
-// of a request whose first run here is still storing): it is listed until both let go.
+// lease on a run costs no write of its own. A key is held by one run at a time: a second
+// delivery of the same message here (JetStream redelivered it while the first still ran, or
+// still stored its outcome) waits for that run's outcome instead of running it again.
 //
 // Thread-safe.
 #pragma once
 
-#include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -16,25 +17,26 @@ namespace kc::cluster {
 
 class RunningKeys {
  public:
-  void Hold(const std::string& key) {
+  // False, holding nothing, when a run here holds `key` already.
+  bool Hold(const std::string& key) {
     std::lock_guard lock(mu_);
-    ++held_[key];
+    return held_.insert(key).second;
   }
   void Release(const std::string& key) {
     std::lock_guard lock(mu_);
-    if (auto it = held_.find(key); it != held_.end() && --it->second == 0) held_.erase(it);
+    held_.erase(key);
   }
   nlohmann::json List() const {
     std::lock_guard lock(mu_);
     nlohmann::json keys = nlohmann::json::array();
-    for (const auto& [key, count] : held_)
+    for (const std::string& key : held_)
       keys.push_back(key);
     return keys;
   }
 
  private:
   mutable std::mutex mu_;
-  std::map<std::string, int> held_;  // mu_: key -> how many runs hold it
+  std::set<std::string> held_;  // mu_
 };
 
 }  // namespace kc::cluster

@@ -154,6 +154,15 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
       return weight;
     }
   }
+  if ((item->delivered() > 1 || work.retry) && claim_read) {
+    // The claim's read may have waited a while: the first run may have stored its outcome since.
+    auto stored = node_.StoredOutcome(key);
+    if (stored.ok() && stored->has_value()) {
+      (void)item->Ack();
+      return weight;
+    }
+  }
+  if (!node_.HoldRun(key) && !HoldAfterRunHere(work, *item)) return weight;
   nlohmann::json started = {{"request_id", request_id},
                             {"key", key},
                             {"entry_node", work.entry_node},
@@ -165,7 +174,6 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
     started["claim_ms"] = Rounded(MillisecondsSince(checking));
   }
   services_.events.Emit(EventLevel::kInfo, "cluster_request_started", std::move(started));
-  node_.HoldRun(key);  // listed from the next heartbeat until its outcome is stored
   RunUsage used;
   const auto running = Clock::now();
   StatusOr<HttpReply> reply = Run(work, *item, used);
@@ -238,6 +246,39 @@ StatusOr<std::optional<std::string>> ClusterExecutor::StoredOnceUnheld(
     waited_for = holder;
     if (pause >= kClaimPoll) item.InProgress();
     std::this_thread::sleep_for(pause);
+  }
+}
+
+bool ClusterExecutor::HoldAfterRunHere(const cluster::WorkMessage& work, cluster::WorkItem& item) {
+  const auto waiting = Clock::now();
+  auto said = [&](const char* outcome) {
+    services_.events.Emit(EventLevel::kInfo, "cluster_rerun_waited",
+                          {{"request_id", work.request_id},
+                           {"key", work.key},
+                           {"holder", node_.node_id()},
+                           {"listed", true},
+                           {"holder_in_view", true},
+                           {"waited_ms", Rounded(MillisecondsSince(waiting))},
+                           {"outcome", outcome}});
+  };
+  for (auto pause = std::chrono::milliseconds(50);; pause = std::min(2 * pause, kClaimPoll)) {
+    if (stopping_ || UnixMillisecondsNow() > work.deadline_unix_ms) {
+      said(stopping_ ? "stopping" : "deadline");
+      item.GiveBack();
+      return false;
+    }
+    item.InProgress();
+    std::this_thread::sleep_for(pause);
+    if (!node_.HoldRun(work.key)) continue;
+    auto stored = node_.StoredOutcome(work.key);
+    if (stored.ok() && stored->has_value()) {  // that run's outcome is the answer
+      node_.ReleaseRun(work.key);
+      said("stored");
+      (void)item.Ack();
+      return false;
+    }
+    said("released");  // that run ended unstored (cancelled, fenced): this one runs
+    return true;
   }
 }
 

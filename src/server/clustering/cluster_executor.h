@@ -61,6 +61,11 @@ class ClusterExecutor {
   // lets go of the key or is presumed dead (silent past the lease), or the deadline passes.
   StatusOr<std::optional<std::string>> StoredOnceUnheld(const cluster::WorkMessage& work,
                                                         cluster::WorkItem& item);
+  // Another delivery of this message runs here, or stores its outcome (JetStream handed the
+  // message over twice, after its brokers restarted): waits until that run lets go of the key.
+  // True, holding the key, when it ended without an outcome and this delivery should run;
+  // false when this one was answered by its outcome (acknowledged) or given back.
+  bool HoldAfterRunHere(const cluster::WorkMessage& work, cluster::WorkItem& item);
   // This node's heartbeats have failed for half the run lease: other nodes may soon take its
   // runs, so it gives up those still running.
   bool Fenced() const;
