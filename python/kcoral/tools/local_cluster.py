@@ -82,15 +82,24 @@ def _start_node(directory: Path, index: int, port: int, brokers: NatsBrokers, se
                                 env={**os.environ, "KCORAL_CLUSTER_SECRET": secret})  # fmt: skip
 
 
-def _wait_for_view(urls: list[str], processes: list[subprocess.Popen], timeout: float = 60) -> None:
+def _last_error(log: Path) -> str:
+    """The last line of a node's log that is not INFO: why it stopped."""
+    lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip() and " INFO " not in line]
+    return lines[-1][:600] if lines else "(nothing logged)"
+
+
+def _wait_for_view(urls: list[str], processes: list[subprocess.Popen], directory: Path, timeout: float = 60) -> None:
     """Until every node answers /health and sees every other node."""
     import httpx
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for process in processes:
+        for index, process in enumerate(processes):
             if process.poll() is not None:
-                raise RuntimeError(f"a node exited with {process.returncode} (see its server.log)")
+                log = directory / f"node-{index}" / "server.log"
+                raise RuntimeError(
+                    f"node {index} exited with {process.returncode}: {_last_error(log)} (its log: {log})"
+                )
         with contextlib.suppress(httpx.HTTPError, KeyError, TypeError):
             views = [httpx.get(url + "/health", timeout=2).json()["cluster"]["nodes"] for url in urls]
             if all({n["url"] for n in view} >= set(urls) for view in views):
@@ -135,13 +144,16 @@ def up(args) -> int:
         ports = [args.port + i if args.port else free_port() for i in range(args.nodes)]
         urls = [f"http://127.0.0.1:{port}" for port in ports]
         _say(f"starting {args.nodes} KCoral CPU nodes: {', '.join(urls)}")
-        nodes = [_start_node(directory, i, port, brokers, secret, args) for i, port in enumerate(ports)]
-        (directory / STATE).write_text(json.dumps({
-            "urls": urls, "node_pids": [p.pid for p in nodes],
-            "broker_pids": [p.pid for p in brokers.processes if p is not None],
-            "nats": brokers.urls, "nats_monitor": brokers.monitor_flag.split(","),
-        }, indent=1))  # fmt: skip
-        _wait_for_view(urls, nodes)
+        # One after the other: the first node makes the cluster's streams and buckets, so the
+        # others never race it to create them while the brokers are still placing replicas.
+        for i, port in enumerate(ports):
+            nodes.append(_start_node(directory, i, port, brokers, secret, args))
+            (directory / STATE).write_text(json.dumps({
+                "urls": urls, "node_pids": [p.pid for p in nodes],
+                "broker_pids": [p.pid for p in brokers.processes if p is not None],
+                "nats": brokers.urls, "nats_monitor": brokers.monitor_flag.split(","),
+            }, indent=1))  # fmt: skip
+            _wait_for_view(urls[: i + 1], nodes, directory)
         _say("sending a request through the cluster (6 * 7)")
         _try_a_request(urls)
         _say("answered 42")
