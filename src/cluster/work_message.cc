@@ -44,9 +44,7 @@ StatusOr<WorkMessage> WorkMessage::Decode(std::string_view text) {
   KC_RETURN_IF_ERROR(fields.Read("tenant", &m.tenant));
   KC_RETURN_IF_ERROR(fields.Read("weight", &m.weight));
   KC_RETURN_IF_ERROR(fields.Read("claim", &m.claim));
-  std::optional<bool> retry;
-  KC_RETURN_IF_ERROR(fields.Read("retry", &retry));
-  m.retry = retry.value_or(false);
+  KC_RETURN_IF_ERROR(fields.ReadIfPresent("retry", &m.retry));
   KC_RETURN_IF_ERROR(fields.Read("queued_unix_us", &m.queued_unix_us));
   KC_RETURN_IF_ERROR(fields.Read("program", &m.program));
   KC_RETURN_IF_ERROR(fields.Read("program_sha256", &m.program_sha256));

@@ -82,9 +82,7 @@ StatusOr<WorkerSettings> DecodeWorkerSettings(const nlohmann::json& json) {
   KC_RETURN_IF_ERROR(fields.ReadIfPresent(kHeapBytes, &settings.heap_bytes));
   KC_RETURN_IF_ERROR(fields.ReadIfPresent(kGpuArch, &settings.gpu_arch));
   KC_RETURN_IF_ERROR(fields.ReadIfPresent(kMaxLibraries, &settings.max_libraries));
-  if (fields.Find(kPreload) != nullptr) {
-    KC_RETURN_IF_ERROR(fields.Read(kPreload, &settings.preload.emplace()));
-  }
+  KC_RETURN_IF_ERROR(fields.Read(kPreload, &settings.preload));
   return settings;
 }
 

@@ -25,12 +25,12 @@ pytestmark = pytest.mark.serial
 HEARTBEAT_S = 1
 LEASE_S = 4  # fenced 2 s after A's first failing beat
 PASSWORD = "fence-test-password"
-TAG = "import os\ndef main(seconds):\n    import time\n    time.sleep(seconds)\n    return os.getpid()\n"
+SLEEPS = "import os\ndef main(seconds):\n    import time\n    time.sleep(seconds)\n    return os.getpid()\n"
 
 
 class AuthorizedNats(NatsCluster):
-    """One nats-server with a user per node; `deny_beats(user)` reloads it so that user may not
-    write the nodes' bucket (kcoral_nodes), `allow_all()` gives it back."""
+    """One nats-server with a user per node; `reload("a")` makes it deny user a writes to the
+    nodes' bucket (kcoral_nodes), `reload(None)` gives them back."""
 
     denied: str | None = None
 
@@ -77,7 +77,7 @@ def runs_started(node: Server) -> int:
 def test_a_node_that_cannot_write_its_heartbeats_takes_no_work_until_it_can(cluster):
     nats, (front, a, b) = cluster
     with Client(front.url) as client:
-        assert client.execute(call(TAG, [0]), timeout_seconds=30).completed  # the cluster answers
+        assert client.execute(call(SLEEPS, [0]), timeout_seconds=30).completed  # the cluster answers
 
         nats.reload(denied="a")
         # A's next beat waits out JetStream's 5 s for an acknowledgement that never comes; from
@@ -85,7 +85,9 @@ def test_a_node_that_cannot_write_its_heartbeats_takes_no_work_until_it_can(clus
         time.sleep(HEARTBEAT_S + 5 + LEASE_S / 2 + 1)
         a_before, b_before = runs_started(a), runs_started(b)
         for _ in range(6):
-            result = client.execute(call(TAG, [0.3]), timeout_seconds=60, idempotency_key=f"fence-{uuid.uuid4().hex}")
+            result = client.execute(
+                call(SLEEPS, [0.3]), timeout_seconds=60, idempotency_key=f"fence-{uuid.uuid4().hex}"
+            )
             assert result.completed, result.error
         assert runs_started(a) == a_before, "the fenced node ran work"
         assert runs_started(b) - b_before == 6
@@ -93,7 +95,7 @@ def test_a_node_that_cannot_write_its_heartbeats_takes_no_work_until_it_can(clus
         nats.reload(denied=None)
 
         def a_took_one():
-            client.execute(call(TAG, [0.3]), timeout_seconds=60, idempotency_key=f"fence-{uuid.uuid4().hex}")
+            client.execute(call(SLEEPS, [0.3]), timeout_seconds=60, idempotency_key=f"fence-{uuid.uuid4().hex}")
             return runs_started(a) > a_before
 
         wait_for(a_took_one, 30, "node A to take work again once its beats land", every=0.1)

@@ -126,7 +126,8 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
   // Delivered before, or queued again by a retry? Its outcome, if one was stored, is the answer,
   // whoever stored it. (A first request's first delivery has none: the entry node looked before
   // queueing it.)
-  if (item->delivered() > 1 || work.retry) {
+  const bool again = item->delivered() > 1 || work.retry;
+  if (again) {
     auto stored = StoredOnceUnheld(work, *item);
     if (!stored.ok()) {  // stopping: another node asks
       item->GiveBack();
@@ -154,7 +155,7 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
       return weight;
     }
   }
-  if ((item->delivered() > 1 || work.retry) && claim_read) {
+  if (again && claim_read) {
     // The claim's read may have waited a while: the first run may have stored its outcome since.
     auto stored = node_.StoredOutcome(key);
     if (stored.ok() && stored->has_value()) {
@@ -226,19 +227,11 @@ StatusOr<std::optional<std::string>> ClusterExecutor::StoredOnceUnheld(
       }
       if (waited_for) {
         const bool dead = Clock::now() - waited_for->heard > node_.options().run_lease;
-        services_.events.Emit(
-            EventLevel::kInfo, "cluster_rerun_waited",
-            {{"request_id", work.request_id},
-             {"key", work.key},
-             {"holder", waited_for->node_id.empty() ? "unknown (this node heard no heartbeat)"
-                                                    : waited_for->node_id},
-             {"listed", waited_for->listed},
-             {"holder_in_view", waited_for->in_view},
-             {"waited_ms", Rounded(MillisecondsSince(waiting))},
-             {"outcome", stored ? "stored"
-                         : late ? "deadline"
-                         : dead ? "holder_presumed_dead"
-                                : "released"}});
+        RerunWaited(work, *waited_for, waiting,
+                    stored ? "stored"
+                    : late ? "deadline"
+                    : dead ? "holder_presumed_dead"
+                           : "released");
       }
       return stored;
     }
@@ -249,18 +242,26 @@ StatusOr<std::optional<std::string>> ClusterExecutor::StoredOnceUnheld(
   }
 }
 
+void ClusterExecutor::RerunWaited(const cluster::WorkMessage& work,
+                                  const cluster::RunHolder& holder, Clock::time_point waiting,
+                                  const char* outcome) {
+  services_.events.Emit(
+      EventLevel::kInfo, "cluster_rerun_waited",
+      {{"request_id", work.request_id},
+       {"key", work.key},
+       {"holder",
+        holder.node_id.empty() ? "unknown (this node heard no heartbeat)" : holder.node_id},
+       {"listed", holder.listed},
+       {"holder_in_view", holder.in_view},
+       {"waited_ms", Rounded(MillisecondsSince(waiting))},
+       {"outcome", outcome}});
+}
+
 bool ClusterExecutor::HoldAfterRunHere(const cluster::WorkMessage& work, cluster::WorkItem& item) {
   const auto waiting = Clock::now();
-  auto said = [&](const char* outcome) {
-    services_.events.Emit(EventLevel::kInfo, "cluster_rerun_waited",
-                          {{"request_id", work.request_id},
-                           {"key", work.key},
-                           {"holder", node_.node_id()},
-                           {"listed", true},
-                           {"holder_in_view", true},
-                           {"waited_ms", Rounded(MillisecondsSince(waiting))},
-                           {"outcome", outcome}});
-  };
+  const cluster::RunHolder here{
+      .node_id = node_.node_id(), .heard = waiting, .listed = true, .in_view = true};
+  auto said = [&](const char* outcome) { RerunWaited(work, here, waiting, outcome); };
   for (auto pause = std::chrono::milliseconds(50);; pause = std::min(2 * pause, kClaimPoll)) {
     if (stopping_ || UnixMillisecondsNow() > work.deadline_unix_ms) {
       said(stopping_ ? "stopping" : "deadline");

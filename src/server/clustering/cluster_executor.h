@@ -66,6 +66,9 @@ class ClusterExecutor {
   // True, holding the key, when it ended without an outcome and this delivery should run;
   // false when this one was answered by its outcome (acknowledged) or given back.
   bool HoldAfterRunHere(const cluster::WorkMessage& work, cluster::WorkItem& item);
+  // The event `cluster_rerun_waited`: a redelivered request waited for `holder` since `waiting`.
+  void RerunWaited(const cluster::WorkMessage& work, const cluster::RunHolder& holder,
+                   std::chrono::steady_clock::time_point waiting, const char* outcome);
   // This node's heartbeats have failed for half the run lease: other nodes may soon take its
   // runs, so it gives up those still running.
   bool Fenced() const;
