@@ -10,8 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from kcoral.grading import Code
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,9 +72,10 @@ def test_an_honest_candidate_is_correct_and_trusted(gpu_client):
     assert verdict["integrity"]["candidate"]["verified"] and verdict["integrity"]["reference"]["verified"]
 
 
-@pytest.mark.xfail(reason="issue 42's 2 s: the H100 measured 1.6-2.3 s (docs/grading.md)", strict=False)
 def test_grading_a_50us_kernel_on_4_shapes_takes_at_most_2s_of_lease(gpu_client):
+    """Issue 42's budget: both sides timed, 4 shapes, 2 sets each (816 ms on the H100)."""
     verdict = grade(gpu_client, HONEST)
+    print(f"\n[figure] lease_ms = {verdict['lease_ms']:.0f} {verdict['lease_ms_by_phase']}")
     assert verdict["lease_ms"] <= 2000, verdict["lease_ms_by_phase"]
 
 

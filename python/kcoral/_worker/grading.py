@@ -8,6 +8,9 @@ The candidate's process never holds a reference output or a seed: it gets the in
 and what it answers travels back as bytes, read with torch's weights-only loader (tensors and
 plain containers, no code). The judge runs no candidate code, so what it says is out of the
 candidate's reach. Torch is imported inside the phases: this module imports on any server.
+
+The bytes are made and read by host-only steps (pack_inputs, unpack_sets, pack_answers,
+unpack_for_judge), which the programs run as cpu_only functions: off the GPU lease.
 """
 
 import copy
@@ -197,9 +200,20 @@ def draw_inputs(reference, make_inputs, plan: dict) -> dict:
                 }
             )
             lap("to_host")
-    packed = _save(sets)
+    return {"sets": sets, "unusable": unusable, "steps_ms": lap.ms}
+
+
+def pack_inputs(drawn: dict) -> dict:
+    """The drawn sets as bytes for the other two workers (a cpu_only step: off the lease)."""
+    lap = _Laps()
+    packed = _save(drawn["sets"])
     lap("save")
-    return {"sets": packed, "unusable": unusable, "steps_ms": lap.ms}
+    return {**drawn, "sets": packed, "steps_ms": {**drawn["steps_ms"], **lap.ms}}
+
+
+def unpack_sets(data: bytes) -> list:
+    """The input sets, read back on the host (a cpu_only step: off the lease)."""
+    return _load(data, "the input sets")
 
 
 # -- phase 2: the candidate's answers and its timing ------------------------------------------
@@ -235,17 +249,16 @@ def _answer_of(value):
     return {"not_a_tensor": type(value).__name__}
 
 
-def answer(candidate, reference, input_sets: bytes, plan: dict) -> dict:
-    """The candidate on every input set (its outputs, and its inputs after the call, for the
-    judge), then the defended paired benchmark against the reference on the declared sizes."""
+def answer(candidate, reference, sets: list, plan: dict) -> dict:
+    """The candidate on every input set (its outputs, and its inputs after the call, on the
+    host for the judge), then the defended paired benchmark against the reference on the
+    declared sizes."""
     torch = _torch()
     from kcoral._worker import gpu_benchmark
 
     lap = _Laps()
     candidates = _Callables(candidate, plan.get("candidate_factory", False))
     references = _Callables(reference, plan.get("reference_factory", False))
-    sets = _load(input_sets, "the input sets")
-    lap("load")
     answers = []
     for entry in sets:
         inputs = _as_tuple(_tensors_to(tuple(entry["inputs"]), "cuda"))
@@ -257,8 +270,8 @@ def answer(candidate, reference, input_sets: bytes, plan: dict) -> dict:
             outputs = fn(*inputs)
             torch.cuda.synchronize()
             lap("candidate")
-            answers.append({"outputs": _answer_of(outputs), "inputs_after": [_digest(v) for v in inputs]})
-            lap("to_host_and_digest")
+            answers.append({"outputs": _answer_of(outputs), "inputs_after": [_answer_of(v) for v in inputs]})
+            lap("to_host")
         except Exception as exc:  # noqa: BLE001 - the candidate's own failure, reported per set
             answers.append({"error": f"{type(exc).__name__}: {exc}"[:300]})
     declared = _as_tuple(_tensors_to(tuple(sets[0]["inputs"]), "cuda"))
@@ -269,9 +282,20 @@ def answer(candidate, reference, input_sets: bytes, plan: dict) -> dict:
     except Exception as exc:  # noqa: BLE001 - the candidate (or its factory) raised
         timing = {"error": {"kind": "runtime", "message": f"{type(exc).__name__}: {exc}"[:400]}}
     lap("benchmark_paired")
-    packed = _save(answers)
+    return {"answers": answers, "timing": timing, "steps_ms": lap.ms}
+
+
+def pack_answers(answered: dict) -> dict:
+    """Each input after the call as its digest, and the answers as bytes for the judge (a
+    cpu_only step: off the lease)."""
+    lap = _Laps()
+    for entry in answered["answers"]:
+        if "inputs_after" in entry:
+            entry["inputs_after"] = [_digest(v) for v in entry["inputs_after"]]
+    lap("digest")
+    packed = _save(answered["answers"])
     lap("save")
-    return {"answers": packed, "timing": timing, "steps_ms": lap.ms}
+    return {**answered, "answers": packed, "steps_ms": {**answered["steps_ms"], **lap.ms}}
 
 
 # -- phase 3: the judgement --------------------------------------------------------------------
@@ -339,7 +363,20 @@ def _compare(expected, got, plan: dict, native=None) -> dict:
     return result
 
 
-def judge(reference, input_sets: bytes, answers: bytes, plan: dict) -> dict:
+def unpack_for_judge(input_sets: bytes, answers: bytes) -> dict:
+    """The sets with each input's digest, and the candidate's answers, read on the host (a
+    cpu_only step: off the lease)."""
+    lap = _Laps()
+    sets = _load(input_sets, "the input sets")
+    got = _load(answers, "the candidate's answers")
+    lap("load")
+    for entry in sets:
+        entry["digests"] = [_digest(v) for v in entry["inputs"]]
+    lap("digest")
+    return {"sets": sets, "answers": got, "steps_ms": lap.ms}
+
+
+def judge(reference, unpacked: dict, plan: dict) -> dict:
     """Each set's reference recomputed here, the candidate's answer compared with it, its inputs
     compared with the set's; then the reference alone timed by the defended benchmark, which
     the paired timing's reference must agree with."""
@@ -347,9 +384,7 @@ def judge(reference, input_sets: bytes, answers: bytes, plan: dict) -> dict:
 
     lap = _Laps()
     references = _Callables(reference, plan.get("reference_factory", False))
-    sets = _load(input_sets, "the input sets")
-    got = _load(answers, "the candidate's answers")
-    lap("load")
+    sets, got = unpacked["sets"], unpacked["answers"]
     if not isinstance(got, list) or len(got) != len(sets):
         got = [{"error": "the candidate's answers do not match the input sets"}] * len(sets)
     per_input = []
@@ -372,8 +407,7 @@ def judge(reference, input_sets: bytes, answers: bytes, plan: dict) -> dict:
         lap("reference")
         row.update(_compare(expected, answered["outputs"], plan, native))
         lap("compare")
-        changed = _changed_inputs(entry["inputs"], answered.get("inputs_after"))
-        lap("digest")
+        changed = _changed_inputs(entry["digests"], answered.get("inputs_after"))
         if changed:
             row["correct"] = False
             row["why"] = "; ".join(filter(None, [row.get("why"), changed]))
@@ -381,11 +415,11 @@ def judge(reference, input_sets: bytes, answers: bytes, plan: dict) -> dict:
     declared = _as_tuple(_tensors_to(tuple(sets[0]["inputs"]), "cuda"))
     timing = gpu_benchmark.benchmark(references(None), declared, plan.get("benchmark", {}))
     lap("benchmark")
-    return {"per_input": per_input, "reference_timing": timing, "steps_ms": lap.ms}
+    return {"per_input": per_input, "reference_timing": timing, "steps_ms": {**unpacked["steps_ms"], **lap.ms}}
 
 
 def _changed_inputs(before: list, after) -> str:
     if not isinstance(after, list) or len(after) != len(before):
         return "its inputs after the call could not be compared"
-    changed = [str(i) for i, (b, a) in enumerate(zip(before, after)) if _digest(b) != a]
+    changed = [str(i) for i, (b, a) in enumerate(zip(before, after)) if b != a]
     return f"the call changed its input {', '.join(changed)}" if changed else ""

@@ -24,4 +24,7 @@ def device(torch) -> None:
     b.copy_(a)
     torch.testing.assert_close((b + 1).cpu(), (a + 1).cpu(), rtol=1e-2, atol=1e-3)
     (b - a).abs().max().item()
+    # cuBLAS makes its handle and workspace at a process's first matrix product (tens of ms).
+    m = a[:64].reshape(8, 8)
+    (m @ m).sum().item()
     torch.cuda.synchronize()
