@@ -149,6 +149,30 @@ def test_the_candidate_program_binds_the_reference_before_the_candidate_is_impor
     ids = [i["id"] for i in candidate_program.instructions if i["op"] in ("upload", "get_function")]
     assert ids.index("reference") < ids.index("candidate_module")
     assert "make_inputs_module" not in ids  # the candidate's process never holds make_inputs
+    # The sets are read before the candidate's import can patch the reader.
+    order = [i.get("id") for i in candidate_program.instructions]
+    assert order.index("unpack_sets") < order.index("candidate_module")
+
+
+def test_host_only_steps_run_off_the_lease_and_the_gpu_steps_under_it():
+    steps = grade_steps(CANDIDATE, REFERENCE, MAKE_INPUTS, SHAPES)
+    programs = [next(steps), steps.send(program_result(results={"inputs": {"sets": b"s", "unusable": []}}))]
+    programs.append(steps.send(program_result(results={"answer": {"answers": b"a", "timing": {}}})))
+    cpu_only = {
+        i["name"]: i.get("cpu_only", False)
+        for program in programs
+        for i in program.instructions
+        if i["op"] == "get_function" and i["id"].startswith("grade_")
+    }
+    assert cpu_only == {
+        "draw_inputs": False,
+        "pack_inputs": True,
+        "unpack_sets": True,
+        "answer": False,
+        "pack_answers": True,
+        "unpack_for_judge": True,
+        "judge": False,
+    }
 
 
 @pytest.mark.parametrize(

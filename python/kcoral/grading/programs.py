@@ -31,7 +31,8 @@ class _GradeProgram(Program):
 
 def inputs_program(reference: Code, make_inputs: Code, plan: dict[str, Any]) -> Program:
     program = _GradeProgram()
-    drawn = program.step("draw_inputs", program.bind("reference", reference), program.bind("make_inputs", make_inputs), plan)  # fmt: skip
+    bound_reference, bound_make_inputs = program.bind("reference", reference), program.bind("make_inputs", make_inputs)
+    drawn = program.step("draw_inputs", bound_reference, bound_make_inputs, plan)
     program.return_(key="inputs", value=program.step("pack_inputs", drawn))
     return program
 
