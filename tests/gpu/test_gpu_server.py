@@ -4,6 +4,7 @@ cpu_only enforcement, sticky errors, kernel timeouts and the CUPTI benchmark."""
 import json
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -128,6 +129,9 @@ def test_add_one_kernel_checks_and_benchmarks(gpu_client, add_one_library):
     assert result.lease_held_ms > 0 and result.lease_wait_ms >= 0
 
 
+HBM_TB_PER_S = {"H200": 4.8, "H100": 3.35}
+
+
 def test_add_one_median_is_near_the_hbm_bound_and_stable(gpu_client, add_one_library):
     medians = []
     for _ in range(5):
@@ -138,9 +142,15 @@ def test_add_one_median_is_near_the_hbm_bound_and_stable(gpu_client, add_one_lib
     record("add_one_median_us_runs", [round(m, 3) for m in medians])
     record("add_one_median_us", round(statistics.median(medians), 3))
     record("add_one_spread_fraction", round(spread, 4))
-    # 8 MiB moved at 4.8 TB/s is about 1.75 us; within 3x of that bound.
-    assert statistics.median(medians) < 3 * 1.75
     assert spread < 0.02
+    # 8 MiB moved at the card's HBM bandwidth, within 3x: 1.75 us on an H200 (4.8 TB/s), 2.5 us
+    # on an H100 (3.35 TB/s; it measured 5.4 us, as in docs/mcp.md).
+    query = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", "-i", "0"]
+    name = subprocess.run(query, capture_output=True, text=True, check=True).stdout
+    bandwidth = next((tb_s for card, tb_s in HBM_TB_PER_S.items() if card in name), None)
+    if bandwidth is None:
+        pytest.skip(f"no HBM bandwidth known for {name.strip()!r}: the spread was checked, not the bound")
+    assert statistics.median(medians) < 3 * (8 * 2**20 / (bandwidth * 1e12) * 1e6)
 
 
 def test_cpu_only_call_touching_cuda_is_gpu_access(gpu_client):
