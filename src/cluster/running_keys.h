@@ -1,8 +1,8 @@
-// RunningKeys: the keys of the requests this node is running, or holds an unstored outcome of
-// (docs/cluster.md "The run lease"). Its node's record lists them at every heartbeat, so the
-// lease on a run costs no write of its own. A key is held by one run at a time: a second
-// delivery of the same message here (JetStream redelivered it while the first still ran, or
-// still stored its outcome) waits for that run's outcome instead of running it again.
+// RunningKeys: the keys of the requests this node is about to run (reading the claim), running,
+// or holds an unstored outcome of (docs/cluster.md "The run lease"). Its node's record lists them
+// at every heartbeat, so the lease on a run costs no write of its own. A key is held by one run at
+// a time: a second delivery of the same message here (JetStream redelivered it while the first
+// still ran, or still stored its outcome) waits for that run's outcome instead of running it again.
 //
 // Thread-safe.
 #pragma once

@@ -6,6 +6,8 @@ and waits until JetStream has a leader. `stop()` stops each by its pid.
 
 import hashlib
 import hmac
+import json
+import signal
 import time
 
 from kcoral.tools.nats_brokers import NatsBrokers
@@ -32,3 +34,35 @@ def cluster_key(idempotency_key: str, tenant: str = "") -> str:
 class NatsCluster(NatsBrokers):
     """The brokers of one test (or module): `processes[i]` may be killed and set to None by a
     test; `urls` and `flag` name them for the nodes."""
+
+
+class AuthorizedNats(NatsCluster):
+    """One nats-server with a user per node (`password` for each): `reload(user, publish=[...],
+    subscribe=[...])` makes it deny that user those subjects (authorization reloaded on SIGHUP),
+    `reload(None)` gives every right back. Connections without a user count as `users[0]`'s."""
+
+    def __init__(self, tmp, users: tuple[str, ...], password: str):
+        self.users, self.password = users, password
+        self.denied: tuple[str | None, dict[str, list[str]]] = (None, {})
+        super().__init__(tmp, size=1)
+
+    def _config(self, i, store, route_ports):
+        denied_user, rules = self.denied
+
+        def user(name: str) -> str:
+            deny = ""
+            if name == denied_user:
+                deny = ", permissions: {" + ", ".join(f"{k}: {{deny: {json.dumps(v)}}}" for k, v in rules.items()) + "}"
+            return f"{{user: {name}, password: {json.dumps(self.password)}{deny}}}"
+
+        users = ", ".join(user(name) for name in self.users)
+        return (
+            super()._config(i, store, route_ports)
+            + f"authorization {{ users: [{users}] }}\nno_auth_user: {self.users[0]}\n"
+        )
+
+    def reload(self, user: str | None, **deny: list[str]) -> None:
+        """deny: publish=[subjects], subscribe=[subjects]."""
+        self.denied = (user, {k: v for k, v in deny.items() if v})
+        self.configs[0].write_text(self._config(0, self.stores[0], []))
+        self.processes[0].send_signal(signal.SIGHUP)

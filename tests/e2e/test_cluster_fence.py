@@ -8,8 +8,6 @@ Made here with one nats-server and a user per node: node A's user loses its righ
 heartbeats (the server's authorization, reloaded on SIGHUP) while it keeps fetching. Every
 request sent then is run by node B; once A may write again, it takes work again."""
 
-import json
-import signal
 import time
 import uuid
 
@@ -17,7 +15,7 @@ import pytest
 
 from conftest import Server, call, wait_for
 from kcoral import Client
-from nats_cluster import CLUSTER_SECRET, NatsCluster
+from nats_cluster import CLUSTER_SECRET, AuthorizedNats
 
 # Timed against the lease and the heartbeats: alone on the machine.
 pytestmark = pytest.mark.serial
@@ -28,30 +26,9 @@ PASSWORD = "fence-test-password"
 SLEEPS = "import os\ndef main(seconds):\n    import time\n    time.sleep(seconds)\n    return os.getpid()\n"
 
 
-class AuthorizedNats(NatsCluster):
-    """One nats-server with a user per node; `reload("a")` makes it deny user a writes to the
-    nodes' bucket (kcoral_nodes), `reload(None)` gives them back."""
-
-    denied: str | None = None
-
-    def _config(self, i, store, route_ports):
-        def user(name: str) -> str:
-            deny = ', permissions: {publish: {deny: ["$KV.kcoral_nodes.>"]}}' if name == self.denied else ""
-            return f"{{user: {name}, password: {json.dumps(PASSWORD)}{deny}}}"
-
-        users = ", ".join(user(name) for name in ("front", "a", "b"))
-        # Connections without a user (the tests' own JetStream probes) count as the front door's.
-        return super()._config(i, store, route_ports) + f"authorization {{ users: [{users}] }}\nno_auth_user: front\n"
-
-    def reload(self, denied: str | None) -> None:
-        self.denied = denied
-        self.configs[0].write_text(self._config(0, self.stores[0], []))
-        self.processes[0].send_signal(signal.SIGHUP)
-
-
 @pytest.fixture
 def cluster(tmp_path_factory):
-    nats = AuthorizedNats(tmp_path_factory.mktemp("nats-fence"), size=1)
+    nats = AuthorizedNats(tmp_path_factory.mktemp("nats-fence"), ("front", "a", "b"), PASSWORD)
     nodes = []
     try:
         flags = [
@@ -79,7 +56,7 @@ def test_a_node_that_cannot_write_its_heartbeats_takes_no_work_until_it_can(clus
     with Client(front.url) as client:
         assert client.execute(call(SLEEPS, [0]), timeout_seconds=30).completed  # the cluster answers
 
-        nats.reload(denied="a")
+        nats.reload("a", publish=["$KV.kcoral_nodes.>"])  # its heartbeats
         # A's next beat waits out JetStream's 5 s for an acknowledgement that never comes; from
         # then on its beats have failed since that beat began, more than half the lease.
         time.sleep(HEARTBEAT_S + 5 + LEASE_S / 2 + 1)
@@ -92,7 +69,7 @@ def test_a_node_that_cannot_write_its_heartbeats_takes_no_work_until_it_can(clus
         assert runs_started(a) == a_before, "the fenced node ran work"
         assert runs_started(b) - b_before == 6
 
-        nats.reload(denied=None)
+        nats.reload(None)
 
         def a_took_one():
             client.execute(call(SLEEPS, [0.3]), timeout_seconds=60, idempotency_key=f"fence-{uuid.uuid4().hex}")

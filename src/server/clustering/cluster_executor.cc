@@ -29,6 +29,25 @@ constexpr auto kClaimPoll = std::chrono::milliseconds(500);
 // before reading the claim (a read: 0.2-0.4 ms on the GPU machine).
 constexpr auto kConfirmWait = std::chrono::microseconds(500);
 
+// A key this node holds (ClusterNode::HoldRun), let go of once: by Release or at scope's end,
+// after the outcome is stored.
+class HeldRun {
+ public:
+  HeldRun(cluster::ClusterNode& node, std::string key) : node_(node), key_(std::move(key)) {}
+  ~HeldRun() { Release(); }
+  HeldRun(const HeldRun&) = delete;
+  HeldRun& operator=(const HeldRun&) = delete;
+  void Release() {
+    if (!released_) node_.ReleaseRun(key_);
+    released_ = true;
+  }
+
+ private:
+  cluster::ClusterNode& node_;
+  const std::string key_;
+  bool released_ = false;
+};
+
 }  // namespace
 
 StatusOr<std::unique_ptr<ClusterExecutor>> ClusterExecutor::Start(Services& services,
@@ -138,9 +157,16 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
       return weight;
     }
   }
+  // This node's records list the key from here: a claim read can wait 5 s on a paused broker
+  // without a word to JetStream, which then hands the message to another node, and that node
+  // ran it beside this one (a duplicate in the fault campaign's broker-pause) unless it saw
+  // the key listed here. A redelivery waits in StoredOnceUnheld unlisted, so two never wait on
+  // each other.
+  const int64_t fetched_us = UnixMicrosecondsNow();
+  if (!node_.HoldRun(key) && !HoldAfterRunHere(work, *item)) return weight;
+  HeldRun held(node_, key);
   // A claim that a wake confirmed needs no read: the entry node's wake follows its claim, and
   // usually comes before the message (docs/cluster.md "Publishes sent at once").
-  const int64_t fetched_us = UnixMicrosecondsNow();
   const auto checking = Clock::now();
   const bool claim_read = work.claim && !node_.TakeConfirmedClaim(*work.claim, kConfirmWait);
   if (claim_read) {
@@ -163,7 +189,6 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
       return weight;
     }
   }
-  if (!node_.HoldRun(key) && !HoldAfterRunHere(work, *item)) return weight;
   nlohmann::json started = {{"request_id", request_id},
                             {"key", key},
                             {"entry_node", work.entry_node},
@@ -185,14 +210,13 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
                            {"key", key},
                            {"run_ms", Rounded(run_ms)},
                            {"reason", reply.status().message()}});
-    node_.ReleaseRun(key);
+    held.Release();  // before the message goes back: its next run need not wait for a beat
     item->GiveBack();
     return weight;
   }
   // Charged once per request: only by the node whose outcome is the answer, so a redelivered
   // run is never charged twice.
   if (Finish(work, *reply, run_ms, *item)) services_.quotas.Charge(work.tenant, used);
-  node_.ReleaseRun(key);
   return weight;
 }
 
