@@ -133,15 +133,7 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
   const std::string& key = work.key;
   const double weight = work.weight;
   const std::string& request_id = work.request_id;
-  if (Fenced()) {  // fetched just before its writes had failed for half the lease: as above
-    services_.events.Emit(EventLevel::kWarning, "cluster_run_fenced",
-                          {{"request_id", request_id},
-                           {"key", key},
-                           {"run_ms", 0},
-                           {"reason", "fenced before it started: given back unrun"}});
-    item->GiveBack();
-    return weight;
-  }
+  if (GaveBackFenced(work, *item)) return weight;  // fetched just before: as above
   // Delivered before, or queued again by a retry? Its outcome, if one was stored, is the answer,
   // whoever stored it. (A first request's first delivery has none: the entry node looked before
   // queueing it.)
@@ -189,6 +181,9 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
       return weight;
     }
   }
+  // Fenced while it read the claim (a broker that does not answer stalls both): a run started
+  // now would be cancelled at once, after its program had begun.
+  if (GaveBackFenced(work, *item)) return weight;
   nlohmann::json started = {{"request_id", request_id},
                             {"key", key},
                             {"entry_node", work.entry_node},
@@ -305,6 +300,17 @@ bool ClusterExecutor::HoldAfterRunHere(const cluster::WorkMessage& work, cluster
     said("released");  // that run ended unstored (cancelled, fenced): this one runs
     return true;
   }
+}
+
+bool ClusterExecutor::GaveBackFenced(const cluster::WorkMessage& work, cluster::WorkItem& item) {
+  if (!Fenced()) return false;
+  services_.events.Emit(EventLevel::kWarning, "cluster_run_fenced",
+                        {{"request_id", work.request_id},
+                         {"key", work.key},
+                         {"run_ms", 0},
+                         {"reason", "fenced before it started: given back unrun"}});
+  item.GiveBack();
+  return true;
 }
 
 bool ClusterExecutor::Fenced() const {

@@ -72,6 +72,8 @@ class ClusterExecutor {
   // This node's heartbeats have failed for half the run lease: other nodes may soon take its
   // runs, so it gives up those still running.
   bool Fenced() const;
+  // When Fenced: says so (cluster_run_fenced), gives the message back unrun and returns true.
+  bool GaveBackFenced(const cluster::WorkMessage& work, cluster::WorkItem& item);
   // The reply for one request's message, in Run's steps: a request started too often or past
   // its deadline is refused; the program and its blobs are made ready (fetched from the entry
   // node, else any node); it runs on a seat, saying "in progress" while it waits and runs.
