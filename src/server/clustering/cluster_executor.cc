@@ -29,23 +29,26 @@ constexpr auto kClaimPoll = std::chrono::milliseconds(500);
 // before reading the claim (a read: 0.2-0.4 ms on the GPU machine).
 constexpr auto kConfirmWait = std::chrono::microseconds(500);
 
-// A key this node holds (ClusterNode::HoldRun), let go of once: by Release or at scope's end,
-// after the outcome is stored.
+// This node's hold on a key (ClusterNode::HoldRun), let go of once: by Release or at scope's
+// end, after the outcome is stored. None when a run here holds the key already.
 class HeldRun {
  public:
-  HeldRun(cluster::ClusterNode& node, std::string key) : node_(node), key_(std::move(key)) {}
+  HeldRun(cluster::ClusterNode& node, std::string key)
+      : node_(node), key_(std::move(key)), held_(node_.HoldRun(key_)) {}
   ~HeldRun() { Release(); }
   HeldRun(const HeldRun&) = delete;
   HeldRun& operator=(const HeldRun&) = delete;
+  bool held() const { return held_; }
+  void Took() { held_ = true; }  // ClusterExecutor::HoldAfterRunHere took it
   void Release() {
-    if (!released_) node_.ReleaseRun(key_);
-    released_ = true;
+    if (held_) node_.ReleaseRun(key_);
+    held_ = false;
   }
 
  private:
   cluster::ClusterNode& node_;
   const std::string key_;
-  bool released_ = false;
+  bool held_;
 };
 
 }  // namespace
@@ -153,9 +156,8 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
   // without a word to JetStream, which then hands the message to another node, and that node
   // ran it beside this one (a duplicate in the fault campaign's broker-pause) unless it saw
   // the key listed here. A redelivery waits in StoredOnceUnheld unlisted, so two never wait on
-  // each other.
+  // each other. (Already held by a run here, the key is listed already.)
   const int64_t fetched_us = UnixMicrosecondsNow();
-  if (!node_.HoldRun(key) && !HoldAfterRunHere(work, *item)) return weight;
   HeldRun held(node_, key);
   // A claim that a wake confirmed needs no read: the entry node's wake follows its claim, and
   // usually comes before the message (docs/cluster.md "Publishes sent at once").
@@ -180,6 +182,12 @@ double ClusterExecutor::Execute(std::unique_ptr<cluster::WorkItem> item) {
       (void)item->Ack();
       return weight;
     }
+  }
+  // The claimed run, held here by another delivery of this message (JetStream handed it over
+  // twice): that one's outcome, or this one runs once it ended unstored.
+  if (!held.held()) {
+    if (!HoldAfterRunHere(work, *item)) return weight;
+    held.Took();
   }
   // Fenced while it read the claim (a broker that does not answer stalls both): a run started
   // now would be cancelled at once, after its program had begun.
