@@ -1,6 +1,8 @@
 #include "cluster/nats_link.h"
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <string_view>
 #include <thread>
 
@@ -10,6 +12,10 @@ namespace {
 
 // How long a stream just made may take to elect its leader (a Raft election: a second or two).
 constexpr auto kLeaderWait = std::chrono::seconds(10);
+// A ping every heartbeat, at most this far apart; a server that leaves this many unanswered is
+// stale at the next one (so about three pings after it stopped answering).
+constexpr auto kLongestPing = std::chrono::seconds(2);
+constexpr int kPingsUnanswered = 2;
 
 // cnats's options, freed on every path.
 struct OptionsHolder {
@@ -51,6 +57,13 @@ StatusOr<std::unique_ptr<NatsLink>> NatsLink::Connect(const ClusterOptions& opti
   if (s == NATS_OK) s = natsOptions_SetSendAsap(holder.options, true);
   if (s == NATS_OK)
     s = natsOptions_SetMaxReconnect(holder.options, -1);  // forever: the cluster outlives a server
+  // A server that hangs (stopped, stalled) keeps its TCP connection open: with cnats's default
+  // pings (every 2 min, 2 unanswered) a node stayed on it for minutes, its heartbeats failing,
+  // fenced after half the run lease. Now it moves to another server about three pings after
+  // its own stopped answering.
+  const auto ping_every = std::min<std::chrono::milliseconds>(options.heartbeat, kLongestPing);
+  if (s == NATS_OK) s = natsOptions_SetPingInterval(holder.options, ping_every.count());
+  if (s == NATS_OK) s = natsOptions_SetMaxPingsOut(holder.options, kPingsUnanswered);
   if (s == NATS_OK && !options.user.empty()) {
     s = natsOptions_SetUserInfo(holder.options, options.user.c_str(), options.password.c_str());
   }

@@ -122,6 +122,32 @@ def test_a_node_survives_losing_one_nats_server(tmp_path_factory, nats):
         a.stop()
 
 
+def test_a_node_whose_nats_server_hangs_moves_to_another(tmp_path_factory):
+    """A server SIGSTOPped keeps its TCP connections open. With cnats's default pings (every two
+    minutes) the node stayed on it that long, its heartbeats failing; pinged every heartbeat, it
+    moves to another server within a few seconds and its beats land again."""
+    hanging = NatsCluster(tmp_path_factory.mktemp("nats-hang"))
+    a = node(tmp_path_factory, hanging)
+    stopped = None
+    try:
+        index = next(i for i, url in enumerate(hanging.urls) if url == cluster_view(a)["connected_url"])
+        stopped = hanging.processes[index]
+        stopped.send_signal(signal.SIGSTOP)
+        hung_at = time.monotonic()
+        view = until(
+            lambda: (v := cluster_view(a))["connected"] and v["connected_url"] != hanging.urls[index] and v,
+            15,
+            "a move to another server",
+        )
+        print(f"moved to {view['connected_url']} {time.monotonic() - hung_at:.1f} s after its server hung")
+        until(lambda: [n["age_s"] < 1.5 for n in cluster_view(a)["nodes"]] == [True], 20, "its own fresh beat")
+    finally:
+        if stopped is not None:
+            stopped.send_signal(signal.SIGCONT)
+        a.stop()
+        hanging.stop()
+
+
 def test_without_nats_the_server_refuses_to_start(tmp_path):
     dead = f"nats://127.0.0.1:{free_port()}"  # nobody listens there
     done = subprocess.run(
