@@ -55,7 +55,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cluster_harness import SECRET, NatsServers, Node, wait_for_view  # first: this checkout's kcoral on sys.path
+from cluster_harness import (
+    SECRET,
+    NatsServers,
+    Node,
+    cluster_key,
+    wait_for_view,
+)  # first: this checkout's kcoral on sys.path
 from fault_load import Load, Verdict, check, executions, recheck, recovery_seconds
 from lazy_store import LazyStore
 from netns_lab import NetnsLab
@@ -458,6 +464,38 @@ def table(rows: list[Row]) -> str:
     return "\n".join(out)
 
 
+def key_trail(root: Path, key: str) -> list[str]:
+    """What every node life logged about `key`, in time order: why it was lost, changed or run
+    again, printed last, where CI's excerpt of the output shows it."""
+    wanted = cluster_key(key)
+    fields = ("delivered", "claim_read", "holder", "listed", "outcome", "waited_ms", "reason", "first_outcome")
+    lines = []
+    for events in root.glob("*/node-*/life*/runs/*/events.jsonl"):
+        life = "/".join(events.parts[-5:-3])  # node-1/life2
+        for line in events.read_text(errors="replace").splitlines():
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                if event.get("key") == wanted:
+                    detail = {name: event[name] for name in fields if name in event}
+                    lines.append(f"{event['timestamp'][11:23]} {life} {event['event']} {json.dumps(detail)[:240]}")
+    return sorted(lines)
+
+
+def print_trails(failed: list[Row], root: Path, log: Path) -> None:
+    """The first two suspect keys of each failed schedule: their runs and their nodes' events."""
+    for row in failed:
+        for key in row.verdict.suspects[:2]:
+            print(f"{row.schedule}: {key}, as its runs' file and the nodes logged it:")
+            runs = executions(log).get(key, [])
+            at = [time.strftime("%H:%M:%S", time.gmtime(r.started)) + f"{r.started % 1:.3f}"[1:] for r in runs]
+            print(
+                "  runs (UTC): "
+                + ", ".join(f"{w} by {r.tag[:6]}{'' if r.ended else ' (cut)'}" for w, r in zip(at, runs))
+            )
+            for line in key_trail(root, key)[:16]:
+                print("  " + line)
+
+
 def passed(row: Row) -> bool:
     v = row.verdict
     return v.lost == 0 and v.changed == 0 and v.duplicated <= v.allowance
@@ -572,6 +610,7 @@ def main() -> int:
     if not failed and args.out is None:
         shutil.rmtree(root, ignore_errors=True)
         root = None
+    print_trails([row for row in rows if not passed(row)], root, log)
     print(f"wall {wall:.0f} s" + (f"; the brokers', nodes' and programs' files are under {root}" if root else ""))
     if failed:
         print(f"FAILED: {', '.join(failed)} (lost, changed or duplicated beyond the allowance)")

@@ -34,7 +34,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [_PYTHON, os.environ.get
 
 sys.path.append(str(REPO / "tests" / "e2e"))  # the tests' bare NATS client and peer signatures
 
-from nats_cluster import NatsWire  # noqa: E402, F401 - re-exported for the benches
+from nats_cluster import NatsWire, cluster_key  # noqa: E402, F401 - re-exported for the benches
 
 from kcoral import Client, Program  # noqa: E402
 from kcoral.tools.nats_brokers import NatsBrokers, free_port, nats_request  # noqa: E402, F401 - re-exported

@@ -35,7 +35,6 @@ planned kill did not happen. Everything it started is stopped by pid or process 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import random
 import signal
@@ -50,6 +49,7 @@ from cluster_harness import (
     SECRET,
     NatsServers,
     Node,
+    cluster_key,
     out_folder,
     percentile,
 )  # first: puts this checkout's kcoral on sys.path
@@ -77,11 +77,6 @@ def program_of(i: int, seconds: float, token: int, big_bytes: int) -> Program:
     fn = program.get_function(id="f", module=module, name="main")
     program.return_(key="out", value=program.run(id="r", fn=fn, args=[i, seconds, token, big_bytes]))
     return program
-
-
-def cluster_key(idempotency_key: str) -> str:
-    """The key a node files a request under (src/server/clustering/cluster_entry.cc ClusterKey)."""
-    return "k-" + hashlib.sha256(f"\n{idempotency_key}".encode()).hexdigest()[:48]  # no tenant
 
 
 class Requests:

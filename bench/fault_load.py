@@ -191,11 +191,14 @@ class Verdict:
     duplicated: int = 0
     allowance: int = 0
     examples: list[str] = field(default_factory=list)
+    # Keys lost, changed or run more often than their own allowance: the ones to trace.
+    suspects: list[str] = field(default_factory=list)
 
     def add(self, other: Verdict) -> None:
         for name in ("requests", "answered", "unanswered", "lost", "changed", "duplicated", "allowance"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.examples += other.examples[: max(0, 10 - len(self.examples))]
+        self.suspects += other.suspects[: max(0, 10 - len(self.suspects))]
 
 
 def recheck(urls: list[str], records: list[KeyRecord], log: Path, deadline_s: float, concurrency: int = 6) -> None:
@@ -233,12 +236,14 @@ def check(records: list[KeyRecord], log: Path, killed: dict[str, float]) -> Verd
         else:
             verdict.unanswered += 1
             verdict.examples.append(f"unanswered {record.key} after {record.attempts} attempts: {record.last_error}")
+        suspect = False
         values = {answer for _, answer in record.answers}
         if record.recheck_answer is not None:
             values.add(record.recheck_answer)
         if len(values) > 1 or any(v != value_of(record.key) for v in values):
             verdict.changed += 1
             verdict.examples.append(f"changed {record.key}: {sorted(values)}")
+            suspect = True
         if record.answers:  # a key answered must keep its answer and never run again
             first_answer_at = record.answers[0][0]
             again = any(r.started > first_answer_at for r in runs)
@@ -246,12 +251,16 @@ def check(records: list[KeyRecord], log: Path, killed: dict[str, float]) -> Verd
                 verdict.lost += 1
                 why = "ran again after its answer" if again else f"no answer on the retry ({record.last_error})"
                 verdict.examples.append(f"lost {record.key}: {why}")
+                suspect = True
         extra = max(0, len(runs) - 1)
         verdict.duplicated += extra
         # A run on a killed life is redone when its outcome was not stored before the kill: count
         # it unless the key was answered before that kill.
         answered_at = record.answers[0][0] if record.answers else float("inf")
-        verdict.allowance += sum(1 for r in runs if r.tag in killed and answered_at > killed[r.tag])
+        allowed = sum(1 for r in runs if r.tag in killed and answered_at > killed[r.tag])
+        verdict.allowance += allowed
+        if suspect or extra > allowed:
+            verdict.suspects.append(record.key)
         if extra:
             verdict.examples.append(
                 f"duplicated {record.key}: {len(runs)} runs, tags {[r.tag[:6] + ('' if r.ended else '(cut)') for r in runs]}"
