@@ -483,10 +483,11 @@ def key_trail(root: Path, key: str) -> list[str]:
 
 def print_trails(failed: list[Row], root: Path, log: Path) -> None:
     """The first two suspect keys of each failed schedule: their runs and their nodes' events."""
+    ran = executions(log) if failed else {}
     for row in failed:
         for key in row.verdict.suspects[:2]:
             print(f"{row.schedule}: {key}, as its runs' file and the nodes logged it:")
-            runs = executions(log).get(key, [])
+            runs = ran.get(key, [])
             at = [time.strftime("%H:%M:%S", time.gmtime(r.started)) + f"{r.started % 1:.3f}"[1:] for r in runs]
             print(
                 "  runs (UTC): "
